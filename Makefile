@@ -1,0 +1,51 @@
+# Cage. `make run` starts the main job, `make test` runs every check. Both set up what they need
+# (venv, packages, a Docker engine, the offline base image) and are safe to run twice.
+SHELL := /bin/bash
+VENV  := .venv
+BIN   := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: setup venv engine base-image run test lint unit integration schemas golden bench images clean
+
+venv:
+	@scripts/bootstrap-venv.sh
+
+engine:
+	@scripts/ensure-docker.sh
+
+base-image: engine
+	@images/base/build.sh
+
+setup: venv base-image
+
+run: setup
+	$(BIN)/cage serve
+
+lint: venv
+	$(BIN)/ruff check orchestrator runners tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: setup lint
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: venv
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: setup
+	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+schemas: venv
+	$(BIN)/cage schemas --write schemas/
+
+golden: venv
+	$(BIN)/python -m tests.golden.regenerate
+
+images: setup
+	$(BIN)/cage images build --all
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,309 @@
+"""`sandbox.yao` (version "2.0") as pydantic models.
+
+Yao's keys with their polymorphic forms (`vnc` bool|object, `ports` ints|objects, `secrets`
+string|object, `runner.connectors` string|object, `filter.kind` string|list), plus Cage's own
+optional keys (`computer.pids`, `network`, `runtime`, `read_only`, `turn_timeout`,
+`stall_timeout`). Unknown keys are errors: every model forbids extras.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import re
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from orchestrator.dsl.units import Duration, MemoryBytes
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_HOST_RE = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+class Lifecycle(enum.StrEnum):
+    """How long a sandbox lives and what identifies it (DESIGN.md, "Config hash and identity")."""
+
+    ONESHOT = "oneshot"
+    SESSION = "session"
+    LONGRUNNING = "longrunning"
+    PERSISTENT = "persistent"
+
+
+DEFAULT_IDLE_TIMEOUT: dict[Lifecycle, timedelta | None] = {
+    Lifecycle.ONESHOT: None,
+    Lifecycle.SESSION: timedelta(minutes=30),
+    Lifecycle.LONGRUNNING: timedelta(hours=2),
+    Lifecycle.PERSISTENT: None,
+}
+
+
+class VncSpec(BaseModel):
+    model_config = _STRICT
+    enabled: bool = False
+    view_only: bool = False
+    password: str = ""
+    """May be `$ENV.NAME`; never logged."""
+    resolution: str = ""
+    """e.g. `1920x1080`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bool(cls, data: Any) -> Any:
+        return {"enabled": data} if isinstance(data, bool) else data
+
+    @field_validator("resolution")
+    @classmethod
+    def _resolution(cls, v: str) -> str:
+        if v and not re.fullmatch(r"\d{2,5}x\d{2,5}(x\d{1,2})?", v):
+            raise ValueError(f"resolution must look like 1920x1080, got {v!r}")
+        return v
+
+
+class PortSpec(BaseModel):
+    model_config = _STRICT
+    port: int = Field(ge=1, le=65535)
+    """Port inside the container."""
+    host_port: int = Field(default=0, ge=0, le=65535)
+    """Host port on 127.0.0.1; 0 picks a free one."""
+    protocol: Literal["tcp", "udp"] = "tcp"
+    label: str = ""
+
+
+def _ports(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    kinds = {"int" if isinstance(v, int) and not isinstance(v, bool) else "obj" for v in value}
+    if len(kinds) > 1:
+        raise ValueError("cannot mix ints and objects")
+    return [{"port": v} if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+
+
+class NetworkAllowlist(BaseModel):
+    """Egress limited to these hosts (names, IPs or CIDRs); everything else is dropped."""
+
+    model_config = _STRICT
+    allow: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("allow")
+    @classmethod
+    def _hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for host in hosts:
+            try:
+                ipaddress.ip_network(host, strict=False)
+            except ValueError:
+                if not _HOST_RE.match(host):
+                    raise ValueError(f"not a host name, IP or CIDR: {host!r}") from None
+        return hosts
+
+
+class ComputerSpec(BaseModel):
+    model_config = _STRICT
+    image: str | None = None
+    """Base image for the runner layer, or a ready image that already has the runner CLI."""
+    vnc: VncSpec = VncSpec()
+    """`true`/`false` or `{enabled, view_only, password, resolution}`."""
+    memory: MemoryBytes | None = None
+    """Hard memory limit (`docker run --memory`): `2GB`, `512m`, bytes. Default 2 GiB."""
+    cpus: float | None = Field(default=None, gt=0, le=256)
+    """CPU quota in cores (`--cpus`)."""
+    ports: Annotated[tuple[PortSpec, ...], Field(default=())] = ()
+    """`[3000, 8080]` or `[{port, host_port, protocol, label}]`; mixing the two forms is an error."""
+    user: str | None = None
+    """Container user; the runner CLIs always run as the non-root `sandbox` user."""
+    work_dir: str = "/workspace"
+    """Working directory inside the container."""
+    mount_path: str = "/workspace"
+    """Where the workspace is mounted."""
+    mount_mode: Literal["rw", "ro"] = "rw"
+    pids: int = Field(default=512, ge=16, le=1_000_000)
+    """Process limit; stops a fork bomb in an agent tool from taking the host down."""
+    network: Literal["none", "bridge"] | NetworkAllowlist = "bridge"
+    """`none` cuts all egress, `bridge` is the default, `{allow: [...]}` an egress allowlist."""
+    runtime: str | None = None
+    """OCI runtime, e.g. `runsc` (gVisor); must be configured in the engine."""
+    read_only: bool = False
+    """Read-only root filesystem with a tmpfs `/tmp`; the workspace stays writable."""
+
+    @field_validator("ports", mode="before")
+    @classmethod
+    def _ports(cls, value: Any) -> Any:
+        return _ports(value)
+
+    @field_validator("work_dir", "mount_path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/") or "/../" in f"{v}/":
+            raise ValueError(f"must be an absolute path without '..', got {v!r}")
+        return v
+
+
+class RoleConnector(BaseModel):
+    model_config = _STRICT
+    connector: str = Field(min_length=1)
+    override: Literal["force", "user"] = "force"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_str(cls, data: Any) -> Any:
+        return {"connector": data} if isinstance(data, str) else data
+
+
+RUNNER_ALIASES = {"yao": "yaocode", "claude/cli": "claude", "claude-code": "claude", "opencode-cli": "opencode"}
+KNOWN_RUNNERS = ("claude", "opencode", "codex", "yaocode", "tai")
+
+
+def canonical_runner(name: str) -> str:
+    """Yao's aliases: `yao` -> `yaocode`, `claude/cli` -> `claude`, `x/y` -> `x`."""
+    name = RUNNER_ALIASES.get(name, name)
+    return name.split("/", 1)[0] if "/" in name else name
+
+
+class RunnerSpec(BaseModel):
+    model_config = _STRICT
+    name: str
+    """`claude`, `opencode`, `codex`, `yaocode` or `tai` (Yao aliases accepted)."""
+    mode: Literal["cli", "service"] = "cli"
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Runner CLI options (`permission_mode`, `max_turns`, `allowed_tools`, ...)."""
+    connectors: dict[Literal["default", "light", "heavy", "vision", "audio"], RoleConnector] = Field(
+        default_factory=dict
+    )
+    """Per-role connectors: `"conn-id"` or `{connector, override: force|user}`."""
+    supports: tuple[str, ...] = ()
+    """Runners this assistant may run on; empty means all."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        name = canonical_runner(v)
+        if name not in KNOWN_RUNNERS:
+            raise ValueError(f"unknown runner {v!r}; expected one of {', '.join(KNOWN_RUNNERS)}")
+        return name
+
+    @field_validator("supports")
+    @classmethod
+    def _supports(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        out = tuple(canonical_runner(n) for n in v)
+        bad = [n for n in out if n not in KNOWN_RUNNERS]
+        if bad:
+            raise ValueError(f"unknown runner(s) {', '.join(bad)}; expected {', '.join(KNOWN_RUNNERS)}")
+        return out
+
+
+class _Step(BaseModel):
+    model_config = _STRICT
+    once: bool = False
+    """Run only when the config hash changed since the last successful prepare."""
+    ignore_error: bool = False
+    """A failure is logged and the next step runs."""
+
+
+class FileStep(_Step):
+    """Write `content` to `path` (relative to the workspace; `~/` means the workspace root)."""
+
+    action: Literal["file"]
+    path: str = Field(min_length=1)
+    content: str = ""
+    mode: int = Field(default=0o644, ge=0, le=0o777)
+
+
+class CopyStep(_Step):
+    """Copy `src` (relative to the assistant directory) to `dst` (relative to the workspace)."""
+
+    action: Literal["copy"]
+    src: str = Field(min_length=1)
+    dst: str = Field(min_length=1)
+
+
+class ExecStep(_Step):
+    """Run `cmd` with `sh -c` in the work dir; `background` detaches it."""
+
+    action: Literal["exec"]
+    cmd: str = Field(min_length=1)
+    background: bool = False
+    timeout: Duration | None = None
+    """Kill the step after this long (default: no limit besides the turn's)."""
+
+
+PrepareStep = Annotated[FileStep | CopyStep | ExecStep, Field(discriminator="action")]
+
+
+class SecretEntry(BaseModel):
+    """Metadata for a secret; `value` may be `$ENV.NAME`. Values are never logged or labelled."""
+
+    model_config = _STRICT
+    value: str = ""
+    label: str = ""
+    description: str = ""
+    required: bool = False
+    multiline: bool = False
+    env: str | None = None
+    """Inject the value into execs under this variable name (Cage extension; Yao never injects)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_str(cls, data: Any) -> Any:
+        return {"value": data} if isinstance(data, str) else data
+
+
+class ComputerFilter(BaseModel):
+    model_config = _STRICT
+    kind: tuple[Literal["box", "host"], ...] = ()
+    image: str = ""
+    vnc: bool | None = None
+    os: str = ""
+    arch: str = ""
+    min_cpus: float = Field(default=0, ge=0)
+    min_mem: MemoryBytes | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+
+class SandboxSpec(BaseModel):
+    """The whole of `sandbox.yao`."""
+
+    model_config = _STRICT
+    version: Literal["2.0"]
+    """Must be "2.0" (Sandbox V2)."""
+    computer: ComputerSpec = ComputerSpec()
+    runner: RunnerSpec
+    lifecycle: Lifecycle = Lifecycle.ONESHOT
+    """`oneshot` (default, also for an empty value) | `session` | `longrunning` | `persistent`."""
+    idle_timeout: Duration | None = None
+    """Default: session 30m, longrunning 2h, others never."""
+    max_lifetime: Duration | None = None
+    """Remove a longrunning box older than this."""
+    stop_timeout: Duration = timedelta(seconds=2)
+    """Grace period between SIGTERM and SIGKILL."""
+    prepare: tuple[PrepareStep, ...] = ()
+    environment: dict[str, str] = Field(default_factory=dict)
+    """Container environment; values support `$ENV.NAME`."""
+    secrets: dict[str, SecretEntry] = Field(default_factory=dict)
+    filter: ComputerFilter | None = None
+    turn_timeout: Duration | None = None
+    """Cancel a turn that runs longer than this."""
+    stall_timeout: Duration | None = None
+    """Emit `turn/stalled` and cancel when the runner prints nothing for this long."""
+
+    @field_validator("lifecycle", mode="before")
+    @classmethod
+    def _lifecycle(cls, v: Any) -> Any:
+        return Lifecycle.ONESHOT if v in ("", None) else v
+
+    @field_validator("environment")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"invalid environment variable name {name!r}")
+        return env
+
+    def effective_idle_timeout(self) -> timedelta | None:
+        """`idle_timeout` or the lifecycle's default (session 30m, longrunning 2h)."""
+        return self.idle_timeout if self.idle_timeout is not None else DEFAULT_IDLE_TIMEOUT[self.lifecycle]

@@ -1,0 +1,150 @@
+"""Every error Cage raises on purpose. Catch `CageError` to catch them all.
+
+CageError
+├── ConfigError          file, key_path, line        (sandbox.yao, package.yao, agent.yml, connectors)
+├── SandboxError         sandbox_id
+│   ├── SandboxNotFound
+│   ├── ImageBuildError  image, log_tail
+│   ├── PrepareError     step, stderr_head
+│   ├── WorkspaceError   path                          (traversal, bad ids)
+│   └── EngineUnavailable                              (no Docker engine answers)
+├── CapacityError        scope, limit                  (too many sandboxes; HTTP 429)
+├── RunnerError          runner, exit_code, stderr_tail
+├── StreamLimitError     limit                         (a line longer than the cap)
+├── NotFound | Conflict | Forbidden | Unauthorized | RateLimited   (API-facing)
+└── UsageError                                         (bad CLI/API arguments)
+
+Messages are built from fields and never contain secret values: callers pass
+stderr tails through `orchestrator.redaction.redact` before they reach an error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class CageError(Exception):
+    """Root of every error Cage raises on purpose."""
+
+
+class ConfigError(CageError):
+    """A configuration file is wrong. Names the file, the key path and, when known, the line."""
+
+    def __init__(self, message: str, *, file: Path | str, key_path: str = "", line: int | None = None) -> None:
+        self.file = Path(file)
+        self.key_path = key_path
+        self.line = line
+        self.reason = message
+        where = f"{self.file}:{line}" if line is not None else str(self.file)
+        super().__init__(f"{where}: {key_path}: {message}" if key_path else f"{where}: {message}")
+
+
+class ConfigErrors(ConfigError):
+    """Several configuration errors found in one pass; `errors` holds them all, the message lists them."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        if not errors:
+            raise ValueError("ConfigErrors needs at least one error")
+        self.errors = errors
+        first = errors[0]
+        super().__init__(first.reason, file=first.file, key_path=first.key_path, line=first.line)
+        self.args = ("\n".join(str(e) for e in errors),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class SandboxError(CageError):
+    """Something went wrong with a sandbox (container, pod, ...)."""
+
+    def __init__(self, sandbox_id: str, message: str) -> None:
+        self.sandbox_id = sandbox_id
+        super().__init__(f"sandbox {sandbox_id}: {message}" if sandbox_id else message)
+
+
+class SandboxNotFound(SandboxError):
+    def __init__(self, sandbox_id: str) -> None:
+        super().__init__(sandbox_id, "not found")
+
+
+class EngineUnavailable(SandboxError):
+    """No container engine answers (Docker daemon down, socket missing)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("", f"container engine unavailable: {message}")
+
+
+class ImageBuildError(SandboxError):
+    def __init__(self, image: str, log_tail: str) -> None:
+        self.image = image
+        self.log_tail = log_tail
+        super().__init__("", f"image build failed for {image}: {log_tail}")
+
+
+class PrepareError(SandboxError):
+    """A prepare step of sandbox.yao failed. `step` is its index in `prepare[]`."""
+
+    def __init__(self, sandbox_id: str, step: int, message: str, stderr_head: str = "") -> None:
+        self.step = step
+        self.stderr_head = stderr_head
+        detail = f": {stderr_head}" if stderr_head else ""
+        super().__init__(sandbox_id, f"prepare[{step}]: {message}{detail}")
+
+
+class WorkspaceError(SandboxError):
+    """A path or id would escape or break the workspace."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__("", f"workspace path {path!r}: {message}")
+
+
+class CapacityError(CageError):
+    """A global or per-owner limit is reached; nothing was created."""
+
+    def __init__(self, scope: str, limit: int) -> None:
+        self.scope = scope
+        self.limit = limit
+        super().__init__(f"sandbox limit reached for {scope}: at most {limit}")
+
+
+class RunnerError(CageError):
+    def __init__(self, runner: str, message: str, *, exit_code: int | None = None, stderr_tail: str = "") -> None:
+        self.runner = runner
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
+        code = f" (exit {exit_code})" if exit_code is not None else ""
+        tail = f": {stderr_tail}" if stderr_tail else ""
+        super().__init__(f"runner {runner}{code}: {message}{tail}")
+
+
+class StreamLimitError(CageError):
+    """A single output line is longer than the configured cap."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"output line longer than the {limit}-byte cap (settings.max_line_bytes)")
+
+
+class UsageError(CageError):
+    """Bad arguments to a CLI command or an API call."""
+
+
+class NotFound(CageError):
+    pass
+
+
+class Conflict(CageError):
+    pass
+
+
+class Forbidden(CageError):
+    pass
+
+
+class Unauthorized(CageError):
+    pass
+
+
+class RateLimited(CageError):
+    pass

@@ -1,0 +1,53 @@
+"""Process-wide settings, read from `CAGE_*` environment variables (and CLI flags that set them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Embedded defaults: SQLite under `./.cage/`, the local Docker engine, the app in the current dir."""
+
+    model_config = SettingsConfigDict(env_prefix="CAGE_", extra="ignore", use_attribute_docstrings=True)
+
+    app_dir: Path = Field(default_factory=Path.cwd)
+    """The application directory: `assistants/`, `connectors/`, `agent.yml`."""
+    data_dir: Path = Path(".cage")
+    """Where the SQLite file, checkpoints and local state live."""
+    database_url: str | None = None
+    """SQLAlchemy URL; None means `sqlite+aiosqlite:///<data_dir>/cage.db`."""
+    docker_host: str | None = None
+    """Engine URL; None means DOCKER_HOST or the local socket."""
+    base_image: str = "cage/base:bookworm"
+    """Base image every runner image builds FROM (`debian:bookworm-slim` where pulls work)."""
+    extra_ca_certs: Path | None = None
+    """A PEM bundle installed into runner images at build time (networks with TLS inspection)."""
+    max_line_bytes: int = 64 * 2**20
+    """Longest single output line a runner may print; longer lines become an `error` event."""
+    stderr_keep_bytes: int = 64 * 2**10
+    """Bytes of exec stderr kept in memory (half head, half tail)."""
+    max_streams: int = 200
+    """Concurrent exec streams (each holds one worker thread)."""
+    max_sandboxes: int = 100
+    """Sandboxes alive at once, all owners together."""
+    max_sandboxes_per_owner: int = 10
+    """Sandboxes alive at once for one owner."""
+    reaper_interval: float = 30.0
+    """Seconds between two reaper sweeps."""
+    assistant_cache_size: int = 256
+    """Loaded assistants kept in the LRU cache."""
+    log_level: str = "INFO"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    auth: str = "on"
+    """`off` disables API-key checks: local development only, logged loudly."""
+    bootstrap_admin_key: str | None = None
+    """An admin API key accepted on first start, before any key was created."""
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'cage.db').resolve()}"
