@@ -19,7 +19,8 @@ from orchestrator.redaction import redact_value
 
 def redact_processor(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor masking secrets in every value of the event dict."""
-    return {k: redact_value(v) for k, v in event_dict.items()}
+    redacted: MutableMapping[str, Any] = redact_value(dict(event_dict))
+    return redacted
 
 
 def configure_logging(level: str = "INFO", *, stream: TextIO | None = None, json: bool | None = None) -> None:
