@@ -1,0 +1,98 @@
+"""The server's record of every request it answered (secrets stripped)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from tests.fakes.model_server.reply import Usage
+
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
+"""Headers that are never recorded."""
+
+
+def safe_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Lower-cased headers without the ones carrying credentials."""
+    return {k.lower(): v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
+
+
+class RequestRecord(BaseModel):
+    """One request and how the server answered it."""
+
+    model_config = ConfigDict(frozen=True)
+    seq: int
+    method: str
+    path: str
+    query: str = ""
+    headers: dict[str, str]
+    body: Any = None
+    api: str
+    """`anthropic`, `openai-chat`, `openai-responses`, `count_tokens` or `models`."""
+    model: str = ""
+    stream: bool = False
+    scenario: str | None = None
+    step: int | None = None
+    """Index of the step played (-1: the built-in `done` text); None when no step was played."""
+    status: int = 200
+    usage: Usage | None = None
+
+
+class RequestLog:
+    """A thread-safe, append-only list of `RequestRecord`s, optionally mirrored to a JSONL file."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._records: list[RequestRecord] = []
+        self._path = path
+
+    @property
+    def mirrored(self) -> bool:
+        """Whether appends also write to a file (and so should run off the event loop)."""
+        return self._path is not None
+
+    def append(self, **fields: Any) -> RequestRecord:
+        """Record a request; `seq` is assigned here."""
+        with self._changed:
+            record = RequestRecord(seq=len(self._records), **fields)
+            self._records.append(record)
+            if self._path is not None:
+                with self._path.open("a", encoding="utf-8") as fh:
+                    fh.write(record.model_dump_json() + "\n")
+            self._changed.notify_all()
+            return record
+
+    def all(self) -> list[RequestRecord]:
+        """A snapshot of every record so far."""
+        with self._lock:
+            return list(self._records)
+
+    def for_scenario(self, name: str) -> list[RequestRecord]:
+        """Records of requests that played scenario `name`."""
+        return [r for r in self.all() if r.scenario == name]
+
+    def wait_for(self, count: int, timeout: float = 5.0) -> list[RequestRecord]:
+        """Block until at least `count` records exist; raises `TimeoutError` otherwise."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: len(self._records) >= count, timeout=timeout):
+                raise TimeoutError(f"{len(self._records)} requests logged, expected {count}")
+            return list(self._records)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+    def __getitem__(self, index: int) -> RequestRecord:
+        with self._lock:
+            return self._records[index]
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        return iter(self.all())
