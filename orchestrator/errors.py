@@ -11,6 +11,7 @@ CageError
 ├── CapacityError        scope, limit                  (too many sandboxes; HTTP 429)
 ├── RunnerError          runner, exit_code, stderr_tail
 ├── StreamLimitError     limit                         (a line longer than the cap)
+├── ProtocolError        problems                      (an event sequence breaks the stream protocol)
 ├── NotFound | Conflict | Forbidden | Unauthorized | RateLimited   (API-facing)
 └── UsageError                                         (bad CLI/API arguments)
 
@@ -124,6 +125,16 @@ class StreamLimitError(CageError):
     def __init__(self, limit: int) -> None:
         self.limit = limit
         super().__init__(f"output line longer than the {limit}-byte cap (settings.max_line_bytes)")
+
+
+class ProtocolError(CageError):
+    """Events that break the stream protocol (validator), or a builder used out of order."""
+
+    def __init__(self, problems: list[str]) -> None:
+        if not problems:
+            raise ValueError("ProtocolError needs at least one problem")
+        self.problems = problems
+        super().__init__("stream protocol violated: " + "; ".join(problems))
 
 
 class UsageError(CageError):

@@ -1,0 +1,45 @@
+"""The closed union of protocol events, its one `TypeAdapter`, and JSON helpers.
+
+Wire form: one JSON object per event, `None` fields omitted (`dump_event`, `event_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter
+
+from orchestrator.stream.content import (
+    ErrorEvent,
+    ExecuteEvent,
+    LoadingEvent,
+    TextEvent,
+    ThinkingEvent,
+    ToolCallEvent,
+)
+from orchestrator.stream.lifecycle import LifecycleEvent
+
+Event = Annotated[
+    TextEvent | ThinkingEvent | ToolCallEvent | ExecuteEvent | LoadingEvent | ErrorEvent | LifecycleEvent,
+    Field(discriminator="type"),
+]
+EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def dump_event(event: Event) -> dict[str, Any]:
+    """The event as JSON-ready data, `None` fields left out."""
+    data: dict[str, Any] = EventAdapter.dump_python(event, mode="json", exclude_none=True)
+    return data
+
+
+def event_json(event: Event) -> str:
+    """The event as compact JSON text (no newline in it), `None` fields left out."""
+    return EventAdapter.dump_json(event, exclude_none=True).decode()
+
+
+def parse_event(data: Mapping[str, Any] | str | bytes) -> Event:
+    """Parse one event from decoded JSON or JSON text. Raises `pydantic.ValidationError`."""
+    if isinstance(data, str | bytes):
+        return EventAdapter.validate_json(data)
+    return EventAdapter.validate_python(data)

@@ -1,0 +1,148 @@
+"""Lifecycle events (`type: "event"`), told apart by `props.event`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from orchestrator.stream.content import ContentType, ExecuteProps
+from orchestrator.stream.envelope import Envelope
+from orchestrator.stream.usage import Usage
+
+StreamStatus = Literal["completed", "error", "cancelled"]
+SandboxPhase = Literal[
+    "building", "pulling", "creating", "starting", "preparing", "ready", "stopping", "removed", "failed"
+]
+
+
+class _Props(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class StreamStart(_Props):
+    """Opens a turn, or a nested call when the envelope has a `thread_id`."""
+
+    event: Literal["stream_start"] = "stream_start"
+    assistant_id: str
+    assistant_name: str | None = None
+    runner: str | None = None
+    chat_id: str | None = None
+    metadata: dict[str, JsonValue] | None = None
+
+
+class StreamEnd(_Props):
+    """Closes a turn (or a nested call); the last event of it."""
+
+    event: Literal["stream_end"] = "stream_end"
+    status: StreamStatus = "completed"
+    error: str | None = None
+    """Why the turn failed; already redacted."""
+    duration_ms: int = 0
+    usage: Usage | None = None
+    """The turn's usage when known."""
+
+
+class MessageStart(_Props):
+    event: Literal["message_start"] = "message_start"
+    message_id: str
+    type: ContentType
+
+
+class MessageEnd(_Props):
+    event: Literal["message_end"] = "message_end"
+    message_id: str
+    type: ContentType
+    status: StreamStatus = "completed"
+    """`completed` unless the window was cut short by an error or a cancel."""
+    content: str | ExecuteProps | None = None
+    """The full text of a text/thinking message, or the merged props of a tool run."""
+    duration_ms: int = 0
+    chunk_count: int = 0
+
+
+class TokenUsage(_Props):
+    event: Literal["token/usage"] = "token/usage"
+    usage: Usage
+
+
+class ResultSummary(_Props):
+    """The runner's own account of the turn (Claude's `result`, Codex's `turn.completed`...)."""
+
+    event: Literal["result/summary"] = "result/summary"
+    result: str | None = None
+    is_error: bool = False
+    num_turns: int | None = None
+    duration_ms: int | None = None
+    stop_reason: str | None = None
+    """The model's last stop reason (`end_turn`, `max_tokens`...), as the runner reports it."""
+    cost_usd: float | None = None
+    usage: Usage | None = None
+    runner_session_id: str | None = None
+    """The CLI's own session id, kept so the next turn can resume it."""
+
+
+class SandboxStatus(_Props):
+    event: Literal["sandbox/status"] = "sandbox/status"
+    phase: SandboxPhase
+    message: str = ""
+    progress: float | None = None
+    """0.0 to 1.0 when the phase can tell."""
+    sandbox_id: str | None = None
+
+
+class PermissionRequest(_Props):
+    """The agent asks to use a tool the assistant's policy does not allow outright."""
+
+    event: Literal["permission/request"] = "permission/request"
+    request_id: str
+    tool: str
+    tool_id: str | None = None
+    input: JsonValue = None
+    reason: str | None = None
+
+
+class PermissionResolved(_Props):
+    event: Literal["permission/resolved"] = "permission/resolved"
+    request_id: str
+    decision: Literal["allow", "deny"]
+    by: Literal["user", "policy", "timeout"] = "user"
+    message: str | None = None
+
+
+class TurnStalled(_Props):
+    """No output for `idle_ms`; the pipeline may cancel the turn after `stall_timeout`."""
+
+    event: Literal["turn/stalled"] = "turn/stalled"
+    idle_ms: int
+    message: str = ""
+
+
+class RunnerRaw(_Props):
+    """A CLI message the translator does not know, forwarded instead of dropped."""
+
+    event: Literal["runner/raw"] = "runner/raw"
+    runner: str
+    raw_type: str
+    raw: JsonValue = None
+
+
+LifecycleProps = Annotated[
+    StreamStart
+    | StreamEnd
+    | MessageStart
+    | MessageEnd
+    | TokenUsage
+    | ResultSummary
+    | SandboxStatus
+    | PermissionRequest
+    | PermissionResolved
+    | TurnStalled
+    | RunnerRaw,
+    Field(discriminator="event"),
+]
+
+
+class LifecycleEvent(Envelope):
+    type: Literal["event"] = "event"
+    props: LifecycleProps
