@@ -14,12 +14,14 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from orchestrator.dsl.units import Duration, MemoryBytes
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-_HOST_RE = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_RE = re.compile(rf"^(\*\.)?{_LABEL}(\.{_LABEL})*$")
 
 
 class Lifecycle(enum.StrEnum):
@@ -71,13 +73,24 @@ class PortSpec(BaseModel):
     label: str = ""
 
 
+def _is_port_number(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _ports(value: Any) -> Any:
-    if not isinstance(value, list):
+    """`[3000, 8080]` -> port objects. A list mixing both forms is rejected at its first odd element."""
+    if not isinstance(value, list | tuple) or not value:
         return value
-    kinds = {"int" if isinstance(v, int) and not isinstance(v, bool) else "obj" for v in value}
-    if len(kinds) > 1:
-        raise ValueError("cannot mix ints and objects")
-    return [{"port": v} if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    first = _is_port_number(value[0])
+    for i, v in enumerate(value):
+        if _is_port_number(v) != first:
+            # A nested ValidationError keeps its location, so the error names `ports[i]`.
+            raise ValidationError.from_exception_data(
+                "ports",
+                [{"type": PydanticCustomError("mixed_ports", "cannot mix ints and objects"), "loc": (i,),
+                  "input": v}],
+            )
+    return [{"port": v} if _is_port_number(v) else v for v in value]
 
 
 class NetworkAllowlist(BaseModel):
@@ -150,7 +163,9 @@ class RoleConnector(BaseModel):
         return {"connector": data} if isinstance(data, str) else data
 
 
-RUNNER_ALIASES = {"yao": "yaocode", "claude/cli": "claude", "claude-code": "claude", "opencode-cli": "opencode"}
+RUNNER_ALIASES = {
+    "yao": "yaocode", "claude/cli": "claude", "claude-code": "claude", "opencode-cli": "opencode",
+}
 KNOWN_RUNNERS = ("claude", "opencode", "codex", "yaocode", "tai")
 
 

@@ -28,7 +28,7 @@ def parse_memory(value: Any) -> int:
         raise ValueError(f"memory must be a size such as '2GB' or '512m', got {type(value).__name__}")
     m = _MEM.match(value)
     if not m or (m.group(3) and m.group(3).lower() not in ("b", "ib")):
-        raise ValueError(f"invalid memory size {value!r}: use a number with K, M, G or T (e.g. '2GB', '512m')")
+        raise ValueError(f"invalid memory size {value!r}: use a number with K, M, G or T ('2GB', '512m')")
     size = int(float(m.group(1)) * _MEM_FACTOR[m.group(2).lower()])
     if size <= 0:
         raise ValueError(f"memory must be positive, got {value!r}")

@@ -1,0 +1,316 @@
+"""The application directory: `assistants/`, `connectors/`, `mcps/`, `agent.yml`.
+
+`AppLoader` discovers assistants (plus the system assistants shipped in `builtin/`), loads them
+on demand into an LRU cache, and holds the app-wide tables (agent defaults, connectors, MCP
+servers). It does blocking file I/O: async callers run it through `anyio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.dsl.agentconfig import AgentConfig
+from orchestrator.dsl.assistant import (
+    AppContext,
+    Assistant,
+    assistant_id_for,
+    is_system_id,
+    load_assistant,
+    read_document,
+)
+from orchestrator.dsl.connectors import CONNECTOR_SUFFIX, ConnectorSpec, ConnectorTable
+from orchestrator.dsl.diagnostics import flatten, validate
+from orchestrator.dsl.document import Document
+from orchestrator.dsl.mcp import MCP_SUFFIX, McpServerSpec, McpTable
+from orchestrator.errors import ConfigError, Forbidden, NotFound
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+"""System assistants shipped with Cage (`__yao.loop_fallback`, ...)."""
+AGENT_FILE = "agent.yml"
+_SKIP_DIRS = ("node_modules", "__pycache__")
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """Result of `AppLoader.load_all`: what loaded, and every error found on the way."""
+
+    assistants: tuple[Assistant, ...]
+    errors: tuple[ConfigError, ...]
+    """Assistant and app-level errors (one bad assistant never hides the others)."""
+    connector_errors: Mapping[str, ConfigError] = field(default_factory=dict)
+    """Connectors that cannot be used (e.g. their `$ENV` key is unset); the app still loads."""
+    mcp_errors: Mapping[str, ConfigError] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return [a.id for a in self.assistants]
+
+
+@dataclass(frozen=True)
+class _App:
+    ctx: AppContext
+    warnings: tuple[ConfigError, ...]
+
+
+class AppLoader:
+    """Loads and caches the assistants of one application directory. Thread-safe."""
+
+    def __init__(
+        self,
+        app_dir: Path,
+        *,
+        cache_size: int = 256,
+        environ: Mapping[str, str] | None = None,
+        builtin_dir: Path | None = BUILTIN_DIR,
+    ) -> None:
+        if cache_size < 1:
+            raise ValueError("cache_size must be at least 1")
+        self.app_dir = Path(app_dir).resolve()
+        self._cache_size = cache_size
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self._builtin_dir = builtin_dir
+        self._lock = threading.RLock()
+        self._cache: OrderedDict[str, Assistant] = OrderedDict()
+        self._dirs: dict[str, Path] | None = None
+        self._dir_errors: list[ConfigError] = []
+        self._app: _App | None = None
+
+    # -- app-wide tables -----------------------------------------------------------------------
+    @property
+    def agent_config(self) -> AgentConfig:
+        """`agent.yml` (defaults when the file is absent).
+
+        Raises:
+            ConfigError: `agent.yml` is invalid.
+        """
+        return self._state().ctx.agent
+
+    def connector(self, conn_id: str) -> ConnectorSpec:
+        """A connector by id.
+
+        Raises:
+            ConfigError: the connector exists but cannot be used (the stored load error).
+            NotFound: no such connector.
+        """
+        return self._state().ctx.connectors.get(conn_id)
+
+    def connector_ids(self) -> list[str]:
+        return list(self._state().ctx.connectors)
+
+    def mcp_server(self, server_id: str) -> McpServerSpec:
+        """An MCP server by id, without any assistant's tool filter.
+
+        Raises:
+            ConfigError: the server exists but failed to load.
+            NotFound: no such server.
+        """
+        return self._state().ctx.mcps.get(server_id)
+
+    def mcp_server_ids(self) -> list[str]:
+        return list(self._state().ctx.mcps)
+
+    # -- assistants ----------------------------------------------------------------------------
+    def ids(self) -> list[str]:
+        """Every assistant id found on disk (app and system), sorted."""
+        with self._lock:
+            return sorted(self._discover())
+
+    def get(self, assistant_id: str) -> Assistant:
+        """The assistant `assistant_id`, from the cache or freshly loaded.
+
+        Raises:
+            NotFound: no assistant directory has this id.
+            ConfigError: its files are invalid (`ConfigErrors` for several problems).
+        """
+        with self._lock:
+            cached = self._cache.get(assistant_id)
+            if cached is not None:
+                self._cache.move_to_end(assistant_id)
+                return cached
+            directory = self._discover().get(assistant_id)
+            if directory is None:
+                self._dirs = None  # it may have been created since the last scan
+                directory = self._discover().get(assistant_id)
+            if directory is None:
+                raise NotFound(f"assistant {assistant_id!r} not found")
+            assistant = load_assistant(directory, assistant_id, self._state().ctx)
+            self._cache[assistant_id] = assistant
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+            return assistant
+
+    def cached_ids(self) -> list[str]:
+        """Ids in the LRU cache, least recently used first."""
+        with self._lock:
+            return list(self._cache)
+
+    def reload(self, assistant_id: str | None = None) -> None:
+        """Forget one assistant (re-read on next `get`), or everything including `agent.yml`,
+        connectors and MCP servers when `assistant_id` is None."""
+        with self._lock:
+            if assistant_id is None:
+                self._cache.clear()
+                self._dirs = None
+                self._app = None
+            else:
+                self._cache.pop(assistant_id, None)
+                self._dirs = None
+
+    def load_all(self) -> LoadReport:
+        """Load every assistant; collect every error instead of stopping at the first."""
+        with self._lock:
+            try:
+                app = self._state()
+            except ConfigError as exc:
+                return LoadReport(assistants=(), errors=tuple(flatten(exc)))
+            errors: list[ConfigError] = [*app.warnings]
+            dirs = self._discover()
+            errors.extend(self._dir_errors)
+            loaded: list[Assistant] = []
+            for assistant_id in sorted(dirs):
+                try:
+                    loaded.append(self.get(assistant_id))
+                except ConfigError as exc:
+                    errors.extend(flatten(exc))
+            return LoadReport(
+                assistants=tuple(loaded),
+                errors=tuple(errors),
+                connector_errors=dict(app.ctx.connectors.errors),
+                mcp_errors=dict(app.ctx.mcps.errors),
+            )
+
+    def is_readonly(self, assistant_id: str) -> bool:
+        """System ids, assistants shipped in `builtin/`, and packages marked `readonly`."""
+        if is_system_id(assistant_id):
+            return True
+        with self._lock:
+            directory = self._discover().get(assistant_id)
+            if directory is None:
+                return False
+            if self._builtin_dir is not None and directory.is_relative_to(self._builtin_dir):
+                return True
+            try:
+                return self.get(assistant_id).readonly
+            except ConfigError:
+                return False
+
+    def ensure_writable(self, assistant_id: str) -> None:
+        """Raises:
+            Forbidden: the assistant is a read-only system assistant.
+        """
+        if self.is_readonly(assistant_id):
+            raise Forbidden(f"assistant {assistant_id!r} is read-only")
+
+    # -- internals -----------------------------------------------------------------------------
+    def _discover(self) -> dict[str, Path]:
+        if self._dirs is None:
+            found: dict[str, Path] = {}
+            self._dir_errors = []
+            roots = [r for r in (self._builtin_dir, self.app_dir / "assistants") if r is not None]
+            for root in roots:  # app assistants come last and override shipped ones
+                if root.is_dir():
+                    self._scan(root, root, found)
+            self._dirs = found
+        return self._dirs
+
+    def _scan(self, root: Path, directory: Path, found: dict[str, Path]) -> None:
+        for child in sorted(directory.iterdir()):
+            if not child.is_dir() or child.name.startswith(".") or child.name in _SKIP_DIRS:
+                continue
+            if (child / "package.yao").is_file():
+                try:
+                    found[assistant_id_for(child.relative_to(root))] = child
+                except ValueError as exc:
+                    self._dir_errors.append(ConfigError(str(exc), file=self._rel(child)))
+            else:
+                self._scan(root, child, found)
+
+    def _rel(self, path: Path) -> Path:
+        for base in (self.app_dir, self._builtin_dir.parent if self._builtin_dir else None):
+            if base is not None and path.is_relative_to(base):
+                return path.relative_to(base)
+        return path
+
+    def _state(self) -> _App:
+        with self._lock:
+            if self._app is None:
+                self._app = self._load_app()
+            return self._app
+
+    def _load_app(self) -> _App:
+        warnings: list[ConfigError] = []
+        connectors = ConnectorTable()
+        mcps = McpTable()
+        for conn_id, path in _files(self.app_dir / "connectors", CONNECTOR_SUFFIX, warnings):
+            try:
+                connectors.add(conn_id, read_document(path, self._rel(path)), environ=self._environ)
+            except ConfigError as exc:
+                connectors.errors[conn_id] = exc
+        for server_id, path in _files(self.app_dir / "mcps", MCP_SUFFIX, warnings):
+            try:
+                mcps.add(server_id, read_document(path, self._rel(path)), environ=self._environ)
+            except ConfigError as exc:
+                mcps.errors[server_id] = exc
+        agent = self._agent_config(connectors, warnings)
+        ctx = AppContext(app_dir=self.app_dir, agent=agent, connectors=connectors, mcps=mcps,
+                         environ=self._environ, rel=self._rel)
+        return _App(ctx=ctx, warnings=tuple(warnings))
+
+    def _agent_config(self, connectors: ConnectorTable, warnings: list[ConfigError]) -> AgentConfig:
+        path = self.app_dir / AGENT_FILE
+        if not path.is_file():
+            return AgentConfig()
+        doc = read_document(path, self._rel(path))
+        data = {} if doc.value is None else doc.value
+        if not isinstance(data, dict):
+            raise ConfigError("agent.yml must hold a mapping", file=doc.file, line=doc.line_for(()))
+        data = dict(data)
+        inline = data.pop("connectors", None)
+        if inline is not None:
+            self._inline_connectors(inline, doc, connectors, warnings)
+        agent = validate(AgentConfig, data, doc)
+        for role in ("default", "light", "heavy", "vision", "audio"):
+            conn = getattr(agent.roles, role)
+            if conn and conn not in connectors:
+                warnings.append(ConfigError(f"connector {conn!r} is not defined", file=doc.file,
+                                            key_path=f"roles.{role}", line=doc.line_for(("roles", role))))
+        if agent.uses.default and agent.uses.default not in connectors:
+            warnings.append(ConfigError(f"connector {agent.uses.default!r} is not defined", file=doc.file,
+                                        key_path="uses.default", line=doc.line_for(("uses", "default"))))
+        return agent
+
+    def _inline_connectors(self, inline: object, doc: Document, connectors: ConnectorTable,
+                           warnings: list[ConfigError]) -> None:
+        if not isinstance(inline, dict):
+            raise ConfigError("must map connector ids to definitions", file=doc.file, key_path="connectors",
+                              line=doc.line_for(("connectors",)))
+        for conn_id in inline:
+            if conn_id in connectors:
+                warnings.append(ConfigError(
+                    f"connector {conn_id!r} is already defined in connectors/; this entry is ignored",
+                    file=doc.file, key_path=f"connectors.{conn_id}",
+                    line=doc.line_for(("connectors", conn_id))))
+                continue
+            connectors.add(str(conn_id), doc, environ=self._environ, prefix=("connectors", conn_id))
+
+
+def _files(root: Path, suffix: str, warnings: list[ConfigError]) -> list[tuple[str, Path]]:
+    """`(dotted id, path)` for every `*<suffix>` file under `root`."""
+    if not root.is_dir():
+        return []
+    out = []
+    for path in sorted(root.rglob(f"*{suffix}")):
+        if not path.is_file():
+            continue
+        parts = (*path.relative_to(root).parent.parts, path.name[: -len(suffix)])
+        if any(not p or "." in p for p in parts):
+            warnings.append(ConfigError(f"file name cannot form an id (no '.' inside names): {path.name}",
+                                        file=path.relative_to(root.parent)))
+            continue
+        out.append((".".join(parts), path))
+    return out

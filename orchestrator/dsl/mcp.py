@@ -1,0 +1,201 @@
+"""MCP servers: `mcps/<id>.mcp.yao` (Yao/gou's MCP client DSL) and the references to them.
+
+A file names a transport: `stdio` (`command`, `arguments`, `env`) or `http`/`sse` (`url`,
+`authorization_token`, `headers`). Strings support `$ENV.`; the token, `env` and `headers`
+values count as secrets. A package refers to servers by `server_id`, optionally narrowing the
+tools and resources it may use. Like connectors, a server that fails to load is an error only
+for the assistants that use it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from orchestrator.dsl.diagnostics import validate
+from orchestrator.dsl.document import Document
+from orchestrator.dsl.envexpand import EnvExpander
+from orchestrator.dsl.units import Duration
+from orchestrator.errors import ConfigError, NotFound
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+MCP_SUFFIX = ".mcp.yao"
+Transport = Literal["stdio", "http", "sse"]
+
+
+class McpFile(BaseModel):
+    """A whole `<id>.mcp.yao` file."""
+
+    model_config = _STRICT
+    id: str = ""
+    """Ignored in favour of the file name; accepted because Yao files carry it."""
+    name: str = ""
+    version: str = ""
+    transport: Transport
+    label: str = ""
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    readonly: bool = False
+    builtin: bool = False
+    sort: int = 0
+    enable_sampling: bool = False
+    enable_roots: bool = False
+    roots_list_changed: bool = False
+    enable_elicitation: bool = False
+    url: str = ""
+    """Server URL for `http` and `sse`."""
+    authorization_token: str = ""
+    """Bearer token for `http`/`sse`; usually `$ENV.NAME`."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers (Cage extension)."""
+    command: str = ""
+    """Program for `stdio`."""
+    arguments: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout: Duration | None = None
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> McpFile:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("transport stdio needs a command")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"transport {self.transport} needs a url")
+        return self
+
+
+class McpServerSpec(BaseModel):
+    """A resolved MCP server, as the LLM layer uses it. `env` and `headers` never show in `repr`."""
+
+    model_config = _STRICT
+    id: str
+    label: str = ""
+    transport: Transport
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    url: str = ""
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Includes `Authorization: Bearer <token>` when the file sets `authorization_token`."""
+    timeout: timedelta | None = None
+    tools: tuple[str, ...] = ()
+    """Tools the assistant may call; empty means all."""
+    resources: tuple[str, ...] = ()
+    """Resources the assistant may read; empty means all."""
+
+
+class McpServerRef(BaseModel):
+    """One entry of `mcp.servers` in `package.yao`.
+
+    Yao accepts `"id"`, `{"server_id": "id", "tools": [...], "resources": [...]}`,
+    `{"id": ["tool", ...]}` and `{"id": {"tools": [...], "resources": [...]}}`.
+    """
+
+    model_config = _STRICT
+    server_id: str = Field(min_length=1)
+    tools: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"server_id": data}
+        if isinstance(data, dict) and "server_id" not in data and len(data) == 1:
+            (server_id, detail), = data.items()
+            if isinstance(detail, list):
+                return {"server_id": server_id, "tools": detail}
+            if isinstance(detail, dict):
+                return {"server_id": server_id, **detail}
+        return data
+
+
+class McpOptions(BaseModel):
+    """`mcp.options` in `package.yao`: the LLM-mode tool loop."""
+
+    model_config = _STRICT
+    max_turn: int = Field(default=5, ge=1, le=100)
+    """Rounds of tool calls before handing over to the fallback assistant."""
+    tool_loop: bool = True
+    """Feed tool results back to the model; `false` stops after one round."""
+    max_retries: int = Field(default=3, ge=0, le=10)
+    """Attempts for a failing tool call (Cage extension)."""
+
+
+class McpConfig(BaseModel):
+    """`mcp` in `package.yao`."""
+
+    model_config = _STRICT
+    servers: tuple[McpServerRef, ...] = ()
+    options: McpOptions = McpOptions()
+
+
+def build_mcp_server(server_id: str, doc: Document, *, environ: Mapping[str, str]) -> McpServerSpec:
+    """Validate an `.mcp.yao` document and expand its `$ENV.` values.
+
+    Raises:
+        ConfigError: invalid keys or a `$ENV` variable that is not set.
+    """
+    raw_data = copy.deepcopy(doc.value)
+    raw = validate(McpFile, raw_data, doc)
+    expander = EnvExpander(environ, doc)
+    env = {k: expander.expand(v, ("env", k), secret=True) for k, v in raw.env.items()}
+    headers = {k: expander.expand(v, ("headers", k), secret=True) for k, v in raw.headers.items()}
+    token = expander.expand(raw.authorization_token, ("authorization_token",), secret=True)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    url = expander.expand(raw.url, ("url",))
+    if url and not url.startswith(("http://", "https://")):
+        raise ConfigError("url must start with http:// or https://", file=doc.file, key_path="url",
+                          line=doc.line_for(("url",)))
+    return McpServerSpec(
+        id=server_id,
+        label=raw.label or raw.name or server_id,
+        transport=raw.transport,
+        command=expander.expand(raw.command, ("command",)),
+        args=tuple(expander.expand(a, ("arguments", i)) for i, a in enumerate(raw.arguments)),
+        env=env,
+        url=url,
+        headers=headers,
+        timeout=raw.timeout,
+    )
+
+
+@dataclass
+class McpTable:
+    """Every MCP server of the app, and the stored error of each one that failed to load."""
+
+    specs: dict[str, McpServerSpec] = field(default_factory=dict)
+    errors: dict[str, ConfigError] = field(default_factory=dict)
+
+    def __contains__(self, server_id: object) -> bool:
+        return server_id in self.specs or server_id in self.errors
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({*self.specs, *self.errors}))
+
+    def get(self, server_id: str) -> McpServerSpec:
+        """The server `server_id`.
+
+        Raises:
+            ConfigError: the server is defined but failed to load.
+            NotFound: no server has this id.
+        """
+        if server_id in self.specs:
+            return self.specs[server_id]
+        if server_id in self.errors:
+            raise self.errors[server_id]
+        raise NotFound(f"MCP server {server_id!r} is not defined")
+
+    def add(self, server_id: str, doc: Document, *, environ: Mapping[str, str]) -> None:
+        """Load one file; a failure is stored against `server_id` instead of raised."""
+        self.specs.pop(server_id, None)
+        self.errors.pop(server_id, None)
+        try:
+            self.specs[server_id] = build_mcp_server(server_id, doc, environ=environ)
+        except ConfigError as exc:
+            self.errors[server_id] = exc

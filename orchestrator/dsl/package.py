@@ -1,0 +1,146 @@
+"""`package.yao`: an assistant's metadata and model settings (Yao's `AssistantModel` keys).
+
+Every key Yao's loader reads is accepted, so real Yao assistants load; keys Yao fills in itself
+(`assistant_id`, `path`, `locales`, `prompt_presets` from files, ...) are accepted too. Cage adds
+`history_size` and reads an embedded `sandbox` with `version: "2.0"` (Yao's path B; a
+`sandbox.yao` file wins). Any other key is an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.dsl.agentconfig import Uses
+from orchestrator.dsl.mcp import McpConfig
+from orchestrator.dsl.sandbox import SandboxSpec
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Prompt(BaseModel):
+    """One message of `prompts.yml` or a preset: `{role, content, name?}`."""
+
+    model_config = _STRICT
+    role: Literal["system", "user", "assistant", "developer"]
+    content: str
+    name: str = ""
+
+
+class ModelOptions(BaseModel):
+    """`options`: request parameters for the model.
+
+    The typed keys are checked; any other key is passed to the provider's request body as is,
+    because Yao forwards this map unchanged and providers keep adding parameters.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+    model: str | None = None
+    """Model name overriding the connector's."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    stop: str | tuple[str, ...] | None = None
+    seed: int | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+
+
+class Placeholder(BaseModel):
+    model_config = _STRICT
+    title: str = ""
+    description: str = ""
+    prompts: tuple[str, ...] = ()
+    """Suggested first messages shown by a UI."""
+
+
+class ConnectorChoice(BaseModel):
+    """`connector_options`: which connectors a user may pick for this assistant."""
+
+    model_config = _STRICT
+    optional: bool | None = None
+    connectors: tuple[str, ...] = ()
+    filters: tuple[
+        Literal["vision", "audio", "tool_calls", "reasoning", "streaming", "json", "multimodal",
+                "temperature_adjustable"], ...
+    ] = ()
+
+
+class KnowledgeBase(BaseModel):
+    model_config = _STRICT
+    collections: tuple[str, ...] = ()
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Database(BaseModel):
+    model_config = _STRICT
+    models: tuple[str, ...] = ()
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Workflow(BaseModel):
+    model_config = _STRICT
+    workflows: tuple[str, ...] = ()
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class PackageSpec(BaseModel):
+    """The whole of `package.yao`."""
+
+    model_config = _STRICT
+    name: str = Field(min_length=1)
+    """Display name (required)."""
+    type: str = "assistant"
+    avatar: str = ""
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    """A list, or one string."""
+    sort: int = 0
+    connector: str | None = None
+    """Connector id, `$ENV.NAME`, or `use::<role>` (resolved through `agent.yml` `roles`)."""
+    connector_options: ConnectorChoice | None = None
+    options: ModelOptions = ModelOptions()
+    prompts: tuple[Prompt, ...] = ()
+    """Inline prompts; `prompts.yml` replaces them."""
+    prompt_presets: dict[str, tuple[Prompt, ...]] = Field(default_factory=dict)
+    """Inline presets; files in `prompts/` replace presets of the same name."""
+    disable_global_prompts: bool = False
+    modes: tuple[str, ...] | None = None
+    """Chat modes the assistant supports (`chat`, `task`); null means all."""
+    default_mode: str = ""
+    mentionable: bool = False
+    automated: bool = False
+    readonly: bool = False
+    """Also implied for system ids (`__yao.*`, `yao.*`)."""
+    public: bool = False
+    share: Literal["", "private", "team"] = ""
+    built_in: bool = False
+    placeholder: Placeholder | None = None
+    kb: KnowledgeBase | None = None
+    db: Database | None = None
+    mcp: McpConfig | None = None
+    workflow: Workflow | None = None
+    uses: Uses | None = None
+    """Overrides `agent.yml` `uses` key by key."""
+    search: dict[str, Any] | None = None
+    """Yao's search settings (web, kb, db, citation, ...), passed through."""
+    source: str = ""
+    """Yao's inline TypeScript hook source; Cage hooks live in `src/index.py`, so it is not run."""
+    sandbox: SandboxSpec | None = None
+    """Embedded sandbox (`version: "2.0"`); a `sandbox.yao` file next to the package wins."""
+    history_size: int | None = Field(default=None, ge=0)
+    """Messages of history sent with a turn (Cage); default from `agent.yml`."""
+    assistant_id: str = ""
+    """Set by the loader from the directory; a value in the file is ignored."""
+    path: str = ""
+    """Set by the loader from the directory; a value in the file is ignored."""
+    created_at: int | str | None = None
+    updated_at: int | str | None = None
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
