@@ -19,7 +19,7 @@ base-image: engine
 setup: venv base-image
 
 run: setup
-	$(BIN)/cage serve
+	$(BIN)/cage assistants
 
 lint: venv
 	$(BIN)/ruff check orchestrator runners tests bench
@@ -36,7 +36,7 @@ integration: setup
 	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
 
 schemas: venv
-	$(BIN)/cage schemas --write schemas/
+	$(BIN)/cage schemas schemas --write
 
 golden: venv
 	$(BIN)/python -m tests.golden.regenerate

@@ -1,0 +1,164 @@
+"""The runner contract: what every adapter (claude, opencode, codex, yaocode, tai) provides.
+
+An adapter is **pure** (sans-I/O, STYLE R6): `build_exec()` turns a `TurnRequest` into a
+`RunnerExec` (argv, env, stdin, files to write first, user, workdir), and its `Translator`
+turns output lines into protocol events through the turn's `TurnBuilder`. The bridge in the
+orchestrator does the I/O: it writes the files, runs the exec in the sandbox, feeds every
+stdout line to `feed()`, and at the end calls `close(exit_code, stderr_tail)` to learn the
+turn's `TurnOutcome`. Adapters never import `docker`, the sandbox or the API (import contract).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
+
+from orchestrator.dsl import ConnectorSpec, McpServerSpec
+from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class FileWrite(BaseModel):
+    """A file the bridge writes into the workspace before the exec (as the `sandbox` user)."""
+
+    model_config = _FROZEN
+    path: str
+    """Relative to the workspace root; must not escape it."""
+    content: str
+    mode: int = 0o644
+
+
+class RunnerExec(BaseModel):
+    """What a runner asks the sandbox to run for one turn."""
+
+    model_config = _FROZEN
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = Field(default_factory=dict, repr=False)
+    """Environment of the exec; may hold the connector key, so never logged (repr hidden)."""
+    stdin: bytes | None = None
+    """None: `/dev/null` (never an open, unused pipe: every CLI stalls on one)."""
+    keep_stdin_open: bool = False
+    """Keep a pipe open after `stdin` (Claude's stream-json input, for graceful interrupts)."""
+    files: tuple[FileWrite, ...] = ()
+    user: str = "sandbox"
+    workdir: str = "/workspace"
+    secret_env: tuple[str, ...] = ()
+    """Names in `env` whose values are secrets (registered with the redactor by the bridge)."""
+
+
+class CancelPolicy(BaseModel):
+    """How to stop the CLI: `signal` to its process group, SIGKILL after `grace_seconds`."""
+
+    model_config = _FROZEN
+    signal: int = int(signal.SIGINT)
+    grace_seconds: float = 5.0
+    stdin_interrupt: bytes | None = None
+    """Bytes that ask the CLI itself to interrupt (written to stdin before any signal)."""
+
+
+class Supports(BaseModel):
+    """What a runner can do; shown by the admin API and used to pick features."""
+
+    model_config = _FROZEN
+    resume: bool = False
+    thinking: bool = False
+    text_deltas: bool = False
+    usage: bool = False
+    cost: bool = False
+    mcp: bool = False
+    images: bool = False
+
+
+class TurnRequest(BaseModel):
+    """Everything an adapter needs to build one turn. Built by the pipeline."""
+
+    model_config = _FROZEN
+    assistant_id: str
+    owner: str
+    chat_id: str
+    turn_id: str
+    prompt: str
+    """The user's message for this turn."""
+    history: tuple[Mapping[str, JsonValue], ...] = ()
+    """Earlier messages (`{role, content}`), for runners that cannot resume on their own."""
+    system_prompt: str = ""
+    connector: ConnectorSpec | None = None
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    options: Mapping[str, Any] = Field(default_factory=dict)
+    """`runner.options` from sandbox.yao."""
+    workdir: str = "/workspace"
+    """The agent's working directory inside the sandbox."""
+    home: str = "/workspace/.cage/home"
+    """HOME for the CLI: inside the workspace so a recreated container still resumes."""
+    resume: Mapping[str, str] = Field(default_factory=dict)
+    """The state the previous turn's translator reported (`Translator.resume_state`)."""
+    environment: Mapping[str, str] = Field(default_factory=dict, repr=False)
+    """Extra env from sandbox.yao `environment`."""
+    model_url: str | None = None
+    """Model base URL as seen from inside the sandbox, when it differs from `connector.base_url`."""
+
+
+class TurnOutcome(BaseModel):
+    """How the turn ended, as the translator saw it."""
+
+    model_config = _FROZEN
+    status: StreamStatus
+    error: str | None = None
+    stop_reason: str | None = None
+    usage: Usage | None = None
+
+
+class Translator(Protocol):
+    """CLI output lines -> protocol events, through the turn's builder. Holds turn state, no I/O."""
+
+    def feed(self, line: str) -> list[Event]:
+        """Translate one stdout line (without its newline). Malformed or unknown lines never raise."""
+        ...
+
+    def close(self, exit_code: int | None, stderr_tail: str, *, cancelled: bool = False) -> list[Event]:
+        """The process ended (exit_code None: killed/unknown). Emits what is left; sets `outcome`."""
+        ...
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        """Valid after `close()`."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """True once the CLI reported the end of its turn (the bridge may kill a CLI that lingers)."""
+        ...
+
+    @property
+    def resume_state(self) -> dict[str, str]:
+        """What the next turn needs to continue this conversation (session / thread ids)."""
+        ...
+
+
+class RunnerAdapter(Protocol):
+    """One runner: its image, abilities, how to start a turn and how to read it."""
+
+    name: str
+    image: str
+    """Runner image name for the image builder (`claude`, `opencode`, `codex`, `tai`, `tools`)."""
+    supports: Supports
+    cancel: CancelPolicy
+
+    def build_exec(self, turn: TurnRequest) -> RunnerExec: ...
+
+    def translator(self, builder: TurnBuilder, turn: TurnRequest) -> Translator: ...
+
+
+def connector_key(connector: ConnectorSpec | None) -> str:
+    """The connector's API key, or a placeholder the CLIs accept when the server needs none."""
+    if connector is None:
+        return "cage-no-key"
+    key: SecretStr = connector.key
+    return key.get_secret_value() or "cage-no-key"
+
+
+ConnectorKind = Literal["openai", "anthropic"]
