@@ -42,7 +42,9 @@ class RunnerExec(BaseModel):
     stdin: bytes | None = None
     """None: `/dev/null` (never an open, unused pipe: every CLI stalls on one)."""
     keep_stdin_open: bool = False
-    """Keep a pipe open after `stdin` (Claude's stream-json input, for graceful interrupts)."""
+    """Keep a pipe open after `stdin` (Claude's stream-json input, for graceful interrupts).
+    The bridge closes it as soon as the translator reports `finished`, and on cancel after
+    writing `CancelPolicy.stdin_interrupt`."""
     files: tuple[FileWrite, ...] = ()
     user: str = "sandbox"
     workdir: str = "/workspace"
@@ -100,6 +102,10 @@ class TurnRequest(BaseModel):
     """Extra env from sandbox.yao `environment`."""
     model_url: str | None = None
     """Model base URL as seen from inside the sandbox, when it differs from `connector.base_url`."""
+    lifecycle: Literal["oneshot", "session", "longrunning", "persistent"] = "oneshot"
+    """The sandbox's lifecycle: a long-lived box may keep a CLI server running between turns."""
+    state_dir: str = "/workspace/.cage/state"
+    """Per-runner state (config files, scripts) inside the workspace; adapters use a sub-folder."""
 
 
 class TurnOutcome(BaseModel):
