@@ -19,8 +19,10 @@ TEXT = """// leading comment
 def test_comments_trailing_commas_and_values() -> None:
     doc = parse_jsonc(TEXT, file="x.yao")
     assert doc.value == {
-        "a": 1, "b": [10, {"c": "x // not a comment"}],
-        "d": {"e": True, "f": None, "g": -150.0}, "s": 'quote " and é',
+        "a": 1,
+        "b": [10, {"c": "x // not a comment"}],
+        "d": {"e": True, "f": None, "g": -150.0},
+        "s": 'quote " and é',
     }
 
 

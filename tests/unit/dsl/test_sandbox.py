@@ -59,13 +59,30 @@ def test_every_key_is_parsed() -> None:
     spec = _load(FULL, ENV)
     c = spec.computer
     assert (c.image, c.memory, c.cpus, c.user, c.work_dir, c.mount_path, c.mount_mode) == (
-        "cage/claude:abc", 2 * 2**30, 1.5, "sandbox", "/work", "/work", "ro")
+        "cage/claude:abc",
+        2 * 2**30,
+        1.5,
+        "sandbox",
+        "/work",
+        "/work",
+        "ro",
+    )
     assert c.ports[0].model_dump() == {"port": 3000, "host_port": 13000, "protocol": "tcp", "label": "web"}
-    assert c.vnc.enabled and c.vnc.view_only and c.vnc.password == "vnc-secret-1" and c.vnc.resolution == "1280x720"
+    assert (
+        c.vnc.enabled
+        and c.vnc.view_only
+        and c.vnc.password == "vnc-secret-1"
+        and c.vnc.resolution == "1280x720"
+    )
     assert (c.pids, c.runtime, c.read_only) == (128, "runsc", True)
     assert isinstance(c.network, NetworkAllowlist) and c.network.allow == ("api.example.com", "10.0.0.0/8")
     r = spec.runner
-    assert (r.name, r.mode, r.options, r.supports) == ("claude", "service", {"max_turns": 3}, ("claude", "yaocode"))
+    assert (r.name, r.mode, r.options, r.supports) == (
+        "claude",
+        "service",
+        {"max_turns": 3},
+        ("claude", "yaocode"),
+    )
     assert r.connectors["default"].connector == "anthropic" and r.connectors["default"].override == "force"
     assert r.connectors["heavy"].connector == "openai" and r.connectors["heavy"].override == "user"
     assert spec.lifecycle is Lifecycle.LONGRUNNING
@@ -75,7 +92,11 @@ def test_every_key_is_parsed() -> None:
     file_step, copy_step, exec_step = spec.prepare
     assert isinstance(file_step, FileStep) and file_step.once and file_step.mode == 0o644
     assert isinstance(copy_step, CopyStep) and copy_step.ignore_error and copy_step.dst == "x"
-    assert isinstance(exec_step, ExecStep) and exec_step.background and exec_step.timeout == timedelta(seconds=30)
+    assert (
+        isinstance(exec_step, ExecStep)
+        and exec_step.background
+        and exec_step.timeout == timedelta(seconds=30)
+    )
     assert spec.environment == {"TOKEN": "sb-token-123", "PLAIN": "v"}
     assert spec.secrets["GH"].value == "gh-token-456"
     assert spec.secrets["NPM"].env == "NPM_TOKEN" and spec.secrets["NPM"].required
@@ -85,7 +106,8 @@ def test_every_key_is_parsed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("vnc", "enabled"), [("true", True), ("false", False), ('{"enabled": true}', True), ("{}", False)])
+    ("vnc", "enabled"), [("true", True), ("false", False), ('{"enabled": true}', True), ("{}", False)]
+)
 def test_vnc_bool_or_object(vnc: str, enabled: bool) -> None:
     spec = _load(f'{{"version": "2.0", "runner": {{"name": "tai"}}, "computer": {{"vnc": {vnc}}}}}')
     assert spec.computer.vnc.enabled is enabled
@@ -94,14 +116,23 @@ def test_vnc_bool_or_object(vnc: str, enabled: bool) -> None:
 def test_ports_as_ints_and_objects() -> None:
     ints = _load('{"version": "2.0", "runner": {"name": "tai"}, "computer": {"ports": [3000, 8080]}}')
     assert [p.port for p in ints.computer.ports] == [3000, 8080]
-    objs = _load('{"version": "2.0", "runner": {"name": "tai"}, "computer": {"ports": [{"port": 1, "protocol": "udp"}]}}')
+    objs = _load(
+        '{"version": "2.0", "runner": {"name": "tai"},'
+        ' "computer": {"ports": [{"port": 1, "protocol": "udp"}]}}'
+    )
     assert objs.computer.ports[0].protocol == "udp"
 
 
 @pytest.mark.parametrize(
     ("memory", "size"),
-    [('"2GB"', 2 * 2**30), ('"512m"', 512 * 2**20), ('"1024K"', 2**20), ('"1.5G"', int(1.5 * 2**30)),
-     ("1048576", 1048576), ('"1T"', 2**40)],
+    [
+        ('"2GB"', 2 * 2**30),
+        ('"512m"', 512 * 2**20),
+        ('"1024K"', 2**20),
+        ('"1.5G"', int(1.5 * 2**30)),
+        ("1048576", 1048576),
+        ('"1T"', 2**40),
+    ],
 )
 def test_memory_forms(memory: str, size: int) -> None:
     spec = _load(f'{{"version": "2.0", "runner": {{"name": "tai"}}, "computer": {{"memory": {memory}}}}}')
@@ -110,8 +141,12 @@ def test_memory_forms(memory: str, size: int) -> None:
 
 @pytest.mark.parametrize(
     ("value", "delta"),
-    [('"30m"', timedelta(minutes=30)), ('"1h30m"', timedelta(minutes=90)), ('"500ms"', timedelta(milliseconds=500)),
-     ("45", timedelta(seconds=45))],
+    [
+        ('"30m"', timedelta(minutes=30)),
+        ('"1h30m"', timedelta(minutes=90)),
+        ('"500ms"', timedelta(milliseconds=500)),
+        ("45", timedelta(seconds=45)),
+    ],
 )
 def test_duration_forms(value: str, delta: timedelta) -> None:
     spec = _load(f'{{"version": "2.0", "runner": {{"name": "tai"}}, "idle_timeout": {value}}}')
@@ -119,8 +154,10 @@ def test_duration_forms(value: str, delta: timedelta) -> None:
 
 
 def test_filter_kind_list_and_secret_string() -> None:
-    spec = _load('{"version": "2.0", "runner": {"name": "tai"}, "filter": {"kind": ["box", "host"]},'
-                 ' "secrets": {"A": "plain-value"}}')
+    spec = _load(
+        '{"version": "2.0", "runner": {"name": "tai"}, "filter": {"kind": ["box", "host"]},'
+        ' "secrets": {"A": "plain-value"}}'
+    )
     assert spec.filter is not None and spec.filter.kind == ("box", "host")
     assert spec.secrets["A"].value == "plain-value"
 
@@ -145,4 +182,5 @@ def test_missing_env_variable_names_key_and_variable_not_value() -> None:
     with pytest.raises(ConfigError) as info:
         _load('{"version": "2.0", "runner": {"name": "tai"},\n "environment": {"A": "$ENV.NOPE_NOT_SET"}}')
     assert str(info.value) == (
-        "assistants/a/sandbox.yao:2: environment.A: environment variable NOPE_NOT_SET is not set")
+        "assistants/a/sandbox.yao:2: environment.A: environment variable NOPE_NOT_SET is not set"
+    )
