@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from orchestrator.stream.content import ContentType, ExecuteProps
+from orchestrator.stream.content import ContentType, ExecuteProps, ToolCallProps
 from orchestrator.stream.envelope import Envelope
 from orchestrator.stream.usage import Usage
 
@@ -55,8 +55,8 @@ class MessageEnd(_Props):
     type: ContentType
     status: StreamStatus = "completed"
     """`completed` unless the window was cut short by an error or a cancel."""
-    content: str | ExecuteProps | None = None
-    """The full text of a text/thinking message, or the merged props of a tool run."""
+    content: str | ExecuteProps | ToolCallProps | None = None
+    """The full text of a text/thinking message, or the merged props of a tool run or model call."""
     duration_ms: int = 0
     chunk_count: int = 0
 

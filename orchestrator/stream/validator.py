@@ -191,6 +191,7 @@ def validate_stream(
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
                 checker.problems.append(f"event #{index}: not a protocol event: {where}: {first['msg']}")
+                checker.prev = None  # its seq is unknown: do not report a gap after it as well
                 continue
         else:
             event = item

@@ -15,8 +15,9 @@ Mapping (events not listed produce nothing: loading, sandbox status, permissions
   `include_usage`: `choices: []`, `usage{...}`), then `data: [DONE]`.
 
 The first chunk carries `role: "assistant"`. Text (or thinking) of a new message after earlier
-text is prefixed with a blank line, so separate messages do not run together in `content`. Tool calls are numbered 0, 1, 2... in the order the
-runs appear, over the whole turn; the agent ran them already, so the client must not run them.
+text is prefixed with a blank line, so separate messages do not run together in `content`. Tool
+calls are numbered 0, 1, 2... in the order the runs appear, over the whole turn; the agent ran
+them already, so the client must not run them.
 
 `finish_reason`: `stop` for a completed turn, `length` when the runner's stop reason says the
 model hit its token limit (`max_tokens`, `length`, `max_output_tokens`), `content_filter` for a
