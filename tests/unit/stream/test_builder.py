@@ -34,7 +34,7 @@ def _builder() -> TurnBuilder:
 
 def _windows(events: list[Event]) -> list[tuple[str, str, str]]:
     """(start|end, message_id, type) of every message window event, in order."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for e in events:
         if isinstance(e, LifecycleEvent) and isinstance(e.props, MessageStart | MessageEnd):
             out.append((e.props.event.removeprefix("message_"), e.props.message_id, e.props.type))

@@ -165,4 +165,4 @@ def test_usage_adds_up_and_keeps_unknown_cost_unknown() -> None:
 
 def test_usage_rejects_unknown_scope() -> None:
     with pytest.raises(ValidationError):
-        Usage(scope="month")  # type: ignore[arg-type]
+        Usage.model_validate({"scope": "month"})
