@@ -1,0 +1,260 @@
+"""The sandbox backend contract: a Protocol and the frozen models that cross it.
+
+Nothing here knows Docker. A `SandboxRef` is a container for the Docker backend and would be a
+pod for a Kubernetes one; labels are labels; a workspace volume is a named volume or a PVC.
+The manager (`orchestrator.sandbox.manager`) speaks only this interface (STYLE R2, R13).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import signal
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Literal, Protocol, Self, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.errors import StreamLimitError
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class SandboxStatus(enum.StrEnum):
+    """Engine-neutral state of a sandbox."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    RESTARTING = "restarting"
+    STOPPED = "stopped"
+    REMOVING = "removing"
+    DEAD = "dead"
+
+
+class SandboxRef(BaseModel):
+    """A handle on one sandbox: the engine id, its name and its labels at lookup time."""
+
+    model_config = _FROZEN
+    id: str
+    """Engine id (a container id for Docker, a pod uid for Kubernetes)."""
+    name: str
+    """Unique, human-readable name (the Cage identity)."""
+    labels: Mapping[str, str] = Field(default_factory=dict)
+    status: SandboxStatus = SandboxStatus.CREATED
+
+
+class ResourceUsage(BaseModel):
+    model_config = _FROZEN
+    memory_bytes: int | None = None
+    pids: int | None = None
+
+
+class SandboxInfo(BaseModel):
+    """What `inspect` returns: state, labels, times and cheap resource figures."""
+
+    model_config = _FROZEN
+    ref: SandboxRef
+    image: str
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    usage: ResourceUsage = ResourceUsage()
+    user: str = ""
+    """The configured main user (execs run as the user given in their `ExecSpec`)."""
+
+
+class VolumeMount(BaseModel):
+    """A named engine volume (Docker volume, Kubernetes PVC) mounted at `target`."""
+
+    model_config = _FROZEN
+    kind: Literal["volume"] = "volume"
+    source: str
+    target: str
+    read_only: bool = False
+    owner: tuple[int, int] | None = None
+    """uid, gid the backend gives the mount's root before the sandbox starts (fsGroup on Kubernetes)."""
+
+
+class BindMount(BaseModel):
+    """A host directory mounted at `target` (CI mode: the checkout)."""
+
+    model_config = _FROZEN
+    kind: Literal["bind"] = "bind"
+    source: str
+    """Absolute host path."""
+    target: str
+    read_only: bool = False
+
+    @field_validator("source")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"bind source must be an absolute host path, got {v!r}")
+        return v
+
+
+Mount = VolumeMount | BindMount
+
+
+class ResourceLimits(BaseModel):
+    model_config = _FROZEN
+    memory_bytes: int | None = Field(default=None, gt=0)
+    nano_cpus: int | None = Field(default=None, gt=0)
+    """CPU quota in 1e-9 cores (`--cpus 1.5` is 1_500_000_000)."""
+    pids: int | None = Field(default=None, gt=0)
+
+
+class PortBinding(BaseModel):
+    """A container port published on the host's loopback only."""
+
+    model_config = _FROZEN
+    container_port: int = Field(ge=1, le=65535)
+    host_port: int = Field(default=0, ge=0, le=65535)
+    """0 lets the engine pick a free port."""
+    protocol: Literal["tcp", "udp"] = "tcp"
+
+
+class CreateSpec(BaseModel):
+    """Everything needed to create one sandbox. Values must already be resolved (no `$ENV.`)."""
+
+    model_config = _FROZEN
+    image: str
+    name: str
+    command: tuple[str, ...] = ()
+    """Main process; empty means the image default."""
+    labels: Mapping[str, str] = Field(default_factory=dict)
+    env: Mapping[str, str] = Field(default_factory=dict)
+    user: str = ""
+    """User of the main process; empty means the image default."""
+    workdir: str = ""
+    mounts: tuple[Mount, ...] = ()
+    limits: ResourceLimits = ResourceLimits()
+    cap_drop: tuple[str, ...] = ()
+    cap_add: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ()
+    read_only: bool = False
+    tmpfs: Mapping[str, str] = Field(default_factory=dict)
+    """Mount point -> mount options (`{"/tmp": "rw,nosuid,size=256m"}`)."""
+    network: Literal["none", "bridge"] = "bridge"
+    runtime: str | None = None
+    extra_hosts: Mapping[str, str] = Field(default_factory=dict)
+    """Host name -> address; `host-gateway` means the engine's host."""
+    ports: tuple[PortBinding, ...] = ()
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, env: Mapping[str, str]) -> Mapping[str, str]:
+        bad = [k for k in env if not _ENV_NAME.fullmatch(k)]
+        if bad:
+            raise ValueError(f"invalid environment variable name(s): {', '.join(sorted(bad))}")
+        return env
+
+
+class ExecSpec(BaseModel):
+    """One process to run inside a sandbox."""
+
+    model_config = _FROZEN
+    argv: tuple[str, ...] = Field(min_length=1)
+    env: Mapping[str, str] = Field(default_factory=dict)
+    user: str = ""
+    """Empty means the sandbox's main user."""
+    workdir: str = ""
+    stdin: bytes | Literal["pipe"] | None = None
+    """None: `/dev/null`; bytes: written, then closed; "pipe": open until `close_stdin()`."""
+    grace_seconds: float = Field(default=2.0, ge=0)
+    """On `aclose()` of a process still running: time between SIGTERM and SIGKILL."""
+
+
+class FileEntry(BaseModel):
+    """One file for `put_files`, relative to the destination directory."""
+
+    model_config = _FROZEN
+    path: str = Field(min_length=1)
+    content: bytes
+    mode: int = Field(default=0o644, ge=0, le=0o7777)
+    uid: int = Field(default=0, ge=0)
+    """Owner written into the archive (the manager passes the `sandbox` user's uid)."""
+    gid: int = Field(default=0, ge=0)
+
+
+ExecItem = bytes | StreamLimitError
+"""What an exec handle yields: one stdout line (without its newline) or a too-long-line marker."""
+
+
+@runtime_checkable
+class ExecHandle(Protocol):
+    """A running process in a sandbox. Iterate it for stdout lines; close it with `aclose()`.
+
+    `aclose()` is idempotent and time-bounded: a process still running gets SIGTERM on its
+    process group, then SIGKILL after the grace period.
+    """
+
+    def __aiter__(self) -> AsyncIterator[ExecItem]: ...
+
+    @property
+    def stderr(self) -> bytes:
+        """The captured stderr: its head and its tail when it was longer than the cap."""
+        ...
+
+    async def write_stdin(self, data: bytes) -> None: ...
+
+    async def close_stdin(self) -> None: ...
+
+    async def signal(self, sig: signal.Signals) -> None:
+        """Deliver `sig` to the exec'd process group."""
+        ...
+
+    async def wait(self) -> int:
+        """Drain stdout and return the exit code."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+class SandboxBackend(Protocol):
+    """A container engine seen from Cage. Implementations translate engine errors into
+    `SandboxNotFound`, `SandboxError` and `EngineUnavailable`."""
+
+    async def ping(self) -> None:
+        """Raises `EngineUnavailable` when the engine does not answer."""
+        ...
+
+    async def find(self, labels: Mapping[str, str]) -> list[SandboxRef]:
+        """Every sandbox (running or not) carrying all of `labels`."""
+        ...
+
+    async def inspect(self, sandbox_id: str) -> SandboxInfo: ...
+
+    async def create(self, spec: CreateSpec) -> SandboxRef: ...
+
+    async def start(self, ref: SandboxRef) -> None: ...
+
+    async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
+        """Stop the main process: SIGTERM, then SIGKILL after `timeout` seconds."""
+        ...
+
+    async def remove(self, ref: SandboxRef, *, force: bool = False) -> None:
+        """Remove the sandbox; a sandbox already gone is not an error."""
+        ...
+
+    async def exec(self, ref: SandboxRef, spec: ExecSpec) -> ExecHandle: ...
+
+    async def put_files(self, ref: SandboxRef, dest_dir: str, files: Sequence[FileEntry]) -> None: ...
+
+    async def get_file(self, ref: SandboxRef, path: str) -> bytes: ...
+
+    async def ensure_volume(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Create the volume unless it exists; True when it was created now."""
+        ...
+
+    async def remove_volume(self, name: str) -> None: ...

@@ -1,0 +1,205 @@
+"""`DockerExecHandle`: one process started with `docker exec`, read over the hijacked socket.
+
+The command runs under a tiny wrapper: `setsid -w sh -c '<record pgid>; exec "$@"'`. `setsid`
+gives it a fresh process group whose id the wrapper writes to `/tmp/.cage-exec/<token>.pid`, so
+`signal()` reaches the whole tree (a second exec runs `kill -- -<pgid>` as the same user, which
+needs no capability). The wrapper also prunes pid files whose process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import signal as signals
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from io import BufferedReader
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from anyio import to_thread
+
+from orchestrator.sandbox.backend import ExecItem
+from orchestrator.sandbox.capture import HeadTailCapture
+from orchestrator.sandbox.docker.frames import STDERR, FrameDecoder
+from orchestrator.sandbox.framer import LineFramer
+
+PID_DIR = "/tmp/.cage-exec"
+READ_SIZE = 256 * 1024
+
+WRAPPER = (
+    f"d={PID_DIR}; [ -d $d ] || mkdir -p -m 1777 $d 2>/dev/null; "
+    'for f in $d/*.pid; do [ -e "$f" ] || break; read p < "$f" 2>/dev/null; '
+    'kill -0 "$p" 2>/dev/null || rm -f "$f" 2>/dev/null; done; '
+    'echo $$ > "$1"; shift; exec "$@"'
+)
+
+
+def wrap_argv(argv: tuple[str, ...], pid_file: str) -> list[str]:
+    """The argv that runs `argv` in its own process group and records the group id."""
+    return ["setsid", "-w", "sh", "-c", WRAPPER, "cage-exec", pid_file, *argv]
+
+
+def signal_script(pid_file: str, sig: signals.Signals) -> list[str]:
+    """A command delivering `sig` to the group recorded in `pid_file` (waits up to 1 s for it)."""
+    name = sig.name.removeprefix("SIG")
+    script = (
+        'i=0; while [ ! -s "$1" ] && [ $i -lt 100 ]; do sleep 0.01; i=$((i+1)); done; '
+        f'read g < "$1" && kill -s {name} -- "-$g"'
+    )
+    return ["sh", "-c", script, "cage-signal", pid_file]
+
+
+class _State(enum.Enum):
+    RUNNING = "running"
+    EXITED = "exited"
+    CLOSED = "closed"
+
+
+class DockerExecHandle:
+    """An `ExecHandle` over a raw Docker exec socket. Create it with `DockerBackend.exec`."""
+
+    def __init__(
+        self,
+        *,
+        sandbox_id: str,
+        raw_sock: Any,
+        reader: BufferedReader,
+        keepalive: Any,
+        inspect: Callable[[], Awaitable[dict[str, Any]]],
+        send_signal: Callable[[signals.Signals], Awaitable[None]],
+        limiter: anyio.CapacityLimiter,
+        max_line_bytes: int,
+        stderr_keep_bytes: int,
+        grace: float,
+    ) -> None:
+        self.sandbox_id = sandbox_id
+        self._sock = raw_sock
+        self._reader = reader
+        self._keepalive = keepalive  # the HTTP response: dropping it may close the socket
+        self._inspect = inspect
+        self._send_signal = send_signal
+        self._limiter = limiter
+        self._framer = LineFramer(max_line_bytes)
+        self._decoder = FrameDecoder()
+        self._stderr = HeadTailCapture(stderr_keep_bytes)
+        self._grace = grace
+        self._state = _State.RUNNING
+        self._eof = False
+        self._stdin_open = True
+        self._exit_code: int | None = None
+        self._iterating = False
+
+    @property
+    def stderr(self) -> bytes:
+        return self._stderr.getvalue()
+
+    def __aiter__(self) -> AsyncIterator[ExecItem]:
+        if self._iterating:
+            raise RuntimeError("an exec handle can be iterated only once")
+        self._iterating = True
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[ExecItem]:
+        while not self._eof:
+            for item in await self._read_items():
+                yield item
+
+    async def _read_items(self) -> list[ExecItem]:
+        if self._state is _State.CLOSED:
+            self._eof = True
+            return []
+        try:
+            chunk = await to_thread.run_sync(
+                self._reader.read1, READ_SIZE, limiter=self._limiter, abandon_on_cancel=True
+            )
+        except (OSError, ValueError):  # socket shut down by aclose() while we were reading
+            chunk = b""
+        if not chunk:
+            self._eof = True
+            return list(self._framer.close())
+        out: list[ExecItem] = []
+        for stream, payload in self._decoder.feed(chunk):
+            if stream == STDERR:
+                self._stderr.write(payload)
+            else:
+                out.extend(self._framer.feed(payload))
+        return out
+
+    async def write_stdin(self, data: bytes) -> None:
+        if not self._stdin_open or self._state is _State.CLOSED:
+            raise BrokenPipeError("stdin of this exec is closed")
+        await to_thread.run_sync(self._sock.sendall, data, limiter=self._limiter, abandon_on_cancel=True)
+
+    async def close_stdin(self) -> None:
+        if not self._stdin_open:
+            return
+        self._stdin_open = False
+        with contextlib.suppress(OSError):  # already gone: nothing left to close
+            self._sock.shutdown(socket.SHUT_WR)
+
+    async def signal(self, sig: signals.Signals) -> None:
+        await self._send_signal(sig)
+
+    async def wait(self) -> int:
+        while not self._eof:
+            await self._read_items()
+        return await self._exit_status(within=10.0)
+
+    async def _running(self) -> bool:
+        info = await self._inspect()
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            self._exit_code = int(info["ExitCode"])
+            self._state = _State.EXITED if self._state is _State.RUNNING else self._state
+            return False
+        return bool(info.get("Running"))
+
+    async def _exit_status(self, *, within: float) -> int:
+        if self._exit_code is not None:
+            return self._exit_code
+        with anyio.move_on_after(within):
+            while await self._running():  # noqa: ASYNC110 - the engine has no exit event: poll
+                await anyio.sleep(0.01)
+        if self._exit_code is None:
+            return -1
+        return self._exit_code
+
+    async def aclose(self) -> None:
+        """Idempotent, bounded: SIGTERM the group, SIGKILL after the grace period, close the socket."""
+        if self._state is _State.CLOSED:
+            return
+        was_exited = self._state is _State.EXITED
+        self._state = _State.CLOSED
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self._grace + 5.0):
+            if not was_exited and self._exit_code is None and await self._running():
+                await self._terminate()
+        self._shutdown_socket()
+
+    async def _terminate(self) -> None:
+        await self._send_signal(signals.SIGTERM)
+        if await self._exited_within(self._grace):
+            return
+        await self._send_signal(signals.SIGKILL)
+        await self._exited_within(2.0)
+
+    async def _exited_within(self, seconds: float) -> bool:
+        with anyio.move_on_after(seconds):
+            while await self._running():  # noqa: ASYNC110 - the engine has no exit event: poll
+                await anyio.sleep(0.05)
+            return True
+        return False
+
+    def _shutdown_socket(self) -> None:
+        with contextlib.suppress(OSError):  # already closed by the peer
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self._keepalive.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
