@@ -14,10 +14,6 @@ Events come out unstamped (`seq` 0); the `SessionEmitter` stamps them.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal, cast
 
 from pydantic import JsonValue
@@ -60,47 +56,7 @@ from orchestrator.stream.lifecycle import (
     TurnStalled,
 )
 from orchestrator.stream.usage import Usage
-
-Clock = Callable[[], int]
-"""Milliseconds from some fixed origin; only differences are used (durations)."""
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-def _settled(props: ExecuteProps) -> ExecuteProps:
-    """Props of a tool whose input streamed as fragments, with the fragments parsed into `input`."""
-    if props.input_delta is None:
-        return props
-    if props.input is None:
-        try:
-            return props.model_copy(update={"input": json.loads(props.input_delta), "input_delta": None})
-        except json.JSONDecodeError:
-            return props
-    return props.model_copy(update={"input_delta": None})
-
-
-@dataclass
-class _Message:
-    """A message the builder knows, open or not: its id, type and content so far."""
-
-    message_id: str
-    type: ContentType
-    text: list[str] = field(default_factory=list)
-    props: ExecuteProps | ToolCallProps | None = None
-
-    def content(self) -> str | ExecuteProps | ToolCallProps:
-        return "".join(self.text) if self.props is None else self.props
-
-
-@dataclass
-class _Window:
-    """The open start/end window of a message."""
-
-    message: _Message
-    opened_ms: int
-    chunks: int = 0
+from orchestrator.stream.window import Clock, Message, Window, monotonic_ms, settled
 
 
 class TurnBuilder:
@@ -125,10 +81,10 @@ class TurnBuilder:
         self._started_ms = clock()
         self._started = False
         self._ended = False
-        self._open: _Window | None = None
-        self._loading: _Window | None = None
-        self._tools: dict[str, _Message] = {}
-        self._calls: dict[int, _Message] = {}
+        self._open: Window | None = None
+        self._loading: Window | None = None
+        self._tools: dict[str, Message] = {}
+        self._calls: dict[int, Message] = {}
         self._step_usage: Usage | None = None
         self._turn_usage: Usage | None = None
 
@@ -214,8 +170,8 @@ class TurnBuilder:
         self._live()
         events: list[Event] = []
         if self._loading is None:
-            message_obj = _Message(self._ids.next_id("loading"), "loading")
-            self._loading = _Window(message_obj, self._clock())
+            message_obj = Message(self._ids.next_id("loading"), "loading")
+            self._loading = Window(message_obj, self._clock())
             events.append(self._event(MessageStart(message_id=message_obj.message_id, type="loading")))
         self._loading.message.text[:] = [message]
         events.append(self._delta(self._loading, LoadingEvent, LoadingProps(message=message), "replace"))
@@ -241,7 +197,7 @@ class TurnBuilder:
         if id is not None:
             events += self._close("completed")
             props = ToolCallProps(index=index, id=id, name=name, arguments=arguments)
-            message = _Message(self._ids.next_id("tool_call"), "tool_call", props=props)
+            message = Message(self._ids.next_id("tool_call"), "tool_call", props=props)
             self._calls[index] = message
             events += self._focus(message)
             assert self._open is not None
@@ -289,7 +245,7 @@ class TurnBuilder:
             runner=runner or self._runner,
             parent_tool_use_id=parent_tool_use_id,
         )
-        message = _Message(self._ids.next_id(semantic_type), semantic_type, props=props)
+        message = Message(self._ids.next_id(semantic_type), semantic_type, props=props)
         self._tools[tool_id] = message
         events += self._focus(message)
         assert self._open is not None
@@ -334,14 +290,14 @@ class TurnBuilder:
         events = self.loading_done()
         message = self._tools.pop(tool_id, None)
         if message is None:
-            message = _Message(
+            message = Message(
                 self._ids.next_id("execute"),
                 "execute",
                 props=ExecuteProps(tool_id=tool_id, runner=self._runner),
             )
         events += self._close("completed")
         assert isinstance(message.props, ExecuteProps)
-        message.props = _settled(
+        message.props = settled(
             message.props.model_copy(
                 update={
                     "output": redact(output),
@@ -473,7 +429,7 @@ class TurnBuilder:
         if self._open is not None and self._open.message.type != kind:
             events += self._close("completed")
         if self._open is None:
-            events += self._focus(_Message(self._ids.next_id(kind), kind))
+            events += self._focus(Message(self._ids.next_id(kind), kind))
         assert self._open is not None
         self._open.message.text.append(delta)
         if kind == "text":
@@ -494,12 +450,12 @@ class TurnBuilder:
         events.append(self._execute(self._open, delta))
         return events
 
-    def _focus(self, message: _Message) -> list[Event]:
+    def _focus(self, message: Message) -> list[Event]:
         """Make `message` the open window, closing another one and (re)opening this one."""
         if self._open is not None and self._open.message is message:
             return []
         events = self._close("completed")
-        self._open = _Window(message, self._clock())
+        self._open = Window(message, self._clock())
         events.append(self._event(MessageStart(message_id=message.message_id, type=message.type)))
         return events
 
@@ -509,11 +465,11 @@ class TurnBuilder:
         window, self._open = self._open, None
         return [self._end(window, status)]
 
-    def _end(self, window: _Window, status: StreamStatus) -> LifecycleEvent:
+    def _end(self, window: Window, status: StreamStatus) -> LifecycleEvent:
         message = window.message
         content = message.content()
         if isinstance(content, ExecuteProps):
-            content = _settled(content)
+            content = settled(content)
         props = MessageEnd(
             message_id=message.message_id,
             type=message.type,
@@ -526,7 +482,7 @@ class TurnBuilder:
 
     def _delta(
         self,
-        window: _Window,
+        window: Window,
         cls: type[TextEvent] | type[ThinkingEvent] | type[ToolCallEvent] | type[LoadingEvent],
         props: TextProps | ThinkingProps | ToolCallProps | LoadingProps,
         action: str,
@@ -542,7 +498,7 @@ class TurnBuilder:
         }
         return cls.model_validate(data)
 
-    def _execute(self, window: _Window, props: ExecuteProps) -> ExecuteEvent:
+    def _execute(self, window: Window, props: ExecuteProps) -> ExecuteEvent:
         window.chunks += 1
         return ExecuteEvent(
             type=cast(ExecuteType, window.message.type),  # only tool messages reach here
