@@ -31,7 +31,9 @@ class CageError(Exception):
 class ConfigError(CageError):
     """A configuration file is wrong. Names the file, the key path and, when known, the line."""
 
-    def __init__(self, message: str, *, file: Path | str, key_path: str = "", line: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: Path | str, key_path: str = "", line: int | None = None
+    ) -> None:
         self.file = Path(file)
         self.key_path = key_path
         self.line = line
@@ -110,7 +112,9 @@ class CapacityError(CageError):
 
 
 class RunnerError(CageError):
-    def __init__(self, runner: str, message: str, *, exit_code: int | None = None, stderr_tail: str = "") -> None:
+    def __init__(
+        self, runner: str, message: str, *, exit_code: int | None = None, stderr_tail: str = ""
+    ) -> None:
         self.runner = runner
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail

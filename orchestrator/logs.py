@@ -17,7 +17,9 @@ import structlog
 from orchestrator.redaction import redact_value
 
 
-def redact_processor(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+def redact_processor(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
     """structlog processor masking secrets in every value of the event dict."""
     redacted: MutableMapping[str, Any] = redact_value(dict(event_dict))
     return redacted
@@ -28,7 +30,9 @@ def configure_logging(level: str = "INFO", *, stream: TextIO | None = None, json
     out = stream or sys.stderr
     as_json = (not out.isatty()) if json is None else json
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-    renderer: Any = structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=False)
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=False)
+    )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

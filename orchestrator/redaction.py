@@ -18,7 +18,10 @@ from typing import Any
 MASK = "***"
 _MIN_SECRET_LEN = 6
 
-_SENSITIVE_NAME = r"[A-Za-z0-9_.-]*(?:api[_-]?key|apikey|token|secret|password|passwd|authorization|credential)[A-Za-z0-9_.-]*"
+_SENSITIVE_NAME = (
+    r"[A-Za-z0-9_.-]*(?:api[_-]?key|apikey|token|secret|password|passwd|authorization|credential)"
+    r"[A-Za-z0-9_.-]*"
+)
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{8,}"), MASK),
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{6,}"), rf"\1 {MASK}"),
@@ -68,7 +71,11 @@ def redact_value(value: Any) -> Any:
         return redact(value)
     if isinstance(value, Mapping):
         return {
-            k: (MASK if isinstance(k, str) and is_sensitive_key(k) and v not in (None, "") else redact_value(v))
+            k: (
+                MASK
+                if isinstance(k, str) and is_sensitive_key(k) and v not in (None, "")
+                else redact_value(v)
+            )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):

@@ -1,0 +1,248 @@
+"""The runner bridge: one turn of a CLI runner, from its exec spec to protocol events.
+
+The adapter (pure) says what to run and how to read it; the bridge does the I/O:
+
+1. writes the adapter's files into the workspace (owned by the `sandbox` user);
+2. starts the exec (stdin `/dev/null`, bytes, or a pipe the adapter controls);
+3. feeds every stdout line to the translator and emits its events;
+4. closes stdin once the translator saw the end of the turn, and kills a CLI that lingers;
+5. on cancel, timeout or stall: the adapter's stdin interrupt, then its signal to the process
+   group, then SIGKILL after the grace period — and still reads what the CLI printed last;
+6. hands exit code and stderr tail to `translator.close()` and returns the `TurnOutcome`.
+
+`stream_start`/`stream_end` belong to the caller (the pipeline or `cage run`).
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import anyio
+import structlog
+
+from orchestrator.errors import StreamLimitError, WorkspaceError
+from orchestrator.redaction import redact, register_secret
+from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
+from orchestrator.stream import Event, TurnBuilder
+from runners.base import RunnerAdapter, RunnerExec, Translator, TurnOutcome, TurnRequest
+
+log = structlog.get_logger(__name__)
+
+Emit = Callable[[Sequence[Event]], Awaitable[None]]
+SANDBOX_UID = 1000
+_STDERR_TAIL = 2000
+
+
+class TurnSandbox(Protocol):
+    """The two sandbox operations a runner turn needs; `LeasedSandbox` binds them to a lease."""
+
+    async def exec(self, spec: ExecSpec) -> ExecHandle: ...
+
+    async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None: ...
+
+
+class StopReason(enum.StrEnum):
+    """Why the bridge stopped a CLI before it ended on its own."""
+
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    STALLED = "stalled"
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    turn_timeout: float | None = None
+    """Seconds the whole turn may take; then it is stopped like a cancel (outcome `error`)."""
+    stall_timeout: float | None = None
+    """Seconds without any output before `turn/stalled` is emitted and the turn stopped."""
+    linger_seconds: float = 5.0
+    """Seconds a CLI may keep running after it reported the end of its turn."""
+
+
+@dataclass
+class BridgeResult:
+    outcome: TurnOutcome
+    exit_code: int | None
+    stopped: StopReason | None
+    resume_state: dict[str, str]
+
+
+def _safe_rel(path: str) -> str:
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if path.startswith("/") or not parts or ".." in parts:
+        raise WorkspaceError(path, "runner files must be relative paths inside the workspace")
+    return "/".join(parts)
+
+
+def file_entries(rexec: RunnerExec) -> list[FileEntry]:
+    """The adapter's files as archive entries owned by the `sandbox` user."""
+    return [
+        FileEntry(
+            path=_safe_rel(f.path), content=f.content.encode(), mode=f.mode, uid=SANDBOX_UID, gid=SANDBOX_UID
+        )
+        for f in rexec.files
+    ]
+
+
+def exec_spec(rexec: RunnerExec, grace_seconds: float) -> ExecSpec:
+    stdin: bytes | Literal["pipe"] | None = "pipe" if rexec.keep_stdin_open else rexec.stdin
+    return ExecSpec(
+        argv=rexec.argv,
+        env=dict(rexec.env),
+        user=rexec.user,
+        workdir=rexec.workdir,
+        stdin=stdin,
+        grace_seconds=grace_seconds,
+    )
+
+
+def stderr_tail(stderr: bytes) -> str:
+    text = stderr.decode("utf-8", errors="replace").strip()
+    return redact(text[-_STDERR_TAIL:])
+
+
+class _Turn:
+    """State of one bridged turn; methods run concurrently inside one task group."""
+
+    def __init__(
+        self,
+        adapter: RunnerAdapter,
+        translator: Translator,
+        builder: TurnBuilder,
+        handle: ExecHandle,
+        rexec: RunnerExec,
+        emit: Emit,
+        limits: TurnLimits,
+    ) -> None:
+        self.adapter, self.translator, self.builder, self.handle = adapter, translator, builder, handle
+        self.rexec, self.emit, self.limits = rexec, emit, limits
+        self.stopped: StopReason | None = None
+        self.stdin_open = rexec.keep_stdin_open
+        self.last_output = anyio.current_time()
+        self.eof = anyio.Event()
+        self.finished_at: float | None = None
+
+    async def pump(self) -> None:
+        """Read stdout to EOF, translating as lines arrive."""
+        try:
+            async for item in self.handle:
+                self.last_output = anyio.current_time()
+                if isinstance(item, StreamLimitError):
+                    await self.emit(self.builder.error(str(item), "line_too_long", {"limit": item.limit}))
+                    continue
+                line = item.decode("utf-8", errors="replace").rstrip("\r")
+                events = self.translator.feed(line)
+                if events:
+                    await self.emit(events)
+                if self.translator.finished and self.finished_at is None:
+                    self.finished_at = anyio.current_time()
+                    await self._close_stdin()
+        finally:
+            self.eof.set()
+
+    async def _close_stdin(self) -> None:
+        if self.stdin_open:
+            self.stdin_open = False
+            await self.handle.close_stdin()
+
+    async def watch(self, cancel: anyio.Event) -> None:
+        """Stop the CLI on cancel, timeout or stall; kill it when it lingers after its turn."""
+        started = anyio.current_time()
+        while not self.eof.is_set():
+            with anyio.move_on_after(0.2):
+                await cancel.wait()
+            now = anyio.current_time()
+            if cancel.is_set():
+                await self.stop(StopReason.CANCELLED)
+                return
+            if self.limits.turn_timeout is not None and now - started > self.limits.turn_timeout:
+                await self.stop(StopReason.TIMEOUT)
+                return
+            idle = now - self.last_output
+            if self.limits.stall_timeout is not None and idle > self.limits.stall_timeout:
+                await self.emit(self.builder.stalled(int(idle * 1000), "no output from the runner"))
+                await self.stop(StopReason.STALLED)
+                return
+            if self.finished_at is not None and now - self.finished_at > self.limits.linger_seconds:
+                log.info("bridge.kill_lingering", runner=self.adapter.name)
+                await self.handle.aclose()
+                return
+
+    async def stop(self, reason: StopReason) -> None:
+        """Graceful first (stdin interrupt, then the adapter's signal), SIGKILL after the grace."""
+        self.stopped = reason
+        policy = self.adapter.cancel
+        if policy.stdin_interrupt is not None and self.stdin_open:
+            try:
+                await self.handle.write_stdin(policy.stdin_interrupt)
+                with anyio.move_on_after(policy.grace_seconds / 2):
+                    await self.eof.wait()
+                await self._close_stdin()
+            except OSError:
+                log.debug("bridge.stdin_closed", runner=self.adapter.name)
+        if not self.eof.is_set():
+            await self.handle.signal(signal.Signals(policy.signal))
+            with anyio.move_on_after(policy.grace_seconds):
+                await self.eof.wait()
+        if not self.eof.is_set():
+            await self.handle.aclose()
+
+
+async def run_runner_turn(
+    adapter: RunnerAdapter,
+    turn: TurnRequest,
+    sandbox: TurnSandbox,
+    builder: TurnBuilder,
+    emit: Emit,
+    *,
+    cancel: anyio.Event | None = None,
+    limits: TurnLimits | None = None,
+    workspace_root: str = "/workspace",
+) -> BridgeResult:
+    """Run one turn of `adapter` in `sandbox`, emitting its events; never raises for CLI failures.
+
+    Raises:
+        SandboxError: the sandbox could not run the exec at all (engine failure).
+        WorkspaceError: the adapter asked for a file outside the workspace.
+    """
+    rexec = adapter.build_exec(turn)
+    for name in rexec.secret_env:
+        register_secret(rexec.env.get(name))
+    entries = file_entries(rexec)
+    if entries:
+        await sandbox.put_files(workspace_root, entries)
+    translator = adapter.translator(builder, turn)
+    handle = await sandbox.exec(exec_spec(rexec, adapter.cancel.grace_seconds))
+    cancel = cancel or anyio.Event()
+    limits = limits or TurnLimits()
+    state = _Turn(adapter, translator, builder, handle, rexec, emit, limits)
+    async with handle:
+        if rexec.keep_stdin_open and rexec.stdin:
+            await handle.write_stdin(rexec.stdin)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(state.watch, cancel)
+            await state.pump()
+            tg.cancel_scope.cancel()
+        with anyio.CancelScope(shield=True):
+            exit_code: int | None = await handle.wait()
+    tail = stderr_tail(handle.stderr)
+    events = translator.close(exit_code, tail, cancelled=state.stopped is not None)
+    if events:
+        await emit(events)
+    outcome = translator.outcome
+    if state.stopped in (StopReason.TIMEOUT, StopReason.STALLED):
+        seconds = limits.turn_timeout if state.stopped is StopReason.TIMEOUT else limits.stall_timeout
+        message = (
+            f"turn timed out after {seconds:g}s"
+            if state.stopped is StopReason.TIMEOUT
+            else f"runner stalled: no output for {seconds:g}s"
+        )
+        await emit(builder.error(message, f"turn_{state.stopped.value}"))
+        outcome = outcome.model_copy(
+            update={"status": "error", "error": message, "stop_reason": state.stopped.value}
+        )
+    return BridgeResult(outcome, exit_code, state.stopped, translator.resume_state)
