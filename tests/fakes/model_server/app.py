@@ -126,7 +126,7 @@ def _completion(state: ServerState, api: WireApi) -> Any:
                 headers=_failure_headers(step),
             )
         reply = build_reply(step, conversation, body)
-        await _record(state, **base, usage=reply.usage)
+        await _record(state, **base, usage=reply.usage, reply=reply)
         if stream:
             return StreamingResponse(
                 _play(state, api.events(reply, body), step),

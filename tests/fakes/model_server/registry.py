@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tests.fakes.model_server.scenario import BUILTIN, Scenario, Step, scenario
 
@@ -33,7 +35,7 @@ class ScenarioRegistry:
         self._failures: dict[tuple[str, int], int] = {}
         self._default = self._coerce(default)
 
-    def _coerce(self, value: Scenario | str | list[Step]) -> Scenario:
+    def _coerce(self, value: Scenario | str | Sequence[Step | Mapping[str, Any]]) -> Scenario:
         if isinstance(value, Scenario):
             return value
         if isinstance(value, str):
@@ -41,7 +43,7 @@ class ScenarioRegistry:
                 if value not in self._scenarios:
                     raise UnknownScenarioError(value)
                 return self._scenarios[value]
-        return scenario("default", list(value))
+        return scenario("default", [s if isinstance(s, Step) else dict(s) for s in value])
 
     def add(self, value: Scenario) -> None:
         """Register (or replace) a named scenario; its failure counters start again."""
@@ -49,7 +51,7 @@ class ScenarioRegistry:
             self._scenarios[value.name] = value
             self._failures = {k: v for k, v in self._failures.items() if k[0] != value.name}
 
-    def set_default(self, value: Scenario | str | list[Step]) -> Scenario:
+    def set_default(self, value: Scenario | str | Sequence[Step | Mapping[str, Any]]) -> Scenario:
         """Make a scenario (object, registered name or list of steps) the default; it is registered too."""
         chosen = self._coerce(value)
         self.add(chosen)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from tests.fakes.model_server.reply import Usage
+from tests.fakes.model_server.reply import Reply, Usage
 
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"})
 """Headers that are never recorded."""
@@ -39,6 +39,8 @@ class RequestRecord(BaseModel):
     """Index of the step played (-1: the built-in `done` text); None when no step was played."""
     status: int = 200
     usage: Usage | None = None
+    reply: Reply | None = None
+    """What the server answered (text, thinking and resolved tool calls), when it played a step."""
 
 
 class RequestLog:

@@ -6,8 +6,10 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import anyio
 import uvicorn
@@ -47,7 +49,7 @@ class FakeModelServer:
 
     def __init__(
         self,
-        scenario: Scenario | str | list[Step] = "hello",
+        scenario: Scenario | str | Sequence[Step | Mapping[str, Any]] = "hello",
         *,
         host: str = "0.0.0.0",
         port: int = 0,
@@ -61,13 +63,17 @@ class FakeModelServer:
         self._port: int | None = None
 
     # -- scenarios -------------------------------------------------------------------------
-    def set_scenario(self, value: Scenario | str | list[Step]) -> Scenario:
+    def set_scenario(self, value: Scenario | str | Sequence[Step | Mapping[str, Any]]) -> Scenario:
         """Set the default scenario (object, registered name, or list of steps)."""
         return self._state.registry.set_default(value)
 
-    def add_scenario(self, name: str, steps: Scenario | list[Step] | list[dict[str, object]]) -> Scenario:
+    def add_scenario(self, name: str, steps: Scenario | Sequence[Step | Mapping[str, Any]]) -> Scenario:
         """Register a named scenario, chosen by requests with model `scenario:<name>` or `<x>@<name>`."""
-        value = steps if isinstance(steps, Scenario) else scenario(name, list(steps))
+        value = (
+            steps
+            if isinstance(steps, Scenario)
+            else scenario(name, [s if isinstance(s, Step) else dict(s) for s in steps])
+        )
         value = value.model_copy(update={"name": name})
         self._state.registry.add(value)
         return value
@@ -112,6 +118,7 @@ class FakeModelServer:
             create_app(self._state),
             log_level="warning",
             lifespan="off",
+            ws="none",
             timeout_graceful_shutdown=2,
             timeout_keep_alive=30,
         )
@@ -140,7 +147,7 @@ class FakeModelServer:
         self._state.closing.set()
         server.should_exit = True
         thread.join(timeout=10)
-        self._server, self._thread = None, None
+        self._server, self._thread, self._port = None, None, None
 
     def __enter__(self) -> FakeModelServer:
         return self.start()
