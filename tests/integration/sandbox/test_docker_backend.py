@@ -17,7 +17,7 @@ from orchestrator.sandbox.docker import DockerBackend
 async def run(
     backend: DockerBackend, box: SandboxRef, *argv: str, **kw: object
 ) -> tuple[list[ExecItem], int, bytes]:
-    spec = ExecSpec(argv=argv, user="sandbox", **kw)  # type: ignore[arg-type]
+    spec = ExecSpec(argv=argv, user="sandbox", **kw)
     async with await backend.exec(box, spec) as handle:
         lines = [item async for item in handle]
         code = await handle.wait()

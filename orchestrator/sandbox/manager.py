@@ -1,0 +1,398 @@
+"""`SandboxManager`: identity, reuse-or-recreate, per-identity locks, caps, leases (STYLE R13).
+
+`acquire()` finds or creates the sandbox for a request and returns a `SandboxLease`; the lease marks
+the sandbox busy (the reaper never touches it) until `release()`, which starts the idle clock and
+removes `oneshot` boxes. The manager speaks only the `SandboxBackend` protocol: no engine types.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio import to_thread
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
+from orchestrator.errors import SandboxError
+from orchestrator.redaction import register_secret
+from orchestrator.sandbox.backend import (
+    CreateSpec,
+    ExecHandle,
+    ExecSpec,
+    SandboxBackend,
+    SandboxRef,
+    SandboxStatus,
+)
+from orchestrator.sandbox.hashing import config_hash
+from orchestrator.sandbox.identity import SandboxIdentity, identity_for
+from orchestrator.sandbox.images import ImageBuilder
+from orchestrator.sandbox.labels import CONFIG_HASH, MANAGED, SANDBOX, SandboxLabels, sandbox_labels
+from orchestrator.sandbox.limits import MAIN_COMMAND, SANDBOX_USER, Hardening, hardening
+from orchestrator.sandbox.locks import KeyedLocks
+from orchestrator.sandbox.prepare import PrepareContext, run_prepare
+from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
+from orchestrator.sandbox.workspace import workspace_mount
+from orchestrator.settings import Settings
+
+log = structlog.get_logger(__name__)
+_ENV_REF = "$ENV."
+_GONE = (SandboxStatus.DEAD, SandboxStatus.REMOVING)
+STOP_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL when the reaper stops a box (its sleep loop exits on TERM)."""
+
+
+class ReleaseOutcome(enum.StrEnum):
+    """How the turn that held a lease ended."""
+
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class SandboxRequest(BaseModel):
+    """What a turn needs a sandbox for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    owner: str
+    assistant_id: str
+    assistant_dir: Path
+    spec: SandboxSpec
+    chat_id: str | None = None
+    workspace_id: str | None = None
+    mcp_servers: tuple[Mapping[str, Any], ...] = ()
+    """The assistant's MCP server entries (feed the config hash)."""
+    skills: Mapping[str, str] = Field(default_factory=dict)
+    """Skill name -> content digest (feed the config hash)."""
+    host_workspace: Path | None = None
+    """CI mode: bind-mount this host directory instead of the workspace volume."""
+
+
+class SandboxLease(BaseModel):
+    """A sandbox held for one turn. Pass it back to `release()`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    lease_id: str
+    ref: SandboxRef
+    identity: SandboxIdentity
+    config_hash: str
+    image: str
+    created: bool
+    """True when this acquire created the container (False: reused)."""
+    user: str = SANDBOX_USER
+    work_dir: str
+    mount_path: str
+    grace_seconds: float
+    env: Mapping[str, str] = Field(default_factory=dict, repr=False)
+    """Environment for execs (secrets with an `env` name included): never logged, never labelled."""
+
+
+def _resolve(value: str) -> str:
+    return os.environ.get(value[len(_ENV_REF) :], "") if value.startswith(_ENV_REF) else value
+
+
+def _seconds(delta: Any) -> float | None:
+    return None if delta is None else float(delta.total_seconds())
+
+
+class SandboxManager:
+    """Hands out sandboxes by identity, creating, reusing or recreating them."""
+
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        images: ImageBuilder,
+        settings: Settings,
+        *,
+        extra_labels: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.images = images
+        self.settings = settings
+        self.extra_labels = dict(extra_labels or {})
+        """Added to every sandbox and volume, and required by reconcile (deployment or test-run ids)."""
+        self.locks = KeyedLocks()
+        self.registry = SandboxRegistry(
+            max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner, clock=clock
+        )
+        self._leases: set[str] = set()
+
+    async def acquire(self, request: SandboxRequest) -> SandboxLease:
+        """The sandbox for `request`, running, prepared, and marked busy.
+
+        Raises:
+            CapacityError: creating it would pass `max_sandboxes` or `max_sandboxes_per_owner`.
+            ConfigError: the spec asks for something the backend cannot enforce.
+            PrepareError, WorkspaceError, ImageBuildError, SandboxError, EngineUnavailable.
+        """
+        spec = request.spec
+        identity = identity_for(
+            spec.lifecycle,
+            owner=request.owner,
+            assistant_id=request.assistant_id,
+            chat_id=request.chat_id,
+            workspace_id=request.workspace_id,
+        )
+        source = request.assistant_dir / "sandbox.yao"
+        hard = hardening(spec.computer, source=source)
+        image = await self.images.ensure(spec.runner.name, base=spec.computer.image)
+        digest = config_hash(
+            spec, image_hash=image.image_hash, mcp_servers=request.mcp_servers, skills=dict(request.skills)
+        )
+        exec_env = self._exec_env(spec)
+        async with self.locks.hold(identity.name):
+            ref, created = await self._reuse(identity, digest)
+            if ref is None:
+                ref = await self._create(request, identity, digest, image.tag, hard)
+                created = True
+            box = self.registry.get(identity.name)
+            assert box is not None  # _reuse and _create both register the box
+            box.busy += 1
+            try:
+                await run_prepare(
+                    self.backend,
+                    spec.prepare,
+                    PrepareContext(
+                        sandbox=ref,
+                        assistant_id=request.assistant_id,
+                        assistant_dir=request.assistant_dir,
+                        config_hash=digest,
+                        mount_path=spec.computer.mount_path,
+                        work_dir=spec.computer.work_dir,
+                        env=exec_env,
+                        grace_seconds=spec.stop_timeout.total_seconds(),
+                    ),
+                )
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._after_turn(identity.name, remove=identity.lifecycle is Lifecycle.ONESHOT)
+                raise
+        lease = SandboxLease(
+            lease_id=secrets.token_hex(8),
+            ref=ref,
+            identity=identity,
+            config_hash=digest,
+            image=image.tag,
+            created=created,
+            work_dir=spec.computer.work_dir,
+            mount_path=spec.computer.mount_path,
+            grace_seconds=spec.stop_timeout.total_seconds(),
+            env=exec_env,
+        )
+        self._leases.add(lease.lease_id)
+        log.info(
+            "sandbox acquired", sandbox=identity.name, created=created, lifecycle=identity.lifecycle.value
+        )
+        return lease
+
+    async def release(self, lease: SandboxLease, outcome: ReleaseOutcome = ReleaseOutcome.OK) -> None:
+        """End a turn: the idle clock starts; a `oneshot` box is removed whatever the outcome. Idempotent."""
+        if lease.lease_id not in self._leases:
+            return
+        self._leases.discard(lease.lease_id)
+        with anyio.CancelScope(shield=True):
+            async with self.locks.hold(lease.identity.name):
+                await self._after_turn(
+                    lease.identity.name, remove=lease.identity.lifecycle is Lifecycle.ONESHOT
+                )
+        log.info("sandbox released", sandbox=lease.identity.name, outcome=outcome.value)
+
+    @asynccontextmanager
+    async def lease(self, request: SandboxRequest) -> AsyncIterator[SandboxLease]:
+        """`acquire` ... `release`, with the outcome taken from how the block ended."""
+        held = await self.acquire(request)
+        outcome = ReleaseOutcome.OK
+        try:
+            yield held
+        except anyio.get_cancelled_exc_class():
+            outcome = ReleaseOutcome.CANCELLED
+            raise
+        except BaseException:
+            outcome = ReleaseOutcome.ERROR
+            raise
+        finally:
+            await self.release(held, outcome)
+
+    async def exec(self, lease: SandboxLease, spec: ExecSpec) -> ExecHandle:
+        """Run a process in the leased sandbox as `sandbox` in the work dir, with the lease's env."""
+        box = self.registry.get(lease.identity.name)
+        if box is not None:
+            box.last_used = self.registry.clock()
+        full = spec.model_copy(
+            update={
+                "user": spec.user or lease.user,
+                "workdir": spec.workdir or lease.work_dir,
+                "env": {"HOME": lease.work_dir, **lease.env, **spec.env},
+            }
+        )
+        return await self.backend.exec(lease.ref, full)
+
+    def adopt(self, ref: SandboxRef, labels: SandboxLabels, *, age: float) -> TrackedSandbox:
+        """Track a sandbox found in the engine (reconcile); its idle clock starts now."""
+        now = self.registry.clock()
+        box = TrackedSandbox(
+            ref=ref,
+            owner=labels.owner,
+            assistant_id=labels.assistant_id,
+            lifecycle=labels.lifecycle,
+            config_hash=labels.config_hash,
+            idle_timeout=labels.idle_timeout,
+            max_lifetime=labels.max_lifetime,
+            created_at=now - age,
+            last_used=now,
+            stopped=ref.status is not SandboxStatus.RUNNING,
+        )
+        self.registry.put(box)
+        return box
+
+    async def retire(self, name: str, *, remove: bool, still: Callable[[TrackedSandbox], bool]) -> bool:
+        """Stop or remove a tracked sandbox if, under its lock, `still(box)` holds. True when done."""
+        async with self.locks.hold(name):
+            box = self.registry.get(name)
+            if box is None or box.busy or not still(box):
+                return False
+            if remove:
+                await self.backend.remove(box.ref, force=True)
+                self.registry.drop(name)
+            else:
+                await self.backend.stop(box.ref, timeout=STOP_GRACE)
+                box.stopped = True
+            log.info("sandbox reaped", sandbox=name, removed=remove)
+            return True
+
+    def _exec_env(self, spec: SandboxSpec) -> dict[str, str]:
+        env = {name: _resolve(value) for name, value in spec.environment.items()}
+        for secret in spec.secrets.values():
+            if secret.env:
+                value = _resolve(secret.value)
+                register_secret(value)
+                env[secret.env] = value
+        return env
+
+    async def _reuse(self, identity: SandboxIdentity, digest: str) -> tuple[SandboxRef | None, bool]:
+        if identity.lifecycle is Lifecycle.ONESHOT:
+            return None, False
+        found = await self.backend.find({MANAGED: "true", SANDBOX: identity.name})
+        keep: SandboxRef | None = None
+        for ref in found:
+            if ref.name != identity.name:
+                continue
+            if keep is None and ref.labels.get(CONFIG_HASH) == digest and ref.status not in _GONE:
+                keep = ref
+                continue
+            log.info("sandbox config changed, recreating", sandbox=identity.name)
+            await self.backend.remove(ref, force=True)
+            self.registry.drop(identity.name)
+        if keep is None:
+            return None, False
+        if keep.status is not SandboxStatus.RUNNING:
+            await self.backend.start(keep)
+        box = self.registry.get(identity.name)
+        if box is None:
+            info = await self.backend.inspect(keep.id)
+            labels = SandboxLabels.parse(info.ref.labels)
+            if labels is None:
+                raise SandboxError(identity.name, "labels are incomplete; remove it to let Cage recreate it")
+            box = self.adopt(info.ref, labels, age=_age(info.created_at))
+        box.ref = keep.model_copy(update={"status": SandboxStatus.RUNNING})
+        box.stopped = False
+        return box.ref, False
+
+    async def _create(
+        self, request: SandboxRequest, identity: SandboxIdentity, digest: str, image: str, hard: Hardening
+    ) -> SandboxRef:
+        spec = request.spec
+        self.registry.reserve(identity.owner)
+        try:
+            mount = await to_thread.run_sync(  # resolves the host path: file system calls
+                functools.partial(
+                    workspace_mount,
+                    owner=identity.owner,
+                    workspace_id=identity.workspace_id,
+                    mount_path=spec.computer.mount_path,
+                    read_only=spec.computer.mount_mode == "ro",
+                    host_path=request.host_workspace,
+                )
+            )
+            if mount.kind == "volume":
+                await self.backend.ensure_volume(mount.source, {**self.extra_labels, MANAGED: "true"})
+            idle = _seconds(spec.effective_idle_timeout())
+            lifetime = _seconds(spec.max_lifetime)
+            create = CreateSpec(
+                image=image,
+                name=identity.name,
+                command=MAIN_COMMAND,
+                labels=sandbox_labels(
+                    identity,
+                    config_hash=digest,
+                    idle_timeout=idle,
+                    max_lifetime=lifetime,
+                    extra=self.extra_labels,
+                ),
+                env={k: _resolve(v) for k, v in spec.environment.items()},
+                user=hard.user,
+                workdir=spec.computer.work_dir,
+                mounts=(mount,),
+                limits=hard.limits,
+                cap_drop=hard.cap_drop,
+                cap_add=hard.cap_add,
+                security_opt=hard.security_opt,
+                read_only=hard.read_only,
+                tmpfs=hard.tmpfs,
+                network=hard.network,
+                runtime=hard.runtime,
+                extra_hosts=hard.extra_hosts,
+                ports=hard.ports,
+            )
+            ref = await self.backend.create(create)
+            try:
+                await self.backend.start(ref)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.backend.remove(ref, force=True)
+                raise
+        finally:
+            self.registry.unreserve(identity.owner)
+        now = self.registry.clock()
+        self.registry.put(
+            TrackedSandbox(
+                ref=ref.model_copy(update={"status": SandboxStatus.RUNNING}),
+                owner=identity.owner,
+                assistant_id=identity.assistant_id,
+                lifecycle=identity.lifecycle,
+                config_hash=digest,
+                idle_timeout=idle,
+                max_lifetime=lifetime,
+                created_at=now,
+                last_used=now,
+            )
+        )
+        log.info("sandbox created", sandbox=identity.name, image=image)
+        return ref
+
+    async def _after_turn(self, name: str, *, remove: bool) -> None:
+        box = self.registry.get(name)
+        if box is None:
+            return
+        box.busy = max(0, box.busy - 1)
+        box.last_used = self.registry.clock()
+        if remove and not box.busy:
+            await self.backend.remove(box.ref, force=True)  # on failure it stays tracked: the reaper retries
+            self.registry.drop(name)
+
+
+def _age(created: datetime | None) -> float:
+    if created is None:
+        return 0.0
+    return max(0.0, (datetime.now(UTC) - created).total_seconds())

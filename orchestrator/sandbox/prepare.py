@@ -1,0 +1,201 @@
+"""Run sandbox.yao `prepare[]` steps in a sandbox (Yao `SB2/prepare.go` semantics, made safe).
+
+* `file` writes content to a workspace path; `copy` pushes a file or directory from the assistant
+  directory into the workspace; `exec` runs `sh -c <cmd>` in the work dir (`background` detaches it,
+  `timeout` bounds it).
+* `once` steps are skipped when the marker `.cage/prepare/<assistant>/done` in the workspace holds
+  the current config hash; the marker is written after all steps succeeded.
+* `ignore_error` logs the failure and goes on; otherwise a failure raises `PrepareError` with the
+  step index and the head of its stderr (redacted).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio import to_thread
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.dsl.sandbox import CopyStep, ExecStep, FileStep, PrepareStep
+from orchestrator.errors import PrepareError, SandboxError, SandboxNotFound, WorkspaceError
+from orchestrator.redaction import redact
+from orchestrator.sandbox.backend import ExecSpec, FileEntry, SandboxBackend, SandboxRef
+from orchestrator.sandbox.limits import SANDBOX_GID, SANDBOX_UID, SANDBOX_USER
+from orchestrator.sandbox.workspace import ensure_inside, host_source, relative_path
+
+log = structlog.get_logger(__name__)
+STDERR_HEAD = 200
+MAX_COPY_BYTES = 256 * 2**20
+
+
+def marker_path(assistant_id: str) -> str:
+    return f".cage/prepare/{assistant_id}/done"
+
+
+class PrepareContext(BaseModel):
+    """Where and as whom the steps run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    sandbox: SandboxRef
+    assistant_id: str
+    assistant_dir: Path
+    config_hash: str
+    mount_path: str
+    work_dir: str
+    env: Mapping[str, str] = {}
+    grace_seconds: float = 2.0
+
+
+class PrepareReport(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ran: tuple[int, ...] = ()
+    skipped: tuple[int, ...] = ()
+    failed_ignored: tuple[int, ...] = ()
+
+
+async def run_prepare(
+    backend: SandboxBackend, steps: tuple[PrepareStep, ...], ctx: PrepareContext
+) -> PrepareReport:
+    """Run `steps` in order; see the module docstring for the rules.
+
+    Raises:
+        PrepareError: a step failed and does not have `ignore_error`.
+        WorkspaceError: a path escapes the workspace or the assistant directory.
+    """
+    if not steps:
+        return PrepareReport()
+    marker = marker_path(ctx.assistant_id)
+    once_done = bool(ctx.config_hash) and await _read_marker(backend, ctx, marker) == ctx.config_hash
+    ran: list[int] = []
+    skipped: list[int] = []
+    ignored: list[int] = []
+    for index, step in enumerate(steps):
+        if step.once and once_done:
+            skipped.append(index)
+            continue
+        try:
+            await _run_step(backend, ctx, index, step)
+            ran.append(index)
+        except PrepareError as exc:
+            if not step.ignore_error:
+                raise
+            log.warning("prepare step failed, ignored", sandbox=ctx.sandbox.name, step=index, error=str(exc))
+            ignored.append(index)
+    if ctx.config_hash and not once_done:
+        entry = FileEntry(path=marker, content=ctx.config_hash.encode(), uid=SANDBOX_UID, gid=SANDBOX_GID)
+        await backend.put_files(ctx.sandbox, ctx.mount_path, [entry])
+    return PrepareReport(ran=tuple(ran), skipped=tuple(skipped), failed_ignored=tuple(ignored))
+
+
+async def _read_marker(backend: SandboxBackend, ctx: PrepareContext, marker: str) -> str:
+    try:
+        data = await backend.get_file(ctx.sandbox, posixpath.join(ctx.mount_path, marker))
+    except SandboxNotFound:
+        raise
+    except SandboxError:  # no marker yet
+        return ""
+    return data.decode(errors="replace").strip()
+
+
+async def _run_step(backend: SandboxBackend, ctx: PrepareContext, index: int, step: PrepareStep) -> None:
+    if isinstance(step, FileStep):
+        rel = relative_path(step.path)
+        await ensure_inside(backend, ctx.sandbox, ctx.mount_path, rel)
+        entry = FileEntry(
+            path=rel, content=step.content.encode(), mode=step.mode, uid=SANDBOX_UID, gid=SANDBOX_GID
+        )
+        await _put(backend, ctx, index, [entry])
+    elif isinstance(step, CopyStep):
+        await _copy(backend, ctx, index, step)
+    elif isinstance(step, ExecStep):
+        await _exec(backend, ctx, index, step)
+
+
+async def _put(backend: SandboxBackend, ctx: PrepareContext, index: int, entries: list[FileEntry]) -> None:
+    try:
+        await backend.put_files(ctx.sandbox, ctx.mount_path, entries)
+    except SandboxNotFound:
+        raise
+    except SandboxError as exc:
+        raise PrepareError(
+            ctx.sandbox.name, index, "cannot write files", stderr_head=str(exc)[:STDERR_HEAD]
+        ) from exc
+
+
+def _collect(src: Path, dst: str) -> list[FileEntry]:
+    """Files under `src` (a file or a directory on the host) as entries below `dst`."""
+    root = src.resolve()
+    if src.is_file():
+        return [
+            FileEntry(
+                path=dst,
+                content=src.read_bytes(),
+                mode=src.stat().st_mode & 0o777,
+                uid=SANDBOX_UID,
+                gid=SANDBOX_GID,
+            )
+        ]
+    if not src.is_dir():
+        raise WorkspaceError(str(src.name), "copy source does not exist")
+    entries: list[FileEntry] = []
+    total = 0
+    for path in sorted(src.rglob("*")):
+        resolved = path.resolve()
+        if root not in resolved.parents:
+            raise WorkspaceError(str(path.relative_to(src)), "symlink in copy source points outside it")
+        if not resolved.is_file():
+            continue
+        content = resolved.read_bytes()
+        total += len(content)
+        if total > MAX_COPY_BYTES:
+            raise WorkspaceError(str(src.name), f"copy source is larger than {MAX_COPY_BYTES} bytes")
+        rel = posixpath.join(dst, path.relative_to(src).as_posix())
+        entries.append(
+            FileEntry(
+                path=rel,
+                content=content,
+                mode=resolved.stat().st_mode & 0o777,
+                uid=SANDBOX_UID,
+                gid=SANDBOX_GID,
+            )
+        )
+    return entries
+
+
+async def _copy(backend: SandboxBackend, ctx: PrepareContext, index: int, step: CopyStep) -> None:
+    src = host_source(ctx.assistant_dir, step.src)
+    dst = relative_path(step.dst)
+    if step.dst.endswith("/") and await to_thread.run_sync(src.is_file):
+        dst = posixpath.join(dst, src.name)
+    await ensure_inside(backend, ctx.sandbox, ctx.mount_path, dst)
+    entries = await to_thread.run_sync(_collect, src, dst)
+    if not entries:
+        return
+    await _put(backend, ctx, index, entries)
+
+
+async def _exec(backend: SandboxBackend, ctx: PrepareContext, index: int, step: ExecStep) -> None:
+    command = f"nohup sh -c {shlex.quote(step.cmd)} >/dev/null 2>&1 &" if step.background else step.cmd
+    spec = ExecSpec(
+        argv=("sh", "-c", command),
+        user=SANDBOX_USER,
+        workdir=ctx.work_dir,
+        env={"HOME": ctx.work_dir, **ctx.env},
+        grace_seconds=ctx.grace_seconds,
+    )
+    limit = step.timeout.total_seconds() if step.timeout else None
+    code: int | None = None
+    async with await backend.exec(ctx.sandbox, spec) as handle:
+        with anyio.move_on_after(limit):
+            code = await handle.wait()
+        stderr = handle.stderr
+    if code is None:
+        raise PrepareError(ctx.sandbox.name, index, f"timed out after {limit:g}s")
+    if code != 0:
+        head = redact(stderr[: STDERR_HEAD * 4].decode(errors="replace"))[:STDERR_HEAD]
+        raise PrepareError(ctx.sandbox.name, index, f"exit {code}", stderr_head=head)

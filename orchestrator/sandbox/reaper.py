@@ -1,0 +1,91 @@
+"""The reaper: a background sweep that stops or removes idle sandboxes (DESIGN.md lifecycles).
+
+* `session`: removed after `idle_timeout` without a turn;
+* `longrunning`: stopped after `idle_timeout`, removed once older than `max_lifetime`;
+* `persistent`: never touched;
+* `oneshot`: normally removed at release; one left idle (a failed removal) is removed.
+
+A sandbox with a turn in flight is never reaped, however long the turn runs. Each action is
+re-checked under the sandbox's identity lock, so a sweep cannot race an `acquire` that is about to
+reuse the box.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import anyio
+import structlog
+
+from orchestrator.dsl.sandbox import Lifecycle
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox.manager import SandboxManager
+from orchestrator.sandbox.registry import TrackedSandbox
+
+log = structlog.get_logger(__name__)
+
+
+class ReapAction(enum.StrEnum):
+    STOP = "stop"
+    REMOVE = "remove"
+
+
+def decide(box: TrackedSandbox, now: float) -> ReapAction | None:
+    """What the reaper should do with `box` at time `now` (None: leave it)."""
+    if box.busy or box.lifecycle is Lifecycle.PERSISTENT:
+        return None
+    idle = box.idle_for(now)
+    if box.lifecycle is Lifecycle.ONESHOT:
+        return ReapAction.REMOVE
+    old = box.max_lifetime is not None and now - box.created_at > box.max_lifetime
+    if box.lifecycle is Lifecycle.LONGRUNNING and old:
+        return ReapAction.REMOVE
+    if box.idle_timeout is None or idle <= box.idle_timeout:
+        return None
+    if box.lifecycle is Lifecycle.SESSION:
+        return ReapAction.REMOVE
+    return None if box.stopped else ReapAction.STOP
+
+
+def _still(action: ReapAction, clock: Callable[[], float]) -> Callable[[TrackedSandbox], bool]:
+    def check(box: TrackedSandbox) -> bool:
+        return decide(box, clock()) is action
+
+    return check
+
+
+class Reaper:
+    """Runs `sweep()` every `interval` seconds until cancelled (put it in the app's task group)."""
+
+    def __init__(self, manager: SandboxManager, *, interval: float | None = None) -> None:
+        self.manager = manager
+        self.interval = manager.settings.reaper_interval if interval is None else interval
+
+    async def sweep(self) -> list[tuple[str, ReapAction]]:
+        """One pass over the tracked sandboxes; returns what was done."""
+        done: list[tuple[str, ReapAction]] = []
+        clock = self.manager.registry.clock
+        for box in self.manager.registry.all():
+            action = decide(box, clock())
+            if action is None:
+                continue
+            name = box.ref.name
+            try:
+                acted = await self.manager.retire(
+                    name, remove=action is ReapAction.REMOVE, still=_still(action, clock)
+                )
+            except SandboxError as exc:
+                log.warning(
+                    "reaper could not retire sandbox", sandbox=name, action=action.value, error=str(exc)
+                )
+                continue
+            if acted:
+                done.append((name, action))
+        return done
+
+    async def run(self) -> None:
+        """Sweep forever; an engine error in one pass is logged and the next pass retries."""
+        while True:
+            await anyio.sleep(self.interval)
+            await self.sweep()

@@ -1,0 +1,67 @@
+"""Fixtures for sandbox integration tests: a real DockerBackend, a running box, a manager."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from orchestrator.sandbox.backend import CreateSpec, SandboxRef, VolumeMount
+from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.limits import MAIN_COMMAND
+from orchestrator.sandbox.manager import SandboxManager
+from orchestrator.settings import Settings
+from tests.unit.sandbox.fakes import FakeImageBuilder
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "cage", reaper_interval=0.2, max_sandboxes=50, max_sandboxes_per_owner=20
+    )
+
+
+@pytest.fixture
+def backend(docker_engine: docker.DockerClient, settings: Settings) -> DockerBackend:
+    return DockerBackend(settings)
+
+
+@pytest.fixture
+async def box(
+    backend: DockerBackend, sandbox_image: str, test_run_labels: dict[str, str]
+) -> AsyncIterator[SandboxRef]:
+    """A running hardened container with a fresh workspace volume, removed afterwards."""
+    name = f"cage-it-{uuid.uuid4().hex[:10]}"
+    await backend.ensure_volume(f"{name}-ws", test_run_labels)
+    ref = await backend.create(
+        CreateSpec(
+            image=sandbox_image,
+            name=name,
+            command=MAIN_COMMAND,
+            labels=test_run_labels,
+            user="sandbox",
+            workdir="/workspace",
+            mounts=(VolumeMount(source=f"{name}-ws", target="/workspace", owner=(1000, 1000)),),
+            cap_drop=("ALL",),
+            security_opt=("no-new-privileges:true",),
+        )
+    )
+    await backend.start(ref)
+    yield ref
+    await backend.remove(ref, force=True)
+    await backend.remove_volume(f"{name}-ws")
+
+
+@pytest.fixture
+def images(sandbox_image: str) -> FakeImageBuilder:
+    return FakeImageBuilder(tag=sandbox_image)
+
+
+@pytest.fixture
+def manager(
+    backend: DockerBackend, images: FakeImageBuilder, settings: Settings, test_run_labels: dict[str, str]
+) -> SandboxManager:
+    return SandboxManager(backend, images, settings, extra_labels=test_run_labels)

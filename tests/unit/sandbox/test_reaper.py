@@ -1,0 +1,159 @@
+"""Reaper decisions and sweeps, and reconcile, on the FakeBackend with a fake clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
+from orchestrator.sandbox.backend import CreateSpec, SandboxRef
+from orchestrator.sandbox.identity import identity_for
+from orchestrator.sandbox.labels import SandboxLabels, sandbox_labels
+from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
+from orchestrator.sandbox.reaper import ReapAction, Reaper, decide
+from orchestrator.sandbox.reconcile import reconcile
+from orchestrator.sandbox.registry import TrackedSandbox
+from orchestrator.settings import Settings
+from tests.unit.sandbox.fakes import FakeBackend, FakeImageBuilder
+
+
+def tracked(lifecycle: Lifecycle, **kw: Any) -> TrackedSandbox:
+    base: dict[str, Any] = {
+        "ref": SandboxRef(id="x", name="x"),
+        "owner": "o",
+        "assistant_id": "a",
+        "lifecycle": lifecycle,
+        "config_hash": "h",
+        "idle_timeout": 10.0,
+        "max_lifetime": None,
+        "created_at": 0.0,
+        "last_used": 0.0,
+    }
+    base.update(kw)
+    return TrackedSandbox(**base)
+
+
+@pytest.mark.parametrize(
+    ("box", "now", "expected"),
+    [
+        (tracked(Lifecycle.SESSION), 5.0, None),
+        (tracked(Lifecycle.SESSION), 11.0, ReapAction.REMOVE),
+        (tracked(Lifecycle.SESSION, busy=1), 10_000.0, None),
+        (tracked(Lifecycle.LONGRUNNING), 11.0, ReapAction.STOP),
+        (tracked(Lifecycle.LONGRUNNING, stopped=True), 11.0, None),
+        (tracked(Lifecycle.LONGRUNNING, max_lifetime=100.0, last_used=95.0), 101.0, ReapAction.REMOVE),
+        (tracked(Lifecycle.LONGRUNNING, max_lifetime=100.0, busy=2), 500.0, None),
+        (tracked(Lifecycle.PERSISTENT, idle_timeout=1.0), 10_000.0, None),
+        (tracked(Lifecycle.ONESHOT, idle_timeout=None), 1.0, ReapAction.REMOVE),
+    ],
+)
+def test_decide(box: TrackedSandbox, now: float, expected: ReapAction | None) -> None:
+    assert decide(box, now) is expected
+
+
+def spec(lifecycle: str, **kw: Any) -> SandboxSpec:
+    return SandboxSpec.model_validate(
+        {"version": "2.0", "runner": {"name": "claude"}, "lifecycle": lifecycle, **kw}
+    )
+
+
+async def test_sweep_removes_idle_session_but_not_a_busy_one(tmp_path: Path) -> None:
+    now = [0.0]
+    backend = FakeBackend()
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(), clock=lambda: now[0])
+    reaper = Reaper(manager, interval=0.2)
+
+    def request(chat: str) -> SandboxRequest:
+        return SandboxRequest(
+            owner="o",
+            assistant_id="a",
+            assistant_dir=tmp_path,
+            chat_id=chat,
+            spec=spec("session", idle_timeout="2s"),
+        )
+
+    idle = await manager.acquire(request("idle"))
+    busy = await manager.acquire(request("busy"))
+    await manager.release(idle)
+    now[0] = 100.0
+    assert await reaper.sweep() == [("o-a-idle", ReapAction.REMOVE)]
+    assert [b.ref.name for b in backend.boxes.values()] == ["o-a-busy"]
+    await manager.release(busy)
+    now[0] = 101.0
+    assert await reaper.sweep() == []
+    now[0] = 103.0
+    assert await reaper.sweep() == [("o-a-busy", ReapAction.REMOVE)]
+    assert backend.boxes == {}
+
+
+async def test_sweep_stops_idle_longrunning_and_reuse_restarts_it(tmp_path: Path) -> None:
+    now = [0.0]
+    backend = FakeBackend()
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(), clock=lambda: now[0])
+    req = SandboxRequest(
+        owner="o", assistant_id="a", assistant_dir=tmp_path, spec=spec("longrunning", idle_timeout="5s")
+    )
+    lease = await manager.acquire(req)
+    await manager.release(lease)
+    now[0] = 6.0
+    assert await Reaper(manager).sweep() == [("o-a.default", ReapAction.STOP)]
+    assert backend.boxes[lease.ref.id].ref.status.value == "stopped"
+    again = await manager.acquire(req)
+    assert again.ref.id == lease.ref.id and backend.boxes[lease.ref.id].ref.status.value == "running"
+
+
+async def test_reconcile_adopts_known_and_removes_orphans(tmp_path: Path) -> None:
+    backend = FakeBackend()
+    extra = {"cage.test-run": "r1"}
+
+    async def make(
+        lifecycle: Lifecycle, assistant: str, chat: str | None = None, idle: float | None = 7.0
+    ) -> SandboxRef:
+        ident = identity_for(lifecycle, owner="o", assistant_id=assistant, chat_id=chat, workspace_id=None)
+        labels = sandbox_labels(
+            ident, config_hash="h" * 64, idle_timeout=idle, max_lifetime=None, extra=extra
+        )
+        return await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))
+
+    kept = await make(Lifecycle.SESSION, "known", chat="c")
+    await make(Lifecycle.SESSION, "gone", chat="c")
+    await make(Lifecycle.ONESHOT, "known")
+    await backend.create(
+        CreateSpec(image="i", name="half", labels={**extra, "cage.managed": "true", "cage.sandbox": "half"})
+    )
+    await backend.create(CreateSpec(image="i", name="not-ours", labels={**extra, "cage.managed": "true"}))
+    await backend.create(
+        CreateSpec(
+            image="i",
+            name="other-run",
+            labels={"cage.test-run": "r2", "cage.managed": "true", "cage.sandbox": "x"},
+        )
+    )
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(), extra_labels=extra)
+    report = await reconcile(manager, lambda assistant: assistant == "known")
+    assert report.adopted == (kept.name,)
+    assert sorted(report.removed) == sorted(
+        ["o-gone-c", "half", *[n for n in backend.removed if n.startswith("cage-")]]
+    )
+    assert {b.ref.name for b in backend.boxes.values()} == {kept.name, "not-ours", "other-run"}
+    box = manager.registry.get(kept.name)
+    assert box is not None and box.idle_timeout == 7.0 and box.lifecycle is Lifecycle.SESSION
+
+
+def test_labels_round_trip() -> None:
+    ident = identity_for(Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", chat_id=None, workspace_id="w")
+    labels = sandbox_labels(
+        ident, config_hash="f" * 64, idle_timeout=7200.0, max_lifetime=86400.0, extra={"cage.owner": "evil"}
+    )
+    parsed = SandboxLabels.parse(labels)
+    assert parsed is not None
+    assert (parsed.name, parsed.owner, parsed.workspace_id, parsed.idle_timeout, parsed.max_lifetime) == (
+        "o-a.b.w",
+        "o",
+        "w",
+        7200.0,
+        86400.0,
+    )
+    assert SandboxLabels.parse({**labels, "cage.lifecycle": "bogus"}) is None
