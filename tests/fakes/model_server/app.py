@@ -196,6 +196,25 @@ def _models(state: ServerState) -> Any:
     return endpoint
 
 
+def _unknown(state: ServerState) -> Any:
+    async def endpoint(request: Request) -> Response:
+        body = await _read_json(request)
+        await _record(
+            state,
+            method=request.method,
+            path=request.url.path,
+            query=request.url.query,
+            headers=safe_headers(request.headers),
+            body=body,
+            api="unknown",
+            status=404,
+        )
+        message = f"the fake model server has no route {request.method} {request.url.path}"
+        return JSONResponse({"error": {"type": "not_found_error", "message": message}}, status_code=404)
+
+    return endpoint
+
+
 def create_app(state: ServerState) -> Starlette:
     """The fake model API, every route with and without the `/v1` prefix."""
     routes: list[Route] = []
@@ -207,4 +226,6 @@ def create_app(state: ServerState) -> Starlette:
             Route(f"{prefix}/responses", _completion(state, ResponsesApi()), methods=["POST"]),
             Route(f"{prefix}/models", _models(state), methods=["GET"]),
         ]
+    # Anything else is logged too, so a CLI calling an endpoint we lack shows up in `requests`.
+    routes.append(Route("/{path:path}", _unknown(state), methods=["GET", "POST", "PUT", "PATCH", "DELETE"]))
     return Starlette(routes=routes)

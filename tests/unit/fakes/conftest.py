@@ -16,7 +16,7 @@ OPENAI_KEY = "sk-unit-test-secret-0002"
 
 @pytest.fixture
 def server() -> Iterator[FakeModelServer]:
-    with FakeModelServer("text") as running:
+    with FakeModelServer("text", host="127.0.0.1") as running:
         yield running
 
 

@@ -202,7 +202,7 @@ def test_beta_query_and_path_without_v1(server: FakeModelServer) -> None:
 
 
 async def test_async_context_manager_and_async_client() -> None:
-    async with FakeModelServer("thinking") as running:
+    async with FakeModelServer("thinking", host="127.0.0.1") as running:
         url = running.url
         async with anthropic.AsyncAnthropic(base_url=running.url, api_key="k", max_retries=0) as client:
             message = await client.messages.create(model="m", max_tokens=10, messages=PROMPT)

@@ -120,7 +120,7 @@ def test_hang_after_lets_the_client_read_timeout_fire(server: FakeModelServer) -
 
 
 def test_hanging_stream_sends_keepalive_comments_until_stop() -> None:
-    server = FakeModelServer([{"text": "x", "hang_after": 1, "keepalive": 0.1}]).start()
+    server = FakeModelServer([{"text": "x", "hang_after": 1, "keepalive": 0.1}], host="127.0.0.1").start()
     body = {"model": "m", "max_tokens": 5, "messages": PROMPT, "stream": True}
     lines: list[str] = []
     try:

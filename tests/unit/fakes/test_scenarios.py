@@ -180,3 +180,11 @@ def test_invalid_json_body_is_a_400(server: FakeModelServer) -> None:
     reply = httpx.post(f"{server.url}/v1/chat/completions", content=b"{nope")
     assert reply.status_code == 400
     assert reply.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_unknown_routes_are_logged(server: FakeModelServer) -> None:
+    reply = httpx.get(f"{server.url}/v1/whatever?x=1", headers={"x-api-key": "sk-should-not-appear"})
+    assert reply.status_code == 404
+    (record,) = server.requests
+    assert (record.api, record.path, record.query, record.status) == ("unknown", "/v1/whatever", "x=1", 404)
+    assert "x-api-key" not in record.headers
