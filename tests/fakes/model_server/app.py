@@ -196,6 +196,21 @@ def _models(state: ServerState) -> Any:
     return endpoint
 
 
+def _root(state: ServerState) -> Any:
+    async def endpoint(request: Request) -> Response:
+        await _record(
+            state,
+            method=request.method,
+            path=request.url.path,
+            query=request.url.query,
+            headers=safe_headers(request.headers),
+            api="root",
+        )
+        return JSONResponse({"status": "ok"})
+
+    return endpoint
+
+
 def _unknown(state: ServerState) -> Any:
     async def endpoint(request: Request) -> Response:
         body = await _read_json(request)
@@ -226,6 +241,8 @@ def create_app(state: ServerState) -> Starlette:
             Route(f"{prefix}/responses", _completion(state, ResponsesApi()), methods=["POST"]),
             Route(f"{prefix}/models", _models(state), methods=["GET"]),
         ]
+    # Claude Code sends `HEAD /` to warm up the connection.
+    routes.append(Route("/", _root(state), methods=["GET"]))
     # Anything else is logged too, so a CLI calling an endpoint we lack shows up in `requests`.
     routes.append(Route("/{path:path}", _unknown(state), methods=["GET", "POST", "PUT", "PATCH", "DELETE"]))
     return Starlette(routes=routes)

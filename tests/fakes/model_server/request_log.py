@@ -31,7 +31,7 @@ class RequestRecord(BaseModel):
     headers: dict[str, str]
     body: Any = None
     api: str
-    """`anthropic`, `openai-chat`, `openai-responses`, `count_tokens`, `models` or `unknown` (no such route)."""
+    """`anthropic`, `openai-chat`, `openai-responses`, `count_tokens`, `models`, `root` (`/`) or `unknown` (no such route)."""
     model: str = ""
     stream: bool = False
     scenario: str | None = None

@@ -188,3 +188,8 @@ def test_unknown_routes_are_logged(server: FakeModelServer) -> None:
     (record,) = server.requests
     assert (record.api, record.path, record.query, record.status) == ("unknown", "/v1/whatever", "x=1", 404)
     assert "x-api-key" not in record.headers
+
+
+def test_root_answers_head_for_connection_warm_up(server: FakeModelServer) -> None:
+    assert httpx.head(server.url).status_code == 200
+    assert [(r.method, r.api) for r in server.requests] == [("HEAD", "root")]
