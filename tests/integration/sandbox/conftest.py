@@ -61,7 +61,16 @@ def images(sandbox_image: str) -> FakeImageBuilder:
 
 
 @pytest.fixture
-def manager(
-    backend: DockerBackend, images: FakeImageBuilder, settings: Settings, test_run_labels: dict[str, str]
-) -> SandboxManager:
-    return SandboxManager(backend, images, settings, extra_labels=test_run_labels)
+def case_labels(test_run_labels: dict[str, str]) -> dict[str, str]:
+    """The test-run label plus one per test, so reconcile only sees this test's boxes."""
+    return {**test_run_labels, "cage.test-case": uuid.uuid4().hex[:12]}
+
+
+@pytest.fixture
+async def manager(
+    backend: DockerBackend, images: FakeImageBuilder, settings: Settings, case_labels: dict[str, str]
+) -> AsyncIterator[SandboxManager]:
+    """A manager labelling everything with `case_labels`; removes this test's boxes afterwards."""
+    yield SandboxManager(backend, images, settings, extra_labels=case_labels)
+    for ref in await backend.find(case_labels):
+        await backend.remove(ref, force=True)
