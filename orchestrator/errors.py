@@ -10,6 +10,7 @@ CageError
 │   └── EngineUnavailable                              (no Docker engine answers)
 ├── CapacityError        scope, limit                  (too many sandboxes; HTTP 429)
 ├── RunnerError          runner, exit_code, stderr_tail
+├── ModelError           provider, status, retryable    (a model API call failed, was cut or timed out)
 ├── StreamLimitError     limit                         (a line longer than the cap)
 ├── ProtocolError        problems                      (an event sequence breaks the stream protocol)
 ├── NotFound | Conflict | Forbidden | Unauthorized | RateLimited   (API-facing)
@@ -121,6 +122,23 @@ class RunnerError(CageError):
         code = f" (exit {exit_code})" if exit_code is not None else ""
         tail = f": {stderr_tail}" if stderr_tail else ""
         super().__init__(f"runner {runner}{code}: {message}{tail}")
+
+
+class ModelError(CageError):
+    """A model API call failed for good: an HTTP error after the retry budget, a cut stream, a timeout.
+
+    `status` is the HTTP status when there was one; `retryable` says whether trying again later
+    may help (429, 5xx, cuts and timeouts). The message never carries the API key.
+    """
+
+    def __init__(
+        self, provider: str, message: str, *, status: int | None = None, retryable: bool = False
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        code = f" (HTTP {status})" if status is not None else ""
+        super().__init__(f"model {provider}{code}: {message}")
 
 
 class StreamLimitError(CageError):

@@ -1,0 +1,109 @@
+"""The `ModelClient` Protocol, connector settings, and the guards every connector shares.
+
+A connector streams `ModelDelta`s for a `ModelRequest`. Retries on 429/5xx are the SDKs' own
+(`max_retries`, honouring `retry-after`); what the SDKs cannot see — a stream that goes quiet
+or is cut after it started — is turned into a `ModelError` here, so a model call never hangs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Protocol, TypeVar
+
+import anthropic
+import anyio
+import httpx2
+import openai
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from orchestrator.errors import ModelError
+from orchestrator.llm.deltas import ModelDelta
+from orchestrator.llm.messages import ModelRequest
+from orchestrator.redaction import redact, register_secret
+
+T = TypeVar("T")
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_RETRIES = 2
+
+
+class ModelClient(Protocol):
+    """Streams one model step. Raises `ModelError` (never a provider exception) on failure."""
+
+    @property
+    def model(self) -> str: ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]: ...
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections; idempotent."""
+
+
+class ClientSettings(BaseModel):
+    """What a connector client needs, taken from a `ConnectorSpec` (or built directly in tests)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    provider: str
+    model: str
+    base_url: str
+    key: SecretStr = SecretStr("")
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds per request attempt, and the longest the stream may stay silent."""
+    max_retries: int = DEFAULT_RETRIES
+    headers: dict[str, SecretStr] = {}
+
+    def secret_key(self) -> str:
+        value = self.key.get_secret_value()
+        register_secret(value)  # whatever echoes it later (an error body, a log) gets it masked
+        return value
+
+    def header_values(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, value in self.headers.items():
+            register_secret(value.get_secret_value())
+            out[name] = value.get_secret_value()
+        return out
+
+
+def _retryable_status(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
+
+
+@contextmanager
+def model_errors(provider: str, timeout: float) -> Iterator[None]:
+    """Translate SDK, transport and timeout exceptions into `ModelError` (R9)."""
+    try:
+        yield
+    except (anthropic.APIStatusError, openai.APIStatusError) as exc:
+        status = exc.status_code
+        message = redact(f"request failed: {exc.message}")
+        raise ModelError(provider, message, status=status, retryable=_retryable_status(status)) from exc
+    except (anthropic.APITimeoutError, openai.APITimeoutError) as exc:
+        raise ModelError(provider, f"request timed out after {timeout:g}s", retryable=True) from exc
+    except (anthropic.APIConnectionError, openai.APIConnectionError) as exc:
+        raise ModelError(provider, "connection failed", retryable=True) from exc
+    except (anthropic.APIError, openai.APIError) as exc:
+        raise ModelError(provider, redact(f"stream error: {exc.message}"), retryable=True) from exc
+    except httpx2.TimeoutException as exc:
+        raise ModelError(provider, f"stream timed out after {timeout:g}s", retryable=True) from exc
+    except httpx2.HTTPError as exc:
+        raise ModelError(provider, f"stream interrupted ({type(exc).__name__})", retryable=True) from exc
+    except TimeoutError as exc:
+        raise ModelError(provider, f"no data from the model for {timeout:g}s", retryable=True) from exc
+
+
+async def guarded(source: AsyncIterator[T], provider: str, idle_timeout: float) -> AsyncIterator[T]:
+    """Yield from `source`, failing with `ModelError` when no item arrives within `idle_timeout`.
+
+    SSE keep-alive comments reset the HTTP read timeout but yield no item, so this guard is what
+    stops a stream that hangs politely.
+    """
+    iterator = source.__aiter__()
+    while True:
+        with model_errors(provider, idle_timeout):
+            with anyio.fail_after(idle_timeout):
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    return
+        yield item
