@@ -1,0 +1,189 @@
+"""Sandbox overhead bench: Cage's manager against the raw docker CLI, measured in one run.
+
+* warm exec: time to the first stdout line of `echo` in an already-running box, through
+  `SandboxManager.exec` vs `docker exec`;
+* cold acquire: a fresh `oneshot` box up to the first output line of `echo` (acquire + exec) vs
+  `docker run --rm`.
+
+Prints the medians and the ratios. Everything it creates is labelled `cage.bench=<uuid>` and
+removed at the end. Usage: `.venv/bin/python bench/sandbox.py [--runs 20]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import docker
+import docker.errors
+
+from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.logs import configure_logging
+from orchestrator.sandbox.backend import ExecSpec
+from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.images import BuildProgress, ImageInfo, ImageRef
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
+from orchestrator.settings import Settings
+
+BENCH_LABEL = "cage.bench"
+DOCKERFILE = """\
+FROM {base}
+RUN apt-get update && apt-get install -y --no-install-recommends procps coreutils util-linux \\
+    && rm -rf /var/lib/apt/lists/* && useradd -u 1000 -m -s /bin/bash sandbox
+WORKDIR /workspace
+"""
+
+
+class FixedImages:
+    """An ImageBuilder returning the bench image for every runner."""
+
+    def __init__(self, tag: str) -> None:
+        self.ref = ImageRef(tag=tag, image_hash=hashlib.sha256(tag.encode()).hexdigest())
+
+    async def ensure(
+        self,
+        runner: str,
+        *,
+        base: str | None = None,
+        on_progress: Callable[[BuildProgress], Awaitable[None]] | None = None,
+    ) -> ImageRef:
+        return self.ref
+
+    async def build(
+        self,
+        runner: str,
+        *,
+        force: bool = False,
+        on_progress: Callable[[BuildProgress], Awaitable[None]] | None = None,
+    ) -> ImageRef:
+        return self.ref
+
+    async def list_images(self) -> list[ImageInfo]:
+        return []
+
+    async def prune(self, keep_in_use: set[str]) -> list[str]:
+        return []
+
+
+def bench_image(client: docker.DockerClient, base: str) -> str:
+    dockerfile = DOCKERFILE.format(base=base)
+    tag = f"cage-test/sandbox:{hashlib.sha256(dockerfile.encode()).hexdigest()[:12]}"
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True)
+    return tag
+
+
+async def first_line_of_process(argv: list[str]) -> float:
+    """Seconds from spawning `argv` to its first stdout line."""
+    started = time.perf_counter()
+    async with await anyio.open_process(argv) as proc:
+        assert proc.stdout is not None
+        buf = b""
+        async for chunk in proc.stdout:
+            buf += chunk
+            if b"\n" in buf:
+                break
+        elapsed = time.perf_counter() - started
+        await proc.wait()
+    return elapsed
+
+
+async def first_line_of_exec(manager: SandboxManager, lease: SandboxLease) -> float:
+    started = time.perf_counter()
+    async with await manager.exec(lease, ExecSpec(argv=("echo", "hi"))) as handle:
+        async for _ in handle:
+            elapsed = time.perf_counter() - started
+            break
+        await handle.wait()
+    return elapsed
+
+
+def report(name: str, ours: list[float], raw: list[float], raw_name: str) -> None:
+    a, b = statistics.median(ours), statistics.median(raw)
+    ours_ms, raw_ms = f"{a * 1000:8.1f} ms", f"{b * 1000:8.1f} ms"
+    print(f"{name:<14} cage median {ours_ms}   {raw_name} median {raw_ms}   ratio {a / b:5.2f}")
+
+
+async def main(runs: int) -> None:
+    configure_logging("WARNING")
+    client = docker.from_env()
+    run_id = uuid.uuid4().hex[:12]
+    labels = {BENCH_LABEL: run_id}
+    settings = Settings()
+    tag = bench_image(client, settings.base_image)
+    backend = DockerBackend(settings)
+    manager = SandboxManager(backend, FixedImages(tag), settings, extra_labels=labels)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = SandboxSpec.model_validate(
+                {"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session"}
+            )
+            req = SandboxRequest(
+                owner="bench",
+                assistant_id="bench.sandbox",
+                assistant_dir=Path(tmp),
+                chat_id=run_id,
+                spec=spec,
+            )
+            lease = await manager.acquire(req)
+            raw_exec = ["docker", "exec", "-u", "sandbox", lease.ref.id, "echo", "hi"]
+            await first_line_of_exec(manager, lease)  # warm-up both paths once
+            await first_line_of_process(raw_exec)
+            ours_warm, raw_warm = [], []
+            for _ in range(runs):
+                ours_warm.append(await first_line_of_exec(manager, lease))
+                raw_warm.append(await first_line_of_process(raw_exec))
+            await manager.release(lease)
+
+            oneshot = SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "claude"}})
+            cold_req = SandboxRequest(
+                owner="bench", assistant_id="bench.sandbox", assistant_dir=Path(tmp), spec=oneshot
+            )
+            raw_run = [
+                "docker",
+                "run",
+                "--rm",
+                "--label",
+                f"{BENCH_LABEL}={run_id}",
+                "-u",
+                "sandbox",
+                tag,
+                "echo",
+                "hi",
+            ]
+            ours_cold, raw_cold = [], []
+            for _ in range(max(3, runs // 2)):
+                started = time.perf_counter()
+                cold = await manager.acquire(cold_req)
+                await first_line_of_exec(manager, cold)
+                ours_cold.append(time.perf_counter() - started)
+                await manager.release(cold)
+                raw_cold.append(await first_line_of_process(raw_run))
+    finally:
+        for container in client.containers.list(all=True, filters={"label": f"{BENCH_LABEL}={run_id}"}):
+            container.remove(force=True)
+        for volume in client.volumes.list(filters={"label": f"{BENCH_LABEL}={run_id}"}):
+            volume.remove(force=True)
+        client.close()
+    print(f"sandbox bench ({runs} warm runs, {len(ours_cold)} cold runs, image {tag})")
+    report("warm exec", ours_warm, raw_warm, "docker exec")
+    report("cold acquire", ours_cold, raw_cold, "docker run ")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    anyio.run(main, args.runs)
+    sys.exit(0)
