@@ -238,10 +238,9 @@ def _source_files(root: Path) -> dict[str, bytes]:
         raise ImageBuildError(
             "cage/tai", f"the tai image is built from Cage's source, but {pyproject} does not exist"
         )
-    files = {f"{SOURCE_DIR}/pyproject.toml": pyproject.read_bytes()}
-    readme = root / "README.md"
-    # pyproject's `readme` must exist for setuptools; an empty one is enough inside the image.
-    files[f"{SOURCE_DIR}/README.md"] = readme.read_bytes() if readme.is_file() else b""
+    # pyproject's `readme` must exist for setuptools. An empty one is enough inside the image and
+    # keeps documentation edits from changing the image hash.
+    files = {f"{SOURCE_DIR}/pyproject.toml": pyproject.read_bytes(), f"{SOURCE_DIR}/README.md": b""}
     for package in ("orchestrator", "runners"):
         for path in sorted((root / package).rglob("*")):
             rel = path.relative_to(root)

@@ -210,11 +210,12 @@ class DockerImageBuilder:
 
         An image still used by a container is skipped (the engine refuses), never forced.
         """
-        keep = set(keep_in_use) | await self._current_tags()
+        current, unknown = await self._current_tags()
+        keep = set(keep_in_use) | current
         client = await self._client()
         removed: list[str] = []
         for info in await self.list_images():
-            if info.tag in keep:
+            if info.tag in keep or info.runner in unknown:
                 continue
             try:
                 with _engine_errors(info.tag):
@@ -228,21 +229,29 @@ class DockerImageBuilder:
 
     # --- internals ---------------------------------------------------------------------------
 
-    async def _current_tags(self) -> set[str]:
-        """Tags the current Dockerfiles would produce on the default base (none if it is missing)."""
+    async def _current_tags(self) -> tuple[set[str], set[str]]:
+        """Tags the current Dockerfiles produce on the default base, and the runners whose tag is unknown.
+
+        A runner whose current tag cannot be computed (no source tree for `tai`) keeps all its images.
+        """
         client = await self._client()
         ref = self._settings.base_image
         try:
             with _engine_errors(ref):
                 found = await to_thread.run_sync(client.images.get, ref)
         except ImageBuildError:
-            return set()
+            return set(), set(RUNNER_IMAGES)  # no default base to compare with: prune nothing
         base = _base_image(found, ref)
         tags: set[str] = set()
+        unknown: set[str] = set()
         for image in RUNNER_IMAGES.values():
-            plan, _ = await to_thread.run_sync(self._plan, image, base)
+            try:
+                plan, _ = await to_thread.run_sync(self._plan, image, base)
+            except ImageBuildError:
+                unknown.add(image.runner)
+                continue
             tags.add(plan.tag)
-        return tags
+        return tags, unknown
 
     async def _base(self, ref: str) -> BaseImage:
         """Inspect `ref`, pulling it when it is not in the engine yet."""
@@ -253,10 +262,10 @@ class DockerImageBuilder:
             except docker.errors.ImageNotFound:
                 found = None
         if found is None:
-            repo, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
+            log.info("image.base.pull", ref=ref)
             try:
                 with _engine_errors(ref):
-                    found = await to_thread.run_sync(lambda: client.images.pull(repo, tag=tag))
+                    found = await to_thread.run_sync(client.images.pull, ref)  # no tag means `latest`
             except ImageBuildError as exc:
                 raise ImageBuildError(ref, f"base image not found and cannot be pulled: {exc}") from exc
         return _base_image(found, ref)

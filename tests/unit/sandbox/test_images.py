@@ -44,6 +44,7 @@ def test_dockerfile_follows_the_image_conventions(image: RunnerImage) -> None:
     assert instructions[0] == "ARG BASE_IMAGE=debian:bookworm-slim"
     assert "FROM ${BASE_IMAGE}" in text
     assert "--uid 1000 --gid 1000 --home-dir /workspace" in text
+    assert "install -d -o sandbox -g sandbox -m 0755 /workspace" in text
     assert "WORKDIR /workspace" in text and "USER sandbox" in text
     assert "procps" in text and "ca-certificates" in text
     assert "COPY cage-ca.sh extra-ca.pe[m] /tmp/cage-ca/" in text
@@ -144,6 +145,7 @@ def _fake_source(root: Path) -> Path:
     (root / "orchestrator" / "__pycache__").mkdir(parents=True)
     (root / "runners" / "tai").mkdir(parents=True)
     (root / "pyproject.toml").write_text("[project]\nname='cage'\n")
+    (root / "README.md").write_text("# docs that do not belong in the image hash\n")
     (root / "orchestrator" / "__init__.py").write_text("")
     (root / "orchestrator" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
     (root / "runners" / "tai" / "cli.py").write_text("def main() -> None: ...\n")
