@@ -295,6 +295,7 @@ class SandboxManager:
             await self.backend.remove(ref, force=True)
             self.registry.drop(identity.name)
         if keep is None:
+            self.registry.drop(identity.name)  # removed behind our back: forget it before counting caps
             return None, False
         if keep.status is not SandboxStatus.RUNNING:
             await self.backend.start(keep)

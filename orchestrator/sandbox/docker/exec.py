@@ -20,6 +20,7 @@ from typing import Any, Self
 import anyio
 from anyio import to_thread
 
+from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import ExecItem
 from orchestrator.sandbox.capture import HeadTailCapture
 from orchestrator.sandbox.docker.frames import STDERR, FrameDecoder
@@ -129,8 +130,11 @@ class DockerExecHandle:
 
     async def write_stdin(self, data: bytes) -> None:
         if not self._stdin_open or self._state is _State.CLOSED:
-            raise BrokenPipeError("stdin of this exec is closed")
-        await to_thread.run_sync(self._sock.sendall, data, limiter=self._limiter, abandon_on_cancel=True)
+            raise SandboxError(self.sandbox_id, "stdin of this exec is closed")
+        try:
+            await to_thread.run_sync(self._sock.sendall, data, limiter=self._limiter, abandon_on_cancel=True)
+        except OSError as exc:  # the process exited and the engine closed its stdin
+            raise SandboxError(self.sandbox_id, f"cannot write to stdin: {exc.strerror or exc}") from exc
 
     async def close_stdin(self) -> None:
         if not self._stdin_open:

@@ -170,7 +170,7 @@ async def test_limits_visible_in_docker_inspect(
     manager: SandboxManager, tmp_path: Path, docker_engine: docker.DockerClient
 ) -> None:
     lease = await manager.acquire(
-        request(tmp_path, spec(computer={"memory": "256m", "pids": 100, "cpus": 0.5}))
+        request(tmp_path, spec(computer={"memory": "256m", "pids": 100, "cpus": 0.5, "ports": [8080]}))
     )
     attrs = docker_engine.containers.get(lease.ref.id).attrs
     host = attrs["HostConfig"]
@@ -179,6 +179,7 @@ async def test_limits_visible_in_docker_inspect(
     assert "no-new-privileges:true" in host["SecurityOpt"]
     assert host["PidsLimit"] == 100 and host["Memory"] == 256 * 2**20 and host["NanoCpus"] == 500_000_000
     assert "host.docker.internal:host-gateway" in host["ExtraHosts"]
+    assert [b["HostIp"] for b in host["PortBindings"]["8080/tcp"]] == ["127.0.0.1"]
     lines, _ = await sh(manager, lease, "id -u; grep CapEff /proc/self/status")
     assert lines == [b"1000", b"CapEff:\t0000000000000000"]
     await manager.release(lease)
