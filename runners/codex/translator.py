@@ -260,7 +260,8 @@ class CodexTranslator:
         reported = error.get("message") if isinstance(error, dict) else None
         text = str(reported or (self._held[-1] if self._held else "") or "codex reported a failed turn")
         self._state, self._error = "failed", redact(text)
-        events = self._builder.error(text, error_code(text))
+        events = self._builder.close_open_messages()
+        events += self._builder.error(text, error_code(text))
         events += self._builder.result(
             result=text, is_error=True, stop_reason="error", runner_session_id=self._thread_id
         )
