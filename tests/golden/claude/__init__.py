@@ -1,0 +1,1 @@
+"""Golden transcripts of Claude Code (R18): real stdout in, reviewed protocol events out."""

@@ -1,0 +1,77 @@
+"""Replays a recorded Claude Code transcript through `ClaudeTranslator` into protocol events.
+
+A case is `<version>/<scenario>.in.jsonl` (the CLI's raw stdout) with `<scenario>.meta.json`
+(how the process ended: exit code, stderr tail, whether Cage cancelled it) and the expected
+`<scenario>.out.jsonl`. Ids come from `CountingIds` and the clock stands still, so the events
+are the same on every run. Regenerate the `.out` files with `python -m tests.golden.claude.replay`
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from orchestrator.stream import CountingIds, TurnBuilder, dump_event
+from runners.base import TurnOutcome, TurnRequest
+from runners.claude import CLI_VERSION, ClaudeAdapter
+
+HERE = Path(__file__).parent
+ASSISTANT_ID = "tests.claude"
+
+
+def cases(version: str = CLI_VERSION) -> list[Path]:
+    """The recorded `.in.jsonl` files of one CLI version."""
+    return sorted((HERE / version).glob("*.in.jsonl"))
+
+
+def scenario_name(case: Path) -> str:
+    return case.name.removesuffix(".in.jsonl")
+
+
+def meta_path(case: Path) -> Path:
+    return case.with_name(f"{scenario_name(case)}.meta.json")
+
+
+def out_path(case: Path) -> Path:
+    return case.with_name(f"{scenario_name(case)}.out.jsonl")
+
+
+def golden_turn(scenario: str) -> TurnRequest:
+    """The turn a golden is replayed as (the translator only needs its ids)."""
+    return TurnRequest(
+        assistant_id=ASSISTANT_ID, owner="tests", chat_id=f"golden-{scenario}", turn_id="t-1", prompt=""
+    )
+
+
+def replay(case: Path) -> tuple[list[dict[str, Any]], TurnOutcome]:
+    """The events (as JSON dicts) of one recorded case, from `stream_start` to `stream_end`."""
+    meta = json.loads(meta_path(case).read_text(encoding="utf-8"))
+    scenario = scenario_name(case)
+    builder = TurnBuilder(CountingIds(), runner="claude", clock=lambda: 0)
+    translator = ClaudeAdapter().translator(builder, golden_turn(scenario))
+    events = builder.stream_start(ASSISTANT_ID, chat_id=f"golden-{scenario}")
+    with case.open(encoding="utf-8") as lines:
+        for line in lines:
+            events += translator.feed(line.rstrip("\n"))
+    events += translator.close(meta["exit_code"], meta["stderr_tail"], cancelled=meta["cancelled"])
+    outcome = translator.outcome
+    events += builder.stream_end(outcome.status, error=outcome.error, usage=outcome.usage)
+    return [dump_event(e) for e in events], outcome
+
+
+def write_expected(case: Path) -> None:
+    events, _ = replay(case)
+    text = "".join(json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n" for e in events)
+    out_path(case).write_text(text, encoding="utf-8")
+
+
+def main() -> None:
+    for case in cases():
+        write_expected(case)
+        print(f"wrote {out_path(case).relative_to(HERE)}")
+
+
+if __name__ == "__main__":
+    main()
