@@ -11,6 +11,7 @@ CageError
 ├── CapacityError        scope, limit                  (too many sandboxes; HTTP 429)
 ├── RunnerError          runner, exit_code, stderr_tail
 ├── ModelError           provider, status, retryable    (a model API call failed, was cut or timed out)
+├── ToolError            tool                           (a native-loop tool could not do its job)
 ├── StreamLimitError     limit                         (a line longer than the cap)
 ├── ProtocolError        problems                      (an event sequence breaks the stream protocol)
 ├── NotFound | Conflict | Forbidden | Unauthorized | RateLimited   (API-facing)
@@ -139,6 +140,15 @@ class ModelError(CageError):
         self.retryable = retryable
         code = f" (HTTP {status})" if status is not None else ""
         super().__init__(f"model {provider}{code}: {message}")
+
+
+class ToolError(CageError):
+    """A native-loop tool failed (bad path, missing file, sandbox exec failure); the loop turns it
+    into an error tool result for the model."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        self.tool = tool
+        super().__init__(f"{tool}: {message}" if tool else message)
 
 
 class StreamLimitError(CageError):
