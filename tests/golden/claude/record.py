@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from pydantic import SecretStr
 
-from orchestrator.dsl import ConnectorSpec
+from orchestrator.dsl import ConnectorSpec, McpServerSpec
 from orchestrator.stream import CountingIds, TurnBuilder
 from runners.base import RunnerExec, TurnRequest
 from runners.claude import CLI_VERSION, INTERRUPT, ClaudeAdapter
@@ -70,8 +70,28 @@ def find_image() -> str:
     return found[0]
 
 
+MCP_SECRET = "mcp-golden-secret-42"
+MCP_SERVER = McpServerSpec(
+    id="orch",
+    transport="stdio",
+    command="python3",
+    args=("/workspace/.cage/mcp_echo.py",),
+    env={"ECHO_TOKEN": MCP_SECRET},
+)
+MCP_STEPS: list[dict[str, Any]] = [
+    {"tool": "mcp__orch__report", "args": {"message": "hello"}},
+    {"text": "reported"},
+]
+
+
 def make_turn(
-    scenario: str, url: str, *, chat: str, prompt: str, resume: dict[str, str] | None = None
+    scenario: str,
+    url: str,
+    *,
+    chat: str,
+    prompt: str,
+    resume: dict[str, str] | None = None,
+    mcp: tuple[McpServerSpec, ...] = (),
 ) -> TurnRequest:
     connector = ConnectorSpec(
         id="fake-anthropic",
@@ -91,6 +111,7 @@ def make_turn(
         system_prompt=SYSTEM_PROMPT,
         connector=connector,
         resume=resume or {},
+        mcp_servers=mcp,
     )
 
 
@@ -197,6 +218,12 @@ def record(scenario: str, image: str, server: FakeModelServer) -> Recording:
             state = _resume_state(run_turn(image, workspace, first), first)
             second = make_turn("text", url, chat="golden-resume", prompt="Say hello", resume=state)
             return run_turn(image, workspace, second)
+        if scenario == "mcp":
+            script = workspace / ".cage" / "mcp_echo.py"
+            script.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(Path(__file__).with_name("mcp_echo.py"), script)
+            turn = make_turn("mcp", url, chat="golden-mcp", prompt="Report hello", mcp=(MCP_SERVER,))
+            return run_turn(image, workspace, turn)
         if scenario == "cancel":
             turn = make_turn("slow-tool", url, chat="golden-cancel", prompt="Sleep for a minute")
             return run_turn(image, workspace, turn, interrupt=_is_tool_use)
@@ -206,7 +233,7 @@ def record(scenario: str, image: str, server: FakeModelServer) -> Recording:
         shutil.rmtree(workspace, ignore_errors=True)
 
 
-SCENARIOS = ("hello", "thinking", "text", "error500", "error401", "resume", "cancel")
+SCENARIOS = ("hello", "thinking", "text", "error500", "error401", "resume", "cancel", "mcp")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -221,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = HERE / CLI_VERSION
     folder.mkdir(exist_ok=True)
     with FakeModelServer("hello") as server:
+        server.add_scenario("mcp", MCP_STEPS)
         for scenario in args.scenarios or SCENARIOS:
             recording = record(scenario, image, server)
             case = folder / f"{scenario}.in.jsonl"

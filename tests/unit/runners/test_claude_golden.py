@@ -29,7 +29,7 @@ def _lifecycle(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 
 def test_the_goldens_cover_every_required_scenario() -> None:
     names = {scenario_name(c) for c in CASES}
-    assert {"hello", "thinking", "error500", "error401", "resume", "cancel"} <= names
+    assert {"hello", "thinking", "error500", "error401", "resume", "cancel", "mcp"} <= names
     assert all(c.parent.name == CLI_VERSION for c in CASES)
 
 
@@ -58,6 +58,7 @@ def test_golden_stream_is_valid_and_has_one_usage_and_summary(case: Path) -> Non
         ("error500", "error"),
         ("error401", "error"),
         ("cancel", "cancelled"),
+        ("mcp", "completed"),
     ],
 )
 def test_outcome_status(scenario: str, status: str) -> None:
@@ -136,3 +137,13 @@ def test_resume_continues_the_deterministic_session() -> None:
     assert _lifecycle(events, "result/summary")[0]["runner_session_id"] == expected
     init = json.loads(case.read_text(encoding="utf-8").splitlines()[0])
     assert init["session_id"] == expected  # `--session-id` on an existing id would have failed
+
+
+def test_mcp_tool_runs_with_its_secret_expanded_from_the_env() -> None:
+    case = next(c for c in CASES if scenario_name(c) == "mcp")
+    events, outcome = replay(case)
+    runs = _by_type(events, "execute")
+    assert runs[0]["props"]["tool"] == "mcp__orch__report"
+    assert runs[-1]["props"]["output"] == "reported: hello (token set)"
+    assert "mcp-golden-secret-42" not in case.read_text(encoding="utf-8")
+    assert outcome.status == "completed"
