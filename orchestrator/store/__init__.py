@@ -1,0 +1,44 @@
+"""Persistence: chats, messages, the session event log, checkpoints, assistants, memory, API keys and
+audit, on SQLite (default) or Postgres, behind the `Store` facade. Import from here.
+"""
+
+from orchestrator.store.errors import EventSequenceError, RecordExists, RecordNotFound, StoreError
+from orchestrator.store.facade import Store
+from orchestrator.store.memory import MemoryScope
+from orchestrator.store.records import (
+    AssistantRecord,
+    AuditRecord,
+    ChatRecord,
+    CheckpointRecord,
+    KeyInfo,
+    KeyRole,
+    MemoryEntry,
+    MemorySpace,
+    MessageRecord,
+    MessageRole,
+    NewMessage,
+    TurnInput,
+    TurnRecord,
+)
+
+__all__ = [
+    "AssistantRecord",
+    "AuditRecord",
+    "ChatRecord",
+    "CheckpointRecord",
+    "EventSequenceError",
+    "KeyInfo",
+    "KeyRole",
+    "MemoryEntry",
+    "MemoryScope",
+    "MemorySpace",
+    "MessageRecord",
+    "MessageRole",
+    "NewMessage",
+    "RecordExists",
+    "RecordNotFound",
+    "Store",
+    "StoreError",
+    "TurnInput",
+    "TurnRecord",
+]

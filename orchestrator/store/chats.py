@@ -1,0 +1,155 @@
+"""Chats (sessions): who owns them, which assistant, the runners' resume state."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import JsonValue
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from orchestrator.store.database import Database, affected
+from orchestrator.store.errors import RecordExists, RecordNotFound
+from orchestrator.store.records import ChatRecord
+from orchestrator.store.tables import ChatRow
+
+_MAX_LIST = 1000
+
+
+def chat_record(row: ChatRow) -> ChatRecord:
+    return ChatRecord(
+        id=row.id,
+        owner=row.owner,
+        assistant_id=row.assistant_id,
+        title=row.title,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_seq=row.last_seq,
+        metadata=row.metadata_,
+        resume=row.resume,
+    )
+
+
+async def locked_chat(session: AsyncSession, chat_id: str, now: datetime) -> ChatRow:
+    """The chat row, touched (`updated_at`) so that Postgres holds its row lock until commit:
+    concurrent turns of one chat then run one after the other.
+
+    Raises:
+        RecordNotFound: no such chat.
+    """
+    await session.execute(update(ChatRow).where(ChatRow.id == chat_id).values(updated_at=now))
+    row = await session.get(ChatRow, chat_id, populate_existing=True)
+    if row is None:
+        raise RecordNotFound("chat", chat_id)
+    return row
+
+
+def merged_keys(current: Mapping[str, Any], changes: Mapping[str, JsonValue]) -> dict[str, Any]:
+    """`current` with `changes` applied; a None state removes that runner's entry."""
+    merged = dict(current)
+    for runner, state in changes.items():
+        if state is None:
+            merged.pop(runner, None)
+        else:
+            merged[runner] = state
+    return merged
+
+
+class ChatRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create(
+        self,
+        owner: str,
+        assistant_id: str,
+        *,
+        title: str = "",
+        metadata: Mapping[str, JsonValue] | None = None,
+        chat_id: str | None = None,
+    ) -> ChatRecord:
+        """A new chat with an empty event log.
+
+        Raises:
+            RecordExists: `chat_id` is taken.
+        """
+        now = self._db.clock()
+        row = ChatRow(
+            id=chat_id or uuid.uuid4().hex,
+            owner=owner,
+            assistant_id=assistant_id,
+            title=title,
+            created_at=now,
+            updated_at=now,
+            last_seq=0,
+            metadata_=dict(metadata or {}),
+            resume={},
+        )
+        try:
+            async with self._db.write() as session:
+                session.add(row)
+        except IntegrityError as err:
+            raise RecordExists("chat", row.id) from err
+        return chat_record(row)
+
+    async def get(self, chat_id: str) -> ChatRecord | None:
+        async with self._db.read() as session:
+            row = await session.get(ChatRow, chat_id)
+            return None if row is None else chat_record(row)
+
+    async def require(self, chat_id: str) -> ChatRecord:
+        """Like `get`. Raises: RecordNotFound."""
+        found = await self.get(chat_id)
+        if found is None:
+            raise RecordNotFound("chat", chat_id)
+        return found
+
+    async def list(self, owner: str, *, assistant_id: str | None = None, limit: int = 50) -> list[ChatRecord]:
+        """The owner's chats, most recently active first."""
+        query = select(ChatRow).where(ChatRow.owner == owner)
+        if assistant_id is not None:
+            query = query.where(ChatRow.assistant_id == assistant_id)
+        query = query.order_by(ChatRow.updated_at.desc(), ChatRow.id).limit(min(max(limit, 1), _MAX_LIST))
+        async with self._db.read() as session:
+            return [chat_record(row) for row in await session.scalars(query)]
+
+    async def update(
+        self,
+        chat_id: str,
+        *,
+        title: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+    ) -> ChatRecord:
+        """Change the title and/or merge keys into the metadata (a None value removes a key).
+
+        Raises:
+            RecordNotFound: no such chat.
+        """
+        async with self._db.write() as session:
+            row = await locked_chat(session, chat_id, self._db.clock())
+            if title is not None:
+                row.title = title
+            if metadata:
+                row.metadata_ = merged_keys(row.metadata_, metadata)
+            return chat_record(row)
+
+    async def set_resume(self, chat_id: str, runner: str, state: JsonValue) -> ChatRecord:
+        """Store `runner`'s resume state for this chat; None forgets it.
+
+        Raises:
+            RecordNotFound: no such chat.
+        """
+        async with self._db.write() as session:
+            row = await locked_chat(session, chat_id, self._db.clock())
+            row.resume = merged_keys(row.resume, {runner: state})
+            return chat_record(row)
+
+    async def delete(self, chat_id: str) -> bool:
+        """Delete the chat with its messages, turns and event log. False when there was none."""
+        async with self._db.write() as session:
+            result = await session.execute(delete(ChatRow).where(ChatRow.id == chat_id))
+            return bool(affected(result))

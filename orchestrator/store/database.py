@@ -1,0 +1,121 @@
+"""The async engine and its transactions: SQLite pragmas, write locks, and error translation.
+
+SQLite: every connection runs with foreign keys on, WAL and a busy timeout, and a write transaction
+starts with `BEGIN IMMEDIATE`, so two writers queue on the lock instead of failing halfway through
+with "database is locked". Postgres needs none of this: the repositories guard their races with
+compare-and-set updates and unique keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from sqlalchemy import event, exc
+from sqlalchemy.engine import URL, Connection, CursorResult, Result, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry, Pool
+
+from orchestrator.store.errors import StoreError
+
+Clock = Callable[[], datetime]
+_WRITE = "cage_write"
+_SQLITE_BUSY_MS = 10_000
+
+
+def affected(result: Result[Any]) -> int:
+    """Rows an UPDATE or DELETE touched."""
+    return cast("CursorResult[Any]", result).rowcount
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite URL; None for other engines and in-memory databases."""
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database)
+
+
+def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> AsyncEngine:
+    """An async engine for `url`, with the SQLite set-up above when it is SQLite."""
+    parsed = make_url(url)
+    pool: dict[str, Any] = {"poolclass": poolclass} if poolclass is not None else {}
+    if parsed.get_backend_name() != "sqlite":
+        return create_async_engine(parsed, pool_pre_ping=True, **pool)
+    engine = create_async_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000}, **pool)
+    event.listen(engine.sync_engine, "connect", _sqlite_connect)
+    event.listen(engine.sync_engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # The driver's own implicit BEGIN would defeat BEGIN IMMEDIATE; `_sqlite_begin` emits it instead.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    for pragma in ("foreign_keys=ON", "journal_mode=WAL", f"busy_timeout={_SQLITE_BUSY_MS}"):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    write = conn.get_execution_options().get(_WRITE, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def writing(engine: AsyncEngine) -> AsyncEngine:
+    """The same engine (and pool) whose transactions take SQLite's write lock up front."""
+    return engine.execution_options(**{_WRITE: True})
+
+
+class Database:
+    """Sessions on one engine: `read()` for queries, `write()` for anything that changes rows."""
+
+    def __init__(self, engine: AsyncEngine, clock: Clock = utc_now) -> None:
+        self.engine = engine
+        self.clock = clock
+        self._read = async_sessionmaker(engine, expire_on_commit=False)
+        self._write = async_sessionmaker(writing(engine), expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """A session in a read transaction (SQLite: a deferred one, which takes no write lock)."""
+        with db_errors():
+            async with self._read() as session, session.begin():
+                yield session
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A session in a write transaction, committed when the block ends without an error."""
+        with db_errors():
+            async with self._write() as session, session.begin():
+                yield session
+
+    async def aclose(self) -> None:
+        await self.engine.dispose()
+
+
+@contextlib.contextmanager
+def db_errors() -> Iterator[None]:
+    """Turn driver failures into `StoreError`. Integrity errors pass: repositories give them meaning."""
+    try:
+        yield
+    except (exc.OperationalError, exc.InterfaceError) as err:
+        reason = f"{type(err.orig).__name__}: {_first_line(err.orig)}"
+        raise StoreError(f"database unavailable ({reason})") from err
+    except OSError as err:
+        raise StoreError(f"database unavailable ({type(err).__name__}: {err.strerror or err})") from err
+
+
+def _first_line(orig: BaseException | None) -> str:
+    text = str(orig) if orig is not None else ""
+    return text.splitlines()[0][:200] if text else ""

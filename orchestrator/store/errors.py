@@ -1,0 +1,49 @@
+"""Errors the store raises on purpose; all under `orchestrator.errors.CageError`.
+
+CageError
+├── StoreError           reason                  (the database cannot be reached or migrated)
+├── Conflict
+│   ├── EventSequenceError  session_id, expected, got   (a gap or a duplicate in the event log)
+│   └── RecordExists        kind, record_id
+└── NotFound
+    └── RecordNotFound      kind, record_id
+
+Messages never contain SQL parameters, memory values or key material.
+"""
+
+from __future__ import annotations
+
+from orchestrator.errors import CageError, Conflict, NotFound
+
+
+class StoreError(CageError):
+    """The database failed: unreachable, locked past the timeout, or a migration broke."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"store: {reason}")
+
+
+class EventSequenceError(Conflict):
+    """Events offered to a session's log do not continue it: `got` is not `expected`."""
+
+    def __init__(self, session_id: str, *, expected: int, got: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.got = got
+        what = "duplicate" if got < expected else "gap"
+        super().__init__(f"event log of session {session_id}: {what}: expected seq {expected}, got {got}")
+
+
+class RecordExists(Conflict):
+    def __init__(self, kind: str, record_id: str) -> None:
+        self.kind = kind
+        self.record_id = record_id
+        super().__init__(f"{kind} {record_id!r} already exists")
+
+
+class RecordNotFound(NotFound):
+    def __init__(self, kind: str, record_id: str) -> None:
+        self.kind = kind
+        self.record_id = record_id
+        super().__init__(f"{kind} {record_id!r} not found")

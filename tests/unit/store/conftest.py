@@ -1,0 +1,98 @@
+"""Store fixtures: every test that takes `store` runs twice, on a SQLite file and on Postgres.
+
+Postgres comes from `CAGE_TEST_POSTGRES_URL` or, when that is unset, from
+`scripts/ensure-postgres.sh` (run once per session in a subprocess; a cluster it had to start is
+stopped again at the end). Without Postgres the `postgres` tests skip with the reason, except when
+`CI` is set: then they fail. Each Postgres test gets a database of its own, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from orchestrator.store import Store
+
+ENSURE_POSTGRES = Path(__file__).resolve().parents[3] / "scripts" / "ensure-postgres.sh"
+
+
+class FakeClock:
+    """A settable UTC clock: TTL and `last_used` tests move time instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """URL of a Postgres database whose role may create databases."""
+    given = os.environ.get("CAGE_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    was_running = subprocess.run([ENSURE_POSTGRES, "status"], check=False).returncode == 0
+    try:
+        proc = subprocess.run([ENSURE_POSTGRES], capture_output=True, text=True, timeout=600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _no_postgres(f"{ENSURE_POSTGRES} could not run: {exc}")
+    if proc.returncode != 0 or not proc.stdout.strip():
+        _no_postgres(f"{ENSURE_POSTGRES} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+    yield proc.stdout.strip().splitlines()[-1]
+    if not was_running:
+        subprocess.run([ENSURE_POSTGRES, "stop"], check=False, timeout=120)
+
+
+def _no_postgres(reason: str) -> None:
+    reason = f"no Postgres for the store tests: {reason}; set CAGE_TEST_POSTGRES_URL or run as root"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, empty database: a SQLite file under `tmp_path`, or a new Postgres database."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'data' / 'cage.db'}"
+        return
+    base = make_url(request.getfixturevalue("postgres_url"))
+    name = f"cage_t_{uuid.uuid4().hex[:16]}"
+    admin = create_async_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield base.set(database=name).render_as_string(hide_password=False)
+        async with admin.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(database_url: str, clock: FakeClock) -> AsyncIterator[Store]:
+    """A migrated store on the fake clock."""
+    st = Store.from_url(database_url, clock=clock)
+    await st.migrate()
+    yield st
+    await st.aclose()

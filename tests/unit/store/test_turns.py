@@ -1,0 +1,135 @@
+"""A turn's messages, events, usage and resume state: written together, read back after a restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.store import (
+    EventSequenceError,
+    NewMessage,
+    RecordExists,
+    RecordNotFound,
+    Store,
+    TurnInput,
+)
+from orchestrator.stream import SessionEmitter, Usage
+from tests.unit.store.conftest import FakeClock
+from tests.unit.store.factory import turn_events
+
+USAGE = Usage(input_tokens=1200, cached_input_tokens=200, output_tokens=340, reasoning_tokens=40,
+              cost_usd=0.0123, scope="turn")
+
+
+def _turn(chat_id: str, turn_id: str, emitter: SessionEmitter, text: str) -> TurnInput:
+    return TurnInput(
+        chat_id=chat_id,
+        turn_id=turn_id,
+        assistant_id="tests.echo",
+        status="completed",
+        messages=(
+            NewMessage(id=f"{turn_id}-u", role="user", content="please list the files"),
+            NewMessage(
+                id=f"{turn_id}-a",
+                role="assistant",
+                content=[{"type": "text", "text": text}, {"type": "tool", "name": "Bash", "ok": True}],
+                assistant_id="tests.echo",
+            ),
+        ),
+        events=tuple(turn_events(emitter, turn_id, text, usage=USAGE)),
+        usage=USAGE,
+        resume={"claude": {"session_id": "cl-42"}},
+    )
+
+
+async def test_a_persisted_turn_reads_back_identical_after_a_restart(
+    store: Store, database_url: str, clock: FakeClock
+) -> None:
+    chat = await store.chats.create("alice", "tests.echo", title="files", chat_id="c1")
+    turn = _turn(chat.id, "t1", SessionEmitter(chat.id), "here they are")
+    written = await store.persist_turn(turn)
+    await store.aclose()
+
+    reopened = Store.from_url(database_url, clock=clock)
+    try:
+        await reopened.migrate()
+        assert await reopened.turns.get("t1") == written
+        assert written.usage == USAGE and written.status == "completed"
+        assert [m.id for m in written.messages] == ["t1-u", "t1-a"]
+        assert [m.sequence for m in written.messages] == [1, 2]
+        assert written.messages[1].content == turn.messages[1].content
+        assert await reopened.events.after(chat.id) == list(turn.events)
+        assert await reopened.messages.history(chat.id) == list(written.messages)
+        again = await reopened.chats.require(chat.id)
+        assert again.last_seq == len(turn.events)
+        assert again.resume == {"claude": {"session_id": "cl-42"}}
+        assert again.title == "files" and again.created_at == chat.created_at
+    finally:
+        await reopened.aclose()
+
+
+async def test_a_turn_that_breaks_the_event_log_writes_nothing(store: Store) -> None:
+    chat = await store.chats.create("alice", "tests.echo")
+    emitter = SessionEmitter(chat.id)
+    await store.events.append(chat.id, turn_events(emitter, "t0", "earlier"))
+    stale = _turn(chat.id, "t1", SessionEmitter(chat.id), "reusing seq 1")  # a duplicate of seq 1..
+    with pytest.raises(EventSequenceError):
+        await store.persist_turn(stale)
+    assert await store.turns.get("t1") is None
+    assert await store.messages.of_turn("t1") == []
+    assert await store.messages.history(chat.id) == []
+    assert (await store.chats.require(chat.id)).resume == {}
+    logged = await store.events.after(chat.id)
+    assert await store.events.last_seq(chat.id) == len(logged) == emitter.last_seq
+    assert {e.turn_id for e in logged} == {"t0"}
+
+
+async def test_turns_accumulate_usage_and_continue_message_order(store: Store, clock: FakeClock) -> None:
+    chat = await store.chats.create("alice", "tests.echo")
+    emitter = SessionEmitter(chat.id)
+    await store.persist_turn(_turn(chat.id, "t1", emitter, "one"))
+    clock.advance(5)
+    second = await store.persist_turn(_turn(chat.id, "t2", emitter, "two"))
+    assert [m.sequence for m in second.messages] == [3, 4]
+    assert [t.id for t in await store.turns.of_chat(chat.id)] == ["t1", "t2"]
+    total = await store.turns.usage(chat.id)
+    assert total.scope == "cumulative"
+    assert (total.input_tokens, total.output_tokens, total.reasoning_tokens) == (2400, 680, 80)
+    assert total.cost_usd == pytest.approx(0.0246)
+    assert [m.content for m in await store.messages.history(chat.id, limit=1)] == [
+        second.messages[1].content
+    ]
+
+
+async def test_resume_state_merges_and_a_none_state_removes_it(store: Store) -> None:
+    chat = await store.chats.create("alice", "tests.echo")
+    await store.chats.set_resume(chat.id, "codex", {"thread": "th-1"})
+    await store.persist_turn(_turn(chat.id, "t1", SessionEmitter(chat.id), "x"))
+    assert (await store.chats.require(chat.id)).resume == {
+        "codex": {"thread": "th-1"},
+        "claude": {"session_id": "cl-42"},
+    }
+    cleared = await store.chats.set_resume(chat.id, "codex", None)
+    assert cleared.resume == {"claude": {"session_id": "cl-42"}}
+
+
+async def test_a_turn_is_persisted_once_and_only_for_a_known_chat(store: Store) -> None:
+    chat = await store.chats.create("alice", "tests.echo")
+    emitter = SessionEmitter(chat.id)
+    await store.persist_turn(_turn(chat.id, "t1", emitter, "x"))
+    again = _turn(chat.id, "t1", emitter, "y").model_copy(update={"messages": (), "events": ()})
+    with pytest.raises(RecordExists):
+        await store.persist_turn(again)
+    with pytest.raises(RecordNotFound):
+        await store.persist_turn(_turn("ghost", "t9", SessionEmitter("ghost"), "z"))
+    assert await store.turns.of_chat("ghost") == []
+
+
+async def test_a_turn_without_events_keeps_the_log_as_it_is(store: Store) -> None:
+    chat = await store.chats.create("alice", "tests.echo")
+    emitter = SessionEmitter(chat.id)
+    streamed = turn_events(emitter, "t1", "streamed live")
+    await store.events.append(chat.id, streamed)
+    turn = _turn(chat.id, "t1", emitter, "unused").model_copy(update={"events": ()})
+    await store.persist_turn(turn)
+    assert await store.events.after(chat.id) == streamed
+    assert len(await store.messages.of_turn("t1")) == 2
