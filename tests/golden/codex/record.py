@@ -77,7 +77,7 @@ class Run:
     prompt: str = "Create hello.txt, then say done."
     mcp: bool = False
     cancel_after_turn_start: float | None = None
-    before: Callable[[FakeModelServer], None] | None = None
+    before: Callable[[FakeModelServer], object] | None = None
     setup: Callable[[Path, FakeModelServer], dict[str, str]] | None = None
     """Runs earlier turns in the same workspace; returns the resume state for the recorded one."""
     resume: dict[str, str] = field(default_factory=dict)
