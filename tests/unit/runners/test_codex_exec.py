@@ -13,7 +13,8 @@ from pydantic import SecretStr
 from orchestrator.dsl import ConnectorSpec, McpServerSpec
 from orchestrator.dsl.connectors import ConnectorType, ThinkingConfig
 from orchestrator.errors import RunnerError
-from runners.base import RunnerExec, TurnRequest
+from orchestrator.stream import CountingIds, TurnBuilder
+from runners.base import RunnerAdapter, RunnerExec, Translator, TurnRequest
 from runners.codex import CodexAdapter
 from runners.codex.config import KEY_ENV, responses_base_url
 from runners.codex.invocation import PROMPT_ARGV_LIMIT
@@ -65,6 +66,12 @@ def test_adapter_identity_and_cancel_policy() -> None:
     assert adapter.supports.resume and adapter.supports.thinking and adapter.supports.mcp
     assert adapter.supports.usage and not adapter.supports.text_deltas and not adapter.supports.cost
     assert adapter.cancel.signal == signal.SIGINT and adapter.cancel.stdin_interrupt is None
+
+
+def test_adapter_satisfies_the_runner_contract() -> None:
+    adapter: RunnerAdapter = CodexAdapter()  # checked by mypy --strict as well
+    translator: Translator = adapter.translator(TurnBuilder(CountingIds()), turn())
+    assert translator.finished is False and translator.resume_state == {}
 
 
 def test_first_turn_argv_stdin_user_and_workdir() -> None:
