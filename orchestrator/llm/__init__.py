@@ -6,7 +6,9 @@ local subprocesses) and LLM mode (MCP tools, no sandbox). Import from `orchestra
 
 from orchestrator.llm.anthropic_client import AnthropicClient
 from orchestrator.llm.assembly import StepAssembler
+from orchestrator.llm.checkpoint import Checkpoint, CheckpointSink, JsonFileCheckpoints, MemoryCheckpoints
 from orchestrator.llm.client import ClientSettings, ModelClient
+from orchestrator.llm.compaction import Compaction, CompactionPolicy, Compactor, estimate_tokens
 from orchestrator.llm.connectors import client_for, client_settings, model_options
 from orchestrator.llm.deltas import (
     ModelDelta,
@@ -18,6 +20,9 @@ from orchestrator.llm.deltas import (
     ToolCallStart,
     UsageDelta,
 )
+from orchestrator.llm.engine import AgentLoop
+from orchestrator.llm.event_sink import Emit, EventSink, collecting
+from orchestrator.llm.loop_state import LoopResult, LoopStop, StepTrace, ToolTrace
 from orchestrator.llm.messages import (
     Block,
     ChatMessage,
@@ -30,18 +35,33 @@ from orchestrator.llm.messages import (
     ToolSpec,
 )
 from orchestrator.llm.openai_client import OpenAIClient
+from orchestrator.llm.subagent import AgentTool
 
 __all__ = [
+    "AgentLoop",
+    "AgentTool",
     "AnthropicClient",
     "Block",
     "ChatMessage",
+    "Checkpoint",
+    "CheckpointSink",
     "ClientSettings",
+    "Compaction",
+    "CompactionPolicy",
+    "Compactor",
+    "Emit",
+    "EventSink",
+    "JsonFileCheckpoints",
+    "LoopResult",
+    "LoopStop",
+    "MemoryCheckpoints",
     "ModelClient",
     "ModelDelta",
     "ModelOptions",
     "ModelRequest",
     "OpenAIClient",
     "StepAssembler",
+    "StepTrace",
     "StopDelta",
     "TextBlock",
     "TextDelta",
@@ -53,8 +73,11 @@ __all__ = [
     "ToolCallStart",
     "ToolResultBlock",
     "ToolSpec",
+    "ToolTrace",
     "UsageDelta",
     "client_for",
     "client_settings",
+    "collecting",
+    "estimate_tokens",
     "model_options",
 ]
