@@ -4,7 +4,7 @@
 #   scripts/ensure-postgres.sh          start it when it does not answer (installing Debian's
 #                                       `postgresql` package first when missing), make sure the test
 #                                       role and database exist, print the SQLAlchemy URL on stdout
-#   scripts/ensure-postgres.sh status   exit 0 when it answers, 1 otherwise (prints nothing)
+#   scripts/ensure-postgres.sh status   exit 0 when it answers, non-zero otherwise (prints nothing)
 #   scripts/ensure-postgres.sh stop     stop it (the data directory stays for the next start)
 #   scripts/ensure-postgres.sh url      print the URL without checking anything
 #

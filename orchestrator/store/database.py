@@ -42,6 +42,13 @@ def sqlite_path(url: URL) -> Path | None:
     return Path(url.database)
 
 
+def ensure_sqlite_dir(url: URL) -> None:
+    """Create the directory of a SQLite file (blocking: call it from sync code or a worker thread)."""
+    path = sqlite_path(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+
 def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> AsyncEngine:
     """An async engine for `url`, with the SQLite set-up above when it is SQLite."""
     parsed = make_url(url)

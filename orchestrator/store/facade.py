@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import TracebackType
 
 from sqlalchemy.engine import URL, make_url
@@ -13,7 +12,7 @@ from orchestrator.store.assistants import AssistantRepository
 from orchestrator.store.audit import AuditLog
 from orchestrator.store.chats import ChatRepository
 from orchestrator.store.checkpoints import CheckpointRepository
-from orchestrator.store.database import Clock, Database, create_engine, sqlite_path, utc_now
+from orchestrator.store.database import Clock, Database, create_engine, ensure_sqlite_dir, utc_now
 from orchestrator.store.events import EventLog
 from orchestrator.store.keys import KeyRepository
 from orchestrator.store.memory import MemoryRepository
@@ -54,9 +53,7 @@ class Store:
         """A store on `url` (`sqlite+aiosqlite:///path` or `postgresql+asyncpg://...`). For a SQLite
         file the parent directory is created. Nothing is connected until the first query."""
         parsed = make_url(url)
-        path = sqlite_path(parsed)
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        ensure_sqlite_dir(parsed)
         return cls(parsed, clock=clock)
 
     @classmethod

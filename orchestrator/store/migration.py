@@ -23,7 +23,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import NullPool
 
-from orchestrator.store.database import create_engine, db_errors, writing
+from orchestrator.store.database import create_engine, db_errors, ensure_sqlite_dir, writing
 from orchestrator.store.errors import StoreError
 from orchestrator.store.tables import Base
 
@@ -96,6 +96,8 @@ async def _in_thread(url: URL, fn: Callable[[Connection], _T]) -> _T:
 
 
 def _run_blocking(url: URL, fn: Callable[[Connection], _T]) -> _T:
+    ensure_sqlite_dir(url)
+
     async def main() -> _T:
         engine = create_engine(url, poolclass=NullPool)
         try:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from orchestrator.stream import CountingIds, Event, SessionEmitter, TurnBuilder, Usage
 
 
-def turn_events(emitter: SessionEmitter, turn_id: str, text: str, *, usage: Usage | None = None) -> list[Event]:
+def turn_events(
+    emitter: SessionEmitter, turn_id: str, text: str, *, usage: Usage | None = None
+) -> list[Event]:
     """stream_start, thinking, a tool run, the answer, usage and stream_end, stamped by `emitter`."""
     ticks = iter(range(1_000, 10_000))
     b = TurnBuilder(CountingIds(), runner="claude", clock=lambda: next(ticks))

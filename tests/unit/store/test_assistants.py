@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import JsonValue
 
 from orchestrator.store import RecordExists, RecordNotFound, Store
 from tests.unit.store.conftest import FakeClock
 
-PACKAGE = {"name": "Coder", "connector": "$ENV.MODEL", "options": {"temperature": 0.2}}
-SANDBOX = {"version": "2.0", "runner": {"name": "claude"}, "computer": {"memory": "2G"}}
-PROMPTS = [{"role": "system", "content": "You write code."}]
+PACKAGE: dict[str, JsonValue] = {"name": "Coder", "connector": "$ENV.MODEL", "options": {"temperature": 0.2}}
+SANDBOX: dict[str, JsonValue] = {"version": "2.0", "runner": {"name": "claude"}, "computer": {"memory": "2G"}}
+PROMPTS: list[JsonValue] = [{"role": "system", "content": "You write code."}]
 
 
 async def test_create_get_replace_delete(store: Store, clock: FakeClock) -> None:
@@ -33,9 +34,9 @@ async def test_create_get_replace_delete(store: Store, clock: FakeClock) -> None
 
 async def test_ids_are_unique_and_missing_ones_are_reported(store: Store) -> None:
     await store.assistants.create("a.b", owner="alice", package=PACKAGE)
-    with pytest.raises(RecordExists, match="a.b"):
+    with pytest.raises(RecordExists, match=r"a\.b"):
         await store.assistants.create("a.b", owner="bob", package={"name": "other"})
-    with pytest.raises(RecordNotFound, match="x.y"):
+    with pytest.raises(RecordNotFound, match=r"x\.y"):
         await store.assistants.replace("x.y", package=PACKAGE)
 
 

@@ -16,9 +16,16 @@ async def test_latest_is_the_highest_round_and_rounds_are_replaced(store: Store,
     replaced = await store.checkpoints.save("t1", 1, {"messages": [], "retried": 1})
 
     latest = await store.checkpoints.latest("t1")
-    assert latest is not None and latest.round == 2 and latest.payload == {"messages": [], "pending_tools": ["bash"]}
+    assert (
+        latest is not None
+        and latest.round == 2
+        and latest.payload == {"messages": [], "pending_tools": ["bash"]}
+    )
     rounds = await store.checkpoints.of_turn("t1")
-    assert [(c.round, c.payload) for c in rounds] == [(1, {"messages": [], "retried": 1}), (2, latest.payload)]
+    assert [(c.round, c.payload) for c in rounds] == [
+        (1, {"messages": [], "retried": 1}),
+        (2, latest.payload),
+    ]
     assert rounds[0] == replaced and rounds[0].created_at == clock.now
 
 

@@ -27,7 +27,10 @@ async def test_history_returns_the_last_messages_oldest_first(store: Store) -> N
 
 async def test_structured_content_round_trips(store: Store) -> None:
     chat = await store.chats.create("alice", "tests.echo")
-    content = [{"type": "text", "text": "é ✓ 中文 \"quoted\""}, {"type": "image", "url": "x", "n": [1, 2.5, None]}]
+    content = [
+        {"type": "text", "text": 'é ✓ 中文 "quoted"'},
+        {"type": "image", "url": "x", "n": [1, 2.5, None]},
+    ]
     [saved] = await store.messages.add(chat.id, "t", [NewMessage(id="m", role="user", content=content)])
     assert saved.content == content
     assert (await store.messages.history(chat.id))[0] == saved

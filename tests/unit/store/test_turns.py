@@ -16,8 +16,14 @@ from orchestrator.stream import SessionEmitter, Usage
 from tests.unit.store.conftest import FakeClock
 from tests.unit.store.factory import turn_events
 
-USAGE = Usage(input_tokens=1200, cached_input_tokens=200, output_tokens=340, reasoning_tokens=40,
-              cost_usd=0.0123, scope="turn")
+USAGE = Usage(
+    input_tokens=1200,
+    cached_input_tokens=200,
+    output_tokens=340,
+    reasoning_tokens=40,
+    cost_usd=0.0123,
+    scope="turn",
+)
 
 
 def _turn(chat_id: str, turn_id: str, emitter: SessionEmitter, text: str) -> TurnInput:
@@ -95,9 +101,7 @@ async def test_turns_accumulate_usage_and_continue_message_order(store: Store, c
     assert total.scope == "cumulative"
     assert (total.input_tokens, total.output_tokens, total.reasoning_tokens) == (2400, 680, 80)
     assert total.cost_usd == pytest.approx(0.0246)
-    assert [m.content for m in await store.messages.history(chat.id, limit=1)] == [
-        second.messages[1].content
-    ]
+    assert [m.content for m in await store.messages.history(chat.id, limit=1)] == [second.messages[1].content]
 
 
 async def test_resume_state_merges_and_a_none_state_removes_it(store: Store) -> None:
