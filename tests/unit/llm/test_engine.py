@@ -125,7 +125,9 @@ async def test_cancel_mid_tool_kills_the_subprocess(
     pid_file = anyio.Path(ws / "pid.txt")
 
     async def cancel_when_running() -> None:
-        while not (await pid_file.exists() and (await pid_file.read_text()).strip()):
+        for _ in range(200):  # the pid file is written by the subprocess: poll for it
+            if await pid_file.exists() and (await pid_file.read_text()).strip():
+                break
             await anyio.sleep(0.05)
         cancel.set()
 
