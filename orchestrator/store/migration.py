@@ -81,7 +81,8 @@ async def schema_diff(url: URL) -> list[Any]:
 
 async def new_revision(url: URL, message: str) -> None:
     """Write a new revision file from the difference between `tables.py` and the database at `url`
-    (which should be migrated to head first). Review the generated file before committing it."""
+    (which should be migrated to head first). Review the generated file, run `ruff check --fix` and
+    `ruff format` on it, and add a test for any data it moves, before committing it."""
 
     def run(conn: Connection) -> None:
         config = alembic_config()
