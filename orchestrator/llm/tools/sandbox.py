@@ -96,8 +96,9 @@ class LocalSandbox:
     def root(self) -> str:
         return str(self._root)
 
-    def _inside(self, path: str) -> Path:
-        target = (self._root / path).resolve()
+    async def _inside(self, path: str) -> Path:
+        """The real path of `path`; symlinks may not lead out of the root."""
+        target = Path(await anyio.Path(self._root / path).resolve())
         if not target.is_relative_to(self._root):
             raise ToolError("", f"path {path!r} resolves outside the workspace")
         return target
@@ -158,7 +159,7 @@ class LocalSandbox:
         )
 
     async def read_file(self, path: str) -> bytes:
-        target = self._inside(path)
+        target = await self._inside(path)
         try:
             return await anyio.Path(target).read_bytes()
         except IsADirectoryError as exc:
@@ -167,7 +168,7 @@ class LocalSandbox:
             raise ToolError("", f"cannot read {path}: {exc.strerror or exc}") from exc
 
     async def write_file(self, path: str, data: bytes) -> None:
-        target = self._inside(path)
+        target = await self._inside(path)
         try:
             await anyio.Path(target.parent).mkdir(parents=True, exist_ok=True)
             await anyio.Path(target).write_bytes(data)
