@@ -4,6 +4,8 @@ SHELL := /bin/bash
 VENV  := .venv
 BIN   := $(VENV)/bin
 PYTEST_ARGS ?=
+# Runner images install npm/PyPI packages: trust the host's CA bundle (networks with TLS inspection).
+export CAGE_EXTRA_CA_CERTS ?= $(firstword $(wildcard /etc/ssl/certs/ca-certificates.crt))
 
 .PHONY: setup venv engine base-image run test lint unit integration schemas golden bench images clean
 

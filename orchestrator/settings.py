@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     """Sandboxes alive at once, all owners together."""
     max_sandboxes_per_owner: int = 10
     """Sandboxes alive at once for one owner."""
+    sandbox_labels: dict[str, str] = Field(default_factory=dict)
+    """Extra labels on every sandbox and volume (JSON in `CAGE_SANDBOX_LABELS`), e.g. a deployment id."""
     reaper_interval: float = 30.0
     """Seconds between two reaper sweeps."""
     assistant_cache_size: int = 256

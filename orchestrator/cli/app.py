@@ -9,7 +9,7 @@ from typing import Annotated
 import click
 import typer
 
-from orchestrator.cli import assistants, schemas
+from orchestrator.cli import assistants, run, schemas
 from orchestrator.errors import CageError, ConfigError, EngineUnavailable, SandboxError, UsageError
 from orchestrator.logs import configure_logging
 
@@ -23,6 +23,7 @@ app = typer.Typer(
 app.add_typer(assistants.app, name="assistants")
 app.command("validate")(assistants.validate)
 app.command("schemas")(schemas.schemas)
+app.command("run")(run.run)
 
 EXIT_CONFIG = 2
 EXIT_INFRA = 3
@@ -43,7 +44,8 @@ def _root(
 def main() -> None:
     """Entry point: maps Cage errors to documented exit codes (2 config/usage, 3 infrastructure)."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # click returns the code of a `typer.Exit` here
+        sys.exit(code if isinstance(code, int) else 0)
     except (ConfigError, UsageError) as exc:
         typer.echo(f"cage: {exc}", err=True)
         sys.exit(EXIT_CONFIG)

@@ -36,7 +36,7 @@ from orchestrator.sandbox.backend import (
 )
 from orchestrator.sandbox.hashing import config_hash
 from orchestrator.sandbox.identity import SandboxIdentity, identity_for
-from orchestrator.sandbox.images import ImageBuilder
+from orchestrator.sandbox.images import ImageBuilder, ProgressCallback
 from orchestrator.sandbox.labels import CONFIG_HASH, MANAGED, SANDBOX, SandboxLabels, sandbox_labels
 from orchestrator.sandbox.limits import MAIN_COMMAND, SANDBOX_USER, Hardening, hardening
 from orchestrator.sandbox.locks import KeyedLocks
@@ -128,8 +128,12 @@ class SandboxManager:
         )
         self._leases: set[str] = set()
 
-    async def acquire(self, request: SandboxRequest) -> SandboxLease:
+    async def acquire(
+        self, request: SandboxRequest, *, on_progress: ProgressCallback | None = None
+    ) -> SandboxLease:
         """The sandbox for `request`, running, prepared, and marked busy.
+
+        `on_progress` receives the image build's progress when the runner image must be built.
 
         Raises:
             CapacityError: creating it would pass `max_sandboxes` or `max_sandboxes_per_owner`.
@@ -146,7 +150,7 @@ class SandboxManager:
         )
         source = request.assistant_dir / "sandbox.yao"
         hard = hardening(spec.computer, source=source)
-        image = await self.images.ensure(spec.runner.name, base=spec.computer.image)
+        image = await self.images.ensure(spec.runner.name, base=spec.computer.image, on_progress=on_progress)
         digest = config_hash(
             spec, image_hash=image.image_hash, mcp_servers=request.mcp_servers, skills=dict(request.skills)
         )

@@ -1,0 +1,5 @@
+"""`python -m orchestrator.cli` = `cage`."""
+
+from orchestrator.cli.app import main
+
+main()

@@ -1,0 +1,175 @@
+"""Runner mode: one turn of a sandbox assistant — acquire, bridge the runner, remember, release."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+
+from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec
+from orchestrator.errors import ConfigError
+from orchestrator.pipeline.bridge import BridgeResult, Emit, TurnLimits, run_runner_turn
+from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
+from orchestrator.sandbox.images import BuildProgress
+from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxManager, SandboxRequest
+from orchestrator.stream import SandboxPhase, TurnBuilder
+from runners.base import TurnRequest
+from runners.registry import adapter_for
+
+CONTAINER_HOST_ALIAS = "host.docker.internal"
+_LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
+
+
+def container_url(url: str) -> str:
+    """A model URL as seen from inside a container: loopback hosts become the host-gateway alias."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if host not in _LOOPBACK:
+        return url
+    netloc = CONTAINER_HOST_ALIAS + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class LeasedSandbox:
+    """`TurnSandbox` over a manager lease: execs run as the lease's user with its env."""
+
+    def __init__(self, manager: SandboxManager, lease: SandboxLease) -> None:
+        self.manager = manager
+        self.lease = lease
+
+    async def exec(self, spec: ExecSpec) -> ExecHandle:
+        return await self.manager.exec(self.lease, spec)
+
+    async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None:
+        await self.manager.backend.put_files(self.lease.ref, dest_dir, files)
+
+
+def system_prompt(assistant: Assistant) -> str:
+    """The assistant's system prompts, joined in order."""
+    return "\n\n".join(p.content for p in assistant.prompts if p.role == "system" and p.content)
+
+
+def runner_connector(assistant: Assistant, loader: AppLoader) -> ConnectorSpec | None:
+    """The connector the runner drives: `runner.connectors.default` when forced, else the assistant's.
+
+    Raises:
+        ConfigError: the connector is defined but unusable (e.g. its `$ENV` key is unset).
+    """
+    spec = assistant.sandbox
+    role = spec.runner.connectors.get("default") if spec else None
+    conn_id = role.connector if role is not None else assistant.connector
+    if not conn_id:
+        return None
+    return loader.connector(conn_id)
+
+
+@dataclass(frozen=True)
+class RunnerTurnInput:
+    assistant: Assistant
+    prompt: str
+    owner: str
+    chat_id: str
+    turn_id: str
+    workspace_id: str | None = None
+    host_workspace: Path | None = None
+    """CI mode: bind-mount this host directory as the workspace."""
+
+
+async def run_sandbox_turn(
+    inp: RunnerTurnInput,
+    *,
+    loader: AppLoader,
+    manager: SandboxManager,
+    resume: ResumeStore,
+    builder: TurnBuilder,
+    emit: Emit,
+    cancel: anyio.Event | None = None,
+    limits: TurnLimits | None = None,
+) -> BridgeResult:
+    """Acquire the assistant's sandbox, run one runner turn in it, store its resume state, release.
+
+    Raises:
+        ConfigError: the assistant has no sandbox, or its connector is unusable.
+        SandboxError, ImageBuildError, PrepareError, CapacityError: the sandbox could not be had.
+    """
+    assistant = inp.assistant
+    spec = assistant.sandbox
+    if spec is None:
+        raise ConfigError("assistant has no sandbox.yao", file=assistant.path / "sandbox.yao")
+    adapter = adapter_for(spec.runner.name)
+    connector = runner_connector(assistant, loader)
+    request = SandboxRequest(
+        owner=inp.owner,
+        assistant_id=assistant.id,
+        assistant_dir=assistant.path,
+        spec=spec,
+        chat_id=inp.chat_id,
+        workspace_id=inp.workspace_id,
+        mcp_servers=tuple(
+            m.model_dump(mode="json", exclude={"env", "headers"}) for m in assistant.mcp_servers
+        ),
+        skills={s.name: s.digest for s in assistant.skills},
+        host_workspace=inp.host_workspace,
+    )
+    await emit(builder.sandbox_status("creating", f"preparing the {spec.runner.name} sandbox"))
+
+    async def on_progress(progress: BuildProgress) -> None:
+        if progress.phase in ("building", "step", "error"):
+            phase: SandboxPhase = "failed" if progress.phase == "error" else "building"
+            await emit(builder.sandbox_status(phase, progress.message or progress.tag))
+
+    lease = await manager.acquire(request, on_progress=on_progress)
+    outcome = ReleaseOutcome.ERROR
+    try:
+        await emit(builder.sandbox_status("ready", lease.identity.name))
+        mount = lease.mount_path.rstrip("/")
+        turn = TurnRequest(
+            assistant_id=assistant.id,
+            owner=inp.owner,
+            chat_id=inp.chat_id,
+            turn_id=inp.turn_id,
+            prompt=inp.prompt,
+            system_prompt=system_prompt(assistant),
+            connector=connector,
+            mcp_servers=assistant.mcp_servers,
+            options=dict(spec.runner.options),
+            workdir=lease.work_dir,
+            home=f"{mount}/.cage/home",
+            state_dir=f"{mount}/.cage/state",
+            resume=await resume.get(assistant.id, inp.chat_id, adapter.name),
+            environment=dict(spec.environment),
+            model_url=container_url(connector.base_url) if connector is not None else None,
+            lifecycle=spec.lifecycle.value,
+        )
+        effective = limits or TurnLimits(
+            turn_timeout=spec.turn_timeout.total_seconds() if spec.turn_timeout else None,
+            stall_timeout=spec.stall_timeout.total_seconds() if spec.stall_timeout else None,
+        )
+        result = await run_runner_turn(
+            adapter,
+            turn,
+            LeasedSandbox(manager, lease),
+            builder,
+            emit,
+            cancel=cancel,
+            limits=effective,
+            workspace_root=mount,
+        )
+        if result.resume_state:
+            await resume.put(assistant.id, inp.chat_id, adapter.name, result.resume_state)
+        outcome = {"completed": ReleaseOutcome.OK, "cancelled": ReleaseOutcome.CANCELLED}.get(
+            result.outcome.status, ReleaseOutcome.ERROR
+        )
+        return result
+    finally:
+        with anyio.CancelScope(shield=True):
+            await manager.release(lease, outcome)
+
+
+def new_chat_id() -> str:
+    return f"chat-{uuid.uuid4().hex[:12]}"

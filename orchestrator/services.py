@@ -1,0 +1,36 @@
+"""The long-lived services one Cage process needs, built from `Settings` and closed together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.dsl import AppLoader
+from orchestrator.sandbox.backend import SandboxBackend
+from orchestrator.sandbox.images import ImageBuilder
+from orchestrator.sandbox.manager import SandboxManager
+from orchestrator.settings import Settings
+
+
+@dataclass
+class Services:
+    settings: Settings
+    loader: AppLoader
+    backend: SandboxBackend
+    images: ImageBuilder
+    manager: SandboxManager
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Services:
+        """Wire the Docker backend, the image builder and the manager for `settings.app_dir`."""
+        from orchestrator.sandbox.docker import DockerBackend
+        from orchestrator.sandbox.docker.builder import DockerImageBuilder
+
+        backend = DockerBackend.from_settings(settings)
+        images = DockerImageBuilder(settings)
+        return cls(
+            settings=settings,
+            loader=AppLoader(settings.app_dir, cache_size=settings.assistant_cache_size),
+            backend=backend,
+            images=images,
+            manager=SandboxManager(backend, images, settings, extra_labels=settings.sandbox_labels),
+        )

@@ -1,0 +1,132 @@
+"""End-to-end fixtures: a fake model server, an app dir per test, and `cage run` as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from tests.fakes.model_server import FakeModelServer
+
+CAGE = [sys.executable, "-m", "orchestrator.cli"]
+HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
+RUNNER_CONNECTOR = {"claude": "anthropic", "codex": "openai", "opencode": "openai"}
+RUNNER_MODEL = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.5", "opencode": "fake-model"}
+
+
+@pytest.fixture(scope="session")
+def model_server(docker_engine: docker.DockerClient) -> Iterator[FakeModelServer]:
+    with FakeModelServer("hello", host="0.0.0.0") as server:
+        server.add_scenario("cancel-me", [{"shell": "sleep 120"}, {"text": "done"}])
+        yield server
+
+
+@dataclass
+class App:
+    root: Path
+    server: FakeModelServer
+    labels: dict[str, str]
+    data_dir: Path
+    sandbox_ids: list[str] = field(default_factory=list)
+
+    def assistant(
+        self, runner: str, *, scenario: str = "hello", lifecycle: str = "oneshot",
+        environment: dict[str, str] | None = None, options: dict[str, Any] | None = None,
+    ) -> str:
+        kind = RUNNER_CONNECTOR[runner]
+        conn_id = f"fake-{runner}-{scenario}"
+        (self.root / "connectors").mkdir(parents=True, exist_ok=True)
+        host = self.server.url if kind == "anthropic" else self.server.url + "/v1"
+        (self.root / "connectors" / f"{conn_id}.conn.yao").write_text(json.dumps({
+            "label": conn_id, "type": kind,
+            "options": {"model": f"{RUNNER_MODEL[runner]}@{scenario}", "key": "$ENV.FAKE_MODEL_KEY",
+                        "host": host, "max_retries": 1},
+        }))
+        adir = self.root / "assistants" / "e2e" / runner
+        adir.mkdir(parents=True, exist_ok=True)
+        (adir / "package.yao").write_text(json.dumps({"name": f"e2e {runner}", "connector": conn_id}))
+        (adir / "prompts.yml").write_text("- role: system\n  content: You are a careful coding agent.\n")
+        (adir / "sandbox.yao").write_text(json.dumps({
+            "version": "2.0", "runner": {"name": runner, "options": options or {}},
+            "lifecycle": lifecycle, "environment": environment or {},
+            "computer": {"memory": "1GB"},
+        }))
+        return f"e2e.{runner}"
+
+    def env(self) -> dict[str, str]:
+        keep = {"CAGE_EXTRA_CA_CERTS", "CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST"}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k in keep}
+        if Path(HOST_CA).is_file():
+            env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)
+        env.update({
+            "CAGE_APP_DIR": str(self.root), "CAGE_DATA_DIR": str(self.data_dir),
+            "CAGE_SANDBOX_LABELS": json.dumps(self.labels), "FAKE_MODEL_KEY": "sk-fake-e2e-key-123456",
+        })
+        return env
+
+
+@dataclass
+class RunResult:
+    code: int
+    events: list[dict[str, Any]]
+    stderr: str
+
+    def of(self, type_: str, event: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == type_ and (event is None or e["props"].get("event") == event)]
+
+    @property
+    def end(self) -> dict[str, Any]:
+        return self.of("event", "stream_end")[-1]["props"]
+
+
+def _parse(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: str | None = None,
+             extra: list[str] | None = None, interrupt_after: str | None = None, timeout: float = 180) -> RunResult:
+    """Run `cage run` as a real process; with `interrupt_after`, SIGINT it once that text appears on stdout."""
+    argv = [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", prompt, "--output", "jsonl"]
+    if chat:
+        argv += ["--chat", chat]
+    argv += extra or []
+    proc = subprocess.Popen(argv, env=app.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if interrupt_after is None:
+        out, err = proc.communicate(timeout=timeout)
+        return RunResult(proc.returncode, _parse(out), err)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        lines.append(line)
+        if interrupt_after in line:
+            proc.send_signal(signal.SIGINT)
+            break
+        assert time.monotonic() < deadline, "interrupt marker never appeared"
+    out, err = proc.communicate(timeout=timeout)
+    return RunResult(proc.returncode, _parse("".join(lines) + out), err)
+
+
+@pytest.fixture
+def app(tmp_path: Path, model_server: FakeModelServer, test_run_labels: dict[str, str]) -> App:
+    root = tmp_path / "app"
+    root.mkdir()
+    return App(root, model_server, test_run_labels, tmp_path / "data")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ws.chmod(0o777)
+    return ws
