@@ -1,0 +1,157 @@
+"""The generated `opencode.json`: provider, model, MCP servers, instructions, permissions.
+
+No secret is ever written into the file: the connector key, its extra headers and the MCP
+servers' env values and headers go into the exec's environment, and the file refers to them
+with opencode's `{env:NAME}` substitution (applied to the config text when opencode loads it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
+from orchestrator.errors import RunnerError
+from runners.base import TurnRequest, connector_key
+from runners.opencode.layout import Layout
+from runners.opencode.options import OpencodeOptions
+
+PROVIDER_ID = "cage"
+KEY_ENV = "CAGE_OPENCODE_API_KEY"
+SCHEMA_URL = "https://opencode.ai/config.json"
+_PROVIDER_PACKAGES = {
+    ConnectorType.OPENAI: "@ai-sdk/openai-compatible",
+    ConnectorType.ANTHROPIC: "@ai-sdk/anthropic",
+}
+_VERSIONED = re.compile(r"/v\d+[a-z0-9]*$")
+PERMISSIONS = {
+    "edit": "allow",
+    "bash": "allow",
+    "webfetch": "allow",
+    "external_directory": "allow",
+    "doom_loop": "allow",
+}
+"""Explicit, so a run never depends on opencode's defaults and never stops on an "ask"."""
+
+
+@dataclass
+class _Secrets:
+    """Secret values moved out of the file, by the env name the file refers to."""
+
+    env: dict[str, str] = field(default_factory=dict)
+
+    def ref(self, name: str, value: str) -> str:
+        self.env[name] = value
+        return "{env:" + name + "}"
+
+
+@dataclass(frozen=True)
+class OpencodeConfig:
+    """The config text plus the secret env values its `{env:...}` references need."""
+
+    text: str
+    secret_env: dict[str, str]
+    model_ref: str
+    """`<provider>/<model>` as opencode names the model."""
+
+
+def api_base_url(base_url: str) -> str:
+    """The AI SDK wants the versioned API root (`…/v1`); connectors store the bare host."""
+    base = base_url.rstrip("/")
+    return base if _VERSIONED.search(base) else f"{base}/v1"
+
+
+def _env_name(*parts: str) -> str:
+    return "_".join(re.sub(r"[^A-Za-z0-9]", "_", p).upper() for p in parts)
+
+
+def _provider(
+    connector: ConnectorSpec, model: str, url: str, options: OpencodeOptions, secrets: _Secrets
+) -> dict[str, Any]:
+    provider_options: dict[str, Any] = {
+        "baseURL": api_base_url(url),
+        "apiKey": secrets.ref(KEY_ENV, connector_key(connector)),
+    }
+    if connector.headers:
+        provider_options["headers"] = {
+            name: secrets.ref(_env_name("CAGE_OPENCODE_HEADER", str(i)), value.get_secret_value())
+            for i, (name, value) in enumerate(sorted(connector.headers.items()))
+        }
+    if connector.timeout is not None:
+        provider_options["timeout"] = int(connector.timeout.total_seconds() * 1000)
+    thinking = connector.thinking is not None and connector.thinking.type == "enabled"
+    model_entry: dict[str, Any] = {
+        "name": model,
+        "tool_call": True,
+        "reasoning": thinking,
+        "limit": {"context": options.context_window, "output": connector.max_tokens or 8192},
+    }
+    if connector.temperature is not None:
+        model_entry["temperature"] = True
+        model_entry["options"] = {"temperature": connector.temperature}
+    return {
+        "npm": _PROVIDER_PACKAGES[connector.type],
+        "name": connector.label or connector.id,
+        "options": provider_options,
+        "models": {model: model_entry},
+    }
+
+
+def _mcp(server: McpServerSpec, secrets: _Secrets) -> dict[str, Any]:
+    if server.transport == "stdio":
+        entry: dict[str, Any] = {"type": "local", "command": [server.command, *server.args], "enabled": True}
+        if server.env:
+            entry["environment"] = {
+                name: secrets.ref(_env_name("CAGE_OPENCODE_MCP", server.id, name), value)
+                for name, value in sorted(server.env.items())
+            }
+    else:
+        entry = {"type": "remote", "url": server.url, "enabled": True}
+        if server.headers:
+            entry["headers"] = {
+                name: secrets.ref(_env_name("CAGE_OPENCODE_MCP", server.id, "H", str(i)), value)
+                for i, (name, value) in enumerate(sorted(server.headers.items()))
+            }
+    if server.timeout is not None:
+        entry["timeout"] = int(server.timeout.total_seconds() * 1000)
+    return entry
+
+
+def build_config(turn: TurnRequest, options: OpencodeOptions, layout: Layout) -> OpencodeConfig:
+    """The `opencode.json` for `turn`.
+
+    Raises:
+        RunnerError: no connector, or a connector without a model.
+    """
+    connector = turn.connector
+    if connector is None:
+        raise RunnerError("opencode", "the assistant has no model connector")
+    model = options.model or connector.model
+    if not model:
+        raise RunnerError("opencode", f"connector {connector.id!r} names no model")
+    secrets = _Secrets()
+    url = turn.model_url or connector.base_url
+    model_ref = f"{PROVIDER_ID}/{model}"
+    config: dict[str, Any] = {
+        "$schema": SCHEMA_URL,
+        "autoupdate": False,
+        "share": "disabled",
+        "snapshot": False,
+        "model": model_ref,
+        "small_model": model_ref,
+        "enabled_providers": [PROVIDER_ID],
+        "provider": {PROVIDER_ID: _provider(connector, model, url, options, secrets)},
+        "permission": dict(PERMISSIONS),
+    }
+    if turn.system_prompt.strip():
+        config["instructions"] = [layout.instructions_file]
+    servers: dict[str, Any] = {}
+    for server in turn.mcp_servers:
+        # opencode names MCP tools `<server>_<tool>`; keep the server part a plain identifier.
+        servers[re.sub(r"[^A-Za-z0-9_-]", "_", server.id)] = _mcp(server, secrets)
+    if servers:
+        config["mcp"] = servers
+    text = json.dumps(config, indent=2, sort_keys=False) + "\n"
+    return OpencodeConfig(text=text, secret_env=secrets.env, model_ref=model_ref)

@@ -1,0 +1,51 @@
+"""`runner.options` of an opencode assistant (sandbox.yao), validated."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.errors import RunnerError
+
+DriveMode = Literal["auto", "run", "serve"]
+
+
+class OpencodeOptions(BaseModel):
+    """What an assistant may tune for opencode. Unknown keys are an error, not silently dropped."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    model: str | None = None
+    """Model id sent to the API instead of the connector's model."""
+    agent: str | None = None
+    """opencode agent to run (`build`, `plan`, or one defined in the config); opencode's default if unset."""
+    variant: str | None = None
+    """Provider-specific reasoning effort (`opencode run --variant`: `low`, `high`, `max`...)."""
+    drive: DriveMode = "auto"
+    """`run`: one `opencode run` per turn; `serve`: a resident `opencode serve` per container;
+    `auto`: `run` for oneshot boxes, `serve` for the long-lived lifecycles."""
+    serve_port: int = Field(default=4096, ge=1024, le=65535)
+    """Loopback port of the resident `opencode serve` inside the container."""
+    startup_timeout: float = Field(default=60.0, gt=0, le=600)
+    """Seconds the driver waits for a new `opencode serve` to answer."""
+    bash_timeout_ms: int | None = Field(default=None, ge=1000)
+    """Default timeout of the agent's bash tool (`OPENCODE_EXPERIMENTAL_BASH_DEFAULT_TIMEOUT_MS`)."""
+    context_window: int = Field(default=200_000, ge=1024)
+    """The model's context window, used by opencode to decide when to compact."""
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> OpencodeOptions:
+        """Validate `runner.options`.
+
+        Raises:
+            RunnerError: an unknown key or a bad value, named by its key path.
+        """
+        try:
+            return cls.model_validate(dict(raw))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"runner.options.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+            )
+            raise RunnerError("opencode", problems) from exc
