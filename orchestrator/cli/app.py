@@ -9,7 +9,7 @@ from typing import Annotated
 import click
 import typer
 
-from orchestrator.cli import assistants, run, schemas
+from orchestrator.cli import assistants, images, run, schemas
 from orchestrator.errors import CageError, ConfigError, EngineUnavailable, SandboxError, UsageError
 from orchestrator.logs import configure_logging
 
@@ -21,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(assistants.app, name="assistants")
+app.add_typer(images.app, name="images")
 app.command("validate")(assistants.validate)
 app.command("schemas")(schemas.schemas)
 app.command("run")(run.run)

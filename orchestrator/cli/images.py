@@ -1,0 +1,94 @@
+"""`cage images`: build, list and prune the runner images, with a live progress display."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.sandbox.images import RUNNER_IMAGES, BuildProgress
+from orchestrator.services import Services
+from orchestrator.settings import Settings
+
+app = typer.Typer(help="Build, list and prune the runner images.", no_args_is_help=True)
+
+
+class BuildDisplay:
+    """One line per image: a spinner with the current build step while building, then the outcome."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.rows: dict[str, tuple[str, str]] = {}
+        self.live = Live(self._render(), console=console, refresh_per_second=8, transient=False)
+
+    def _render(self) -> Table:
+        table = Table.grid(padding=(0, 1))
+        for tag, (phase, message) in self.rows.items():
+            mark: Spinner | Text
+            if phase in ("building", "step"):
+                mark = Spinner("dots")
+            else:
+                mark = Text(
+                    "✓" if phase in ("done", "cached") else "✗", style="green" if phase != "error" else "red"
+                )
+            table.add_row(
+                mark, Text(tag, style="bold"), Text(message[-100:], style="dim", overflow="ellipsis")
+            )
+        return table
+
+    async def __call__(self, progress: BuildProgress) -> None:
+        self.rows[progress.tag] = (progress.phase, progress.message.strip())
+        self.live.update(self._render())
+
+
+@app.command("build")
+def build(
+    runners: Annotated[list[str] | None, typer.Argument(help="Runner or image names (default: all).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Build every runner image.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the tag exists.")] = False,
+) -> None:
+    """Build runner images (only those whose hash-tag is missing, unless --force)."""
+    from orchestrator.sandbox.docker.builder import build_all
+
+    names = None if all_ or not runners else list(runners)
+    settings = Settings()
+    console = Console(stderr=True)
+    display = BuildDisplay(console)
+    with display.live:
+        refs = anyio.run(lambda: build_all(settings, display, names=names, force=force))
+    for ref in refs:
+        typer.echo(ref.tag)
+
+
+@app.command("list")
+def list_images() -> None:
+    """The Cage-built runner images on the engine."""
+    services = Services.from_settings(Settings())
+    infos = anyio.run(services.images.list_images)
+    table = Table("tag", "runner", "cli version", "size", "created")
+    for info in sorted(infos, key=lambda i: (i.runner, i.created)):
+        table.add_row(
+            info.tag,
+            info.runner,
+            info.cli_version or "-",
+            f"{info.size / 2**20:.0f} MiB",
+            info.created.strftime("%Y-%m-%d %H:%M"),
+        )
+    Console().print(table)
+
+
+@app.command("prune")
+def prune() -> None:
+    """Remove runner images of outdated hashes (images of the current hashes stay)."""
+    services = Services.from_settings(Settings())
+    removed = anyio.run(lambda: services.images.prune(set()))
+    for tag in removed:
+        typer.echo(f"removed {tag}")
+    if not removed:
+        typer.echo(f"nothing to prune ({len(RUNNER_IMAGES)} runners)")
