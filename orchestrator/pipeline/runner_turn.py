@@ -80,6 +80,124 @@ class RunnerTurnInput:
     """CI mode: bind-mount this host directory as the workspace."""
 
 
+def sandbox_request(inp: RunnerTurnInput) -> SandboxRequest:
+    """The manager request for the assistant's sandbox.
+
+    Raises:
+        ConfigError: the assistant has no sandbox.yao.
+    """
+    assistant = inp.assistant
+    if assistant.sandbox is None:
+        raise ConfigError("assistant has no sandbox.yao", file=assistant.path / "sandbox.yao")
+    return SandboxRequest(
+        owner=inp.owner,
+        assistant_id=assistant.id,
+        assistant_dir=assistant.path,
+        spec=assistant.sandbox,
+        chat_id=inp.chat_id,
+        workspace_id=inp.workspace_id,
+        mcp_servers=tuple(
+            m.model_dump(mode="json", exclude={"env", "headers"}) for m in assistant.mcp_servers
+        ),
+        skills={s.name: s.digest for s in assistant.skills},
+        host_workspace=inp.host_workspace,
+    )
+
+
+async def acquire_sandbox(
+    inp: RunnerTurnInput, *, manager: SandboxManager, builder: TurnBuilder, emit: Emit
+) -> SandboxLease:
+    """Acquire the assistant's sandbox, reporting image builds and readiness as `sandbox/status`.
+
+    Raises:
+        ConfigError, SandboxError, ImageBuildError, PrepareError, CapacityError.
+    """
+    request = sandbox_request(inp)
+    await emit(builder.sandbox_status("creating", f"preparing the {request.spec.runner.name} sandbox"))
+
+    async def on_progress(progress: BuildProgress) -> None:
+        if progress.phase in ("building", "step", "error"):
+            phase: SandboxPhase = "failed" if progress.phase == "error" else "building"
+            await emit(builder.sandbox_status(phase, progress.message or progress.tag))
+
+    lease = await manager.acquire(request, on_progress=on_progress)
+    await emit(builder.sandbox_status("ready", lease.identity.name, sandbox_id=lease.identity.name))
+    return lease
+
+
+def release_outcome(status: str) -> ReleaseOutcome:
+    return {"completed": ReleaseOutcome.OK, "cancelled": ReleaseOutcome.CANCELLED}.get(
+        status, ReleaseOutcome.ERROR
+    )
+
+
+def turn_limits(inp: RunnerTurnInput) -> TurnLimits:
+    """`turn_timeout` and `stall_timeout` from sandbox.yao."""
+    spec = inp.assistant.sandbox
+    if spec is None:
+        return TurnLimits()
+    return TurnLimits(
+        turn_timeout=spec.turn_timeout.total_seconds() if spec.turn_timeout else None,
+        stall_timeout=spec.stall_timeout.total_seconds() if spec.stall_timeout else None,
+    )
+
+
+async def run_in_lease(
+    inp: RunnerTurnInput,
+    lease: SandboxLease,
+    *,
+    loader: AppLoader,
+    manager: SandboxManager,
+    resume: ResumeStore,
+    builder: TurnBuilder,
+    emit: Emit,
+    cancel: anyio.Event | None = None,
+    limits: TurnLimits | None = None,
+) -> BridgeResult:
+    """One CLI-runner turn in an acquired sandbox; stores the runner's resume state.
+
+    Raises:
+        ConfigError: the connector is unusable. SandboxError: the exec could not run.
+    """
+    assistant = inp.assistant
+    spec = assistant.sandbox
+    assert spec is not None, "run_in_lease needs a sandbox assistant"
+    adapter = adapter_for(spec.runner.name)
+    connector = runner_connector(assistant, loader)
+    mount = lease.mount_path.rstrip("/")
+    turn = TurnRequest(
+        assistant_id=assistant.id,
+        owner=inp.owner,
+        chat_id=inp.chat_id,
+        turn_id=inp.turn_id,
+        prompt=inp.prompt,
+        system_prompt=system_prompt(assistant),
+        connector=connector,
+        mcp_servers=assistant.mcp_servers,
+        options=dict(spec.runner.options),
+        workdir=lease.work_dir,
+        home=f"{mount}/.cage/home",
+        state_dir=f"{mount}/.cage/state",
+        resume=await resume.get(assistant.id, inp.chat_id, adapter.name),
+        environment=dict(spec.environment),
+        model_url=container_url(connector.base_url) if connector is not None else None,
+        lifecycle=spec.lifecycle.value,
+    )
+    result = await run_runner_turn(
+        adapter,
+        turn,
+        LeasedSandbox(manager, lease),
+        builder,
+        emit,
+        cancel=cancel,
+        limits=limits or turn_limits(inp),
+        workspace_root=mount,
+    )
+    if result.resume_state:
+        await resume.put(assistant.id, inp.chat_id, adapter.name, result.resume_state)
+    return result
+
+
 async def run_sandbox_turn(
     inp: RunnerTurnInput,
     *,
@@ -91,80 +209,27 @@ async def run_sandbox_turn(
     cancel: anyio.Event | None = None,
     limits: TurnLimits | None = None,
 ) -> BridgeResult:
-    """Acquire the assistant's sandbox, run one runner turn in it, store its resume state, release.
+    """Acquire the assistant's sandbox, run one runner turn in it, release it per lifecycle.
 
     Raises:
         ConfigError: the assistant has no sandbox, or its connector is unusable.
         SandboxError, ImageBuildError, PrepareError, CapacityError: the sandbox could not be had.
     """
-    assistant = inp.assistant
-    spec = assistant.sandbox
-    if spec is None:
-        raise ConfigError("assistant has no sandbox.yao", file=assistant.path / "sandbox.yao")
-    adapter = adapter_for(spec.runner.name)
-    connector = runner_connector(assistant, loader)
-    request = SandboxRequest(
-        owner=inp.owner,
-        assistant_id=assistant.id,
-        assistant_dir=assistant.path,
-        spec=spec,
-        chat_id=inp.chat_id,
-        workspace_id=inp.workspace_id,
-        mcp_servers=tuple(
-            m.model_dump(mode="json", exclude={"env", "headers"}) for m in assistant.mcp_servers
-        ),
-        skills={s.name: s.digest for s in assistant.skills},
-        host_workspace=inp.host_workspace,
-    )
-    await emit(builder.sandbox_status("creating", f"preparing the {spec.runner.name} sandbox"))
-
-    async def on_progress(progress: BuildProgress) -> None:
-        if progress.phase in ("building", "step", "error"):
-            phase: SandboxPhase = "failed" if progress.phase == "error" else "building"
-            await emit(builder.sandbox_status(phase, progress.message or progress.tag))
-
-    lease = await manager.acquire(request, on_progress=on_progress)
+    lease = await acquire_sandbox(inp, manager=manager, builder=builder, emit=emit)
     outcome = ReleaseOutcome.ERROR
     try:
-        await emit(builder.sandbox_status("ready", lease.identity.name))
-        mount = lease.mount_path.rstrip("/")
-        turn = TurnRequest(
-            assistant_id=assistant.id,
-            owner=inp.owner,
-            chat_id=inp.chat_id,
-            turn_id=inp.turn_id,
-            prompt=inp.prompt,
-            system_prompt=system_prompt(assistant),
-            connector=connector,
-            mcp_servers=assistant.mcp_servers,
-            options=dict(spec.runner.options),
-            workdir=lease.work_dir,
-            home=f"{mount}/.cage/home",
-            state_dir=f"{mount}/.cage/state",
-            resume=await resume.get(assistant.id, inp.chat_id, adapter.name),
-            environment=dict(spec.environment),
-            model_url=container_url(connector.base_url) if connector is not None else None,
-            lifecycle=spec.lifecycle.value,
-        )
-        effective = limits or TurnLimits(
-            turn_timeout=spec.turn_timeout.total_seconds() if spec.turn_timeout else None,
-            stall_timeout=spec.stall_timeout.total_seconds() if spec.stall_timeout else None,
-        )
-        result = await run_runner_turn(
-            adapter,
-            turn,
-            LeasedSandbox(manager, lease),
-            builder,
-            emit,
+        result = await run_in_lease(
+            inp,
+            lease,
+            loader=loader,
+            manager=manager,
+            resume=resume,
+            builder=builder,
+            emit=emit,
             cancel=cancel,
-            limits=effective,
-            workspace_root=mount,
+            limits=limits,
         )
-        if result.resume_state:
-            await resume.put(assistant.id, inp.chat_id, adapter.name, result.resume_state)
-        outcome = {"completed": ReleaseOutcome.OK, "cancelled": ReleaseOutcome.CANCELLED}.get(
-            result.outcome.status, ReleaseOutcome.ERROR
-        )
+        outcome = release_outcome(result.outcome.status)
         return result
     finally:
         with anyio.CancelScope(shield=True):

@@ -136,6 +136,8 @@ class CreateSpec(BaseModel):
     cap_drop: tuple[str, ...] = ()
     cap_add: tuple[str, ...] = ()
     security_opt: tuple[str, ...] = ()
+    init: bool = True
+    """Run an init process as PID 1 that reaps orphans (a replaced CLI server must not stay a zombie)."""
     read_only: bool = False
     tmpfs: Mapping[str, str] = Field(default_factory=dict)
     """Mount point -> mount options (`{"/tmp": "rw,nosuid,size=256m"}`)."""

@@ -182,6 +182,7 @@ class DockerBackend:
             cap_add=list(spec.cap_add) or None,
             security_opt=list(spec.security_opt) or None,
             read_only=spec.read_only,
+            init=spec.init or None,
             tmpfs=dict(spec.tmpfs) or None,
             network_mode=spec.network,
             runtime=spec.runtime,

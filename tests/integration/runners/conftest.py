@@ -113,8 +113,14 @@ def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: st
             proc.send_signal(signal.SIGINT)
             break
         assert time.monotonic() < deadline, "interrupt marker never appeared"
-    out, err = proc.communicate(timeout=timeout)
-    return RunResult(proc.returncode, _parse("".join(lines) + out), err)
+    # keep reading through the same buffered file: communicate() would skip what it already buffered
+    rest = proc.stdout.read()
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    proc.wait(timeout=timeout)
+    proc.stdout.close()
+    proc.stderr.close()
+    return RunResult(proc.returncode, _parse("".join(lines) + rest), err)
 
 
 @pytest.fixture
