@@ -1,0 +1,143 @@
+"""What the network layer (API, websocket, `cage run`) asks of the turn pipeline, and what it gets back.
+
+The pipeline implements `TurnService`; the API and the CLI only use these names. Events that come
+out of a `TurnHandle` or a subscription are stamped (session `seq`, `ts`, `turn_id`) and already
+appended to the durable session log, so a client that reconnects with `after_seq` gets exactly
+what it missed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from orchestrator.stream import Event, StreamStatus, Usage
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def new_turn_id() -> str:
+    return f"turn-{uuid.uuid4().hex[:16]}"
+
+
+class Attachment(BaseModel):
+    """A file the user sends with a message; written into the workspace before the turn."""
+
+    model_config = _FROZEN
+    name: str = Field(min_length=1, max_length=255)
+    """File name, relative to `<workspace>/attachments/`; no path separators."""
+    content: bytes = Field(repr=False)
+    media_type: str = "application/octet-stream"
+
+
+class InputMessage(BaseModel):
+    """One message of the request: usually the user's new message (OpenAI clients send history too)."""
+
+    model_config = _FROZEN
+    role: Literal["system", "user", "assistant", "tool"] = "user"
+    content: str | list[dict[str, JsonValue]] = ""
+    name: str | None = None
+
+
+class TurnOptions(BaseModel):
+    """Per-request overrides (Yao's options)."""
+
+    model_config = _FROZEN
+    history_size: int | None = Field(default=None, ge=0, le=1000)
+    skip_history: bool = False
+    connector: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    locale: str | None = None
+    workspace_id: str | None = None
+    host_workspace: Path | None = None
+    """CI mode only (`cage run`): bind-mount this host directory. Never accepted from the network."""
+    turn_timeout: float | None = Field(default=None, gt=0)
+
+
+class TurnInput(BaseModel):
+    """One turn to run."""
+
+    model_config = _FROZEN
+    assistant_id: str = Field(min_length=1)
+    owner: str = Field(min_length=1)
+    """The principal (user or team id) the turn runs for; scopes sessions, sandboxes and memory."""
+    chat_id: str = Field(min_length=1, max_length=128)
+    messages: tuple[InputMessage, ...] = Field(min_length=1)
+    turn_id: str = Field(default_factory=new_turn_id)
+    attachments: tuple[Attachment, ...] = ()
+    options: TurnOptions = TurnOptions()
+    metadata: Mapping[str, Any] = Field(default_factory=dict)
+
+
+class TurnResult(BaseModel):
+    """How a turn ended, after `stream_end` was emitted and the turn persisted."""
+
+    model_config = _FROZEN
+    turn_id: str
+    chat_id: str
+    status: StreamStatus
+    content: str = ""
+    """The assistant's final text (what an OpenAI client gets as `message.content`)."""
+    error: str | None = None
+    stop_reason: str | None = None
+    usage: Usage | None = None
+    data: JsonValue = None
+    """What a Next hook returned as `data`, if any."""
+
+
+class TurnHandle(Protocol):
+    """A turn running in the background. Iterating `events()` never stops the turn when abandoned."""
+
+    @property
+    def turn_id(self) -> str: ...
+
+    @property
+    def chat_id(self) -> str: ...
+
+    def events(self) -> AsyncIterator[Event]:
+        """This turn's stamped events from its `stream_start` to its `stream_end`."""
+        ...
+
+    async def interrupt(self, *, force: bool = False) -> None:
+        """Graceful: stop the runner's turn, keep the session and its sandbox. Force: kill at once."""
+        ...
+
+    async def result(self) -> TurnResult:
+        """Wait for the end of the turn."""
+        ...
+
+
+class TurnService(Protocol):
+    """The pipeline as seen from the API and the CLI."""
+
+    async def start(self, turn: TurnInput) -> TurnHandle:
+        """Validate, then run the turn in the background.
+
+        Raises:
+            NotFound: unknown assistant (or one the owner may not use).
+            Conflict: a turn is already running in this chat (the API queues or rejects — its choice).
+            ConfigError: the assistant's configuration is broken.
+        """
+        ...
+
+    def running(self, chat_id: str) -> TurnHandle | None:
+        """The turn running in `chat_id`, if any."""
+        ...
+
+    def turn(self, turn_id: str) -> TurnHandle | None:
+        """A running turn by id (for `POST /v1/chat/completions/{turn_id}/interrupt`)."""
+        ...
+
+    def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+        """Every event of the session with `seq > after_seq`: first from the durable log, then live,
+        with no duplicate and no gap. Runs until the subscriber stops iterating."""
+        ...
+
+    async def aclose(self) -> None:
+        """Graceful shutdown: running turns end with `stream_end` cancelled; sandboxes per lifecycle."""
+        ...
