@@ -1,0 +1,219 @@
+"""Bridge bench: how fast runner output becomes protocol events, measured in one run.
+
+1. **Translators**: events/s and lines/s of each CLI translator (claude, codex, opencode) on a large
+   transcript (≥ 100k lines) made by repeating the body of the runner's recorded `hello` golden.
+2. **Whole path**: the same transcript pushed through container exec → line framer → translator →
+   JSONL encoder, against `docker exec <box> cat <file>` of the same file (the baseline), as a ratio
+   of medians.
+
+Usage: `.venv/bin/python bench/bridge.py [--lines 100000] [--runs 3]`. Everything it creates is
+labelled `cage.bench=<uuid>` and removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+from pydantic import SecretStr
+
+from orchestrator.dsl import ConnectorSpec, ConnectorType
+from orchestrator.logs import configure_logging
+from orchestrator.pipeline.bridge import run_runner_turn
+from orchestrator.sandbox.backend import CreateSpec, ExecHandle, ExecSpec, FileEntry, SandboxRef
+from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.docker.builder import DockerImageBuilder
+from orchestrator.settings import Settings
+from orchestrator.stream import CountingIds, Event, JSONLEncoder, TurnBuilder
+from runners.base import CancelPolicy, RunnerAdapter, RunnerExec, Supports, Translator, TurnRequest
+from runners.registry import adapter_for
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = {
+    "claude": ROOT / "tests/golden/claude/2.1.197/hello.in.jsonl",
+    "codex": ROOT / "tests/golden/codex/0.171.0/hello.in.jsonl",
+    "opencode": ROOT / "tests/golden/opencode/1.18.33/serve_hello.in.jsonl",
+}
+KIND = {
+    "claude": ConnectorType("anthropic"),
+    "codex": ConnectorType("openai"),
+    "opencode": ConnectorType("openai"),
+}
+BENCH_LABEL = "cage.bench"
+
+
+_IDS = re.compile(r"\b((?:msg|toolu|call|prt|item|evt)_[A-Za-z0-9]+)")
+
+
+def transcript(runner: str, min_lines: int) -> list[str]:
+    """The golden's body repeated until there are `min_lines` lines, then its last line.
+
+    Message, tool and part ids get a per-repetition suffix, so every repetition is new content
+    for the translator (the session id stays: it is one turn).
+    """
+    lines = [line for line in GOLDEN[runner].read_text().splitlines() if line.strip()]
+    body, tail = lines[:-1], lines[-1:]
+    out: list[str] = []
+    for rep in range(math.ceil(min_lines / len(body))):
+        suffix = f"r{rep}"
+        out.extend(_IDS.sub(lambda m, sfx=suffix: m.group(1) + sfx, line) for line in body)
+    return out + tail
+
+
+def turn_for(runner: str, lifecycle: str = "oneshot") -> TurnRequest:
+    connector = ConnectorSpec(
+        id="bench",
+        label="bench",
+        type=KIND[runner],
+        model="bench-model",
+        base_url="http://127.0.0.1:9",
+        key=SecretStr("sk-bench-0000000000"),
+    )
+    return TurnRequest(
+        assistant_id="bench.a",
+        owner="bench",
+        chat_id="c",
+        turn_id="t",
+        prompt="hi",
+        connector=connector,
+        lifecycle=lifecycle,  # type: ignore[arg-type]
+    )
+
+
+def translate(runner: str, lines: Sequence[str]) -> tuple[float, int]:
+    """Seconds to translate every line, and the number of events produced."""
+    turn = turn_for(runner, "session" if runner == "opencode" else "oneshot")
+    builder = TurnBuilder(CountingIds(), runner=runner)
+    translator = adapter_for(runner).translator(builder, turn)
+    started = time.perf_counter()
+    count = len(builder.stream_start("bench.a"))
+    for line in lines:
+        count += len(translator.feed(line))
+    count += len(translator.close(0, ""))
+    return time.perf_counter() - started, count
+
+
+class ReplayAdapter:
+    """A runner whose CLI is `cat <transcript>`, read by a real runner's translator."""
+
+    supports = Supports()
+    cancel = CancelPolicy(grace_seconds=1.0)
+
+    def __init__(self, runner: str, path: str) -> None:
+        self.name = runner
+        self.image = "tools"
+        self._inner: RunnerAdapter = adapter_for(runner)
+        self._path = path
+
+    def build_exec(self, turn: TurnRequest) -> RunnerExec:
+        return RunnerExec(argv=("cat", self._path))
+
+    def translator(self, builder: TurnBuilder, turn: TurnRequest) -> Translator:
+        return self._inner.translator(builder, turn)
+
+
+class BoxSandbox:
+    def __init__(self, backend: DockerBackend, ref: SandboxRef) -> None:
+        self.backend, self.ref = backend, ref
+
+    async def exec(self, spec: ExecSpec) -> ExecHandle:
+        return await self.backend.exec(self.ref, spec.model_copy(update={"user": "sandbox"}))
+
+    async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None:
+        await self.backend.put_files(self.ref, dest_dir, files)
+
+
+async def whole_path(backend: DockerBackend, ref: SandboxRef, runner: str, path: str) -> tuple[float, int]:
+    encoder = JSONLEncoder()
+    sent = 0
+
+    async def emit(batch: Sequence[Event]) -> None:
+        nonlocal sent
+        for event in batch:
+            sent += len(encoder.encode(event))
+
+    builder = TurnBuilder(CountingIds(), runner=runner)
+    turn = turn_for(runner, "session" if runner == "opencode" else "oneshot")
+    started = time.perf_counter()
+    await emit(builder.stream_start("bench.a"))
+    result = await run_runner_turn(ReplayAdapter(runner, path), turn, BoxSandbox(backend, ref), builder, emit)
+    await emit(builder.stream_end(result.outcome.status))
+    return time.perf_counter() - started, sent
+
+
+def raw_cat(container_id: str, path: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        ["docker", "exec", "-u", "sandbox", container_id, "cat", path], stdout=subprocess.DEVNULL, check=True
+    )
+    return time.perf_counter() - started
+
+
+async def main(min_lines: int, runs: int) -> None:
+    configure_logging("WARNING")
+    transcripts = {runner: transcript(runner, min_lines) for runner in GOLDEN}
+    print(f"translators ({min_lines:,}+ lines each, best of {runs}):")
+    for runner, lines in transcripts.items():
+        best = min(translate(runner, lines) for _ in range(runs))
+        seconds, events = best
+        print(
+            f"  {runner:9s} {len(lines):>8,} lines  {events:>8,} events  "
+            f"{len(lines) / seconds:>10,.0f} lines/s  {events / seconds:>10,.0f} events/s"
+        )
+
+    settings = Settings()
+    backend = DockerBackend.from_settings(settings)
+    image = await DockerImageBuilder(settings).ensure("tools")
+    run_id = uuid.uuid4().hex[:12]
+    ref = await backend.create(
+        CreateSpec(
+            image=image.tag,
+            name=f"cage-bench-bridge-{run_id}",
+            labels={BENCH_LABEL: run_id},
+            command=("sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"),
+            user="sandbox",
+            workdir="/workspace",
+        )
+    )
+    try:
+        await backend.start(ref)
+        print(
+            "whole path: container exec -> translator -> JSONL encoder vs `docker exec cat`"
+            f" (median of {runs}):"
+        )
+        for runner, lines in transcripts.items():
+            data = ("\n".join(lines) + "\n").encode()
+            await backend.put_files(
+                ref, "/tmp", [FileEntry(path=f"{runner}.jsonl", content=data, uid=1000, gid=1000)]
+            )
+            path = f"/tmp/{runner}.jsonl"
+            base = statistics.median(
+                [await anyio.to_thread.run_sync(raw_cat, ref.id, path) for _ in range(runs)]
+            )
+            ours = [await whole_path(backend, ref, runner, path) for _ in range(runs)]
+            cage = statistics.median(t for t, _ in ours)
+            print(
+                f"  {runner:9s} {len(data) / 2**20:6.1f} MiB  docker exec cat {base * 1000:8.0f} ms   "
+                f"cage {cage * 1000:8.0f} ms   ratio {cage / base:5.2f}   "
+                f"({len(lines) / cage:,.0f} lines/s, {ours[0][1] / 2**20:.1f} MiB JSONL out)"
+            )
+    finally:
+        await backend.remove(ref, force=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--lines", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    anyio.run(main, args.lines, args.runs)
+    sys.exit(0)
