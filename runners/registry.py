@@ -12,6 +12,7 @@ _ADAPTERS: dict[str, str] = {
     "claude": "runners.claude:ClaudeAdapter",
     "codex": "runners.codex:CodexAdapter",
     "opencode": "runners.opencode:OpencodeAdapter",
+    "tai": "runners.tai:TaiAdapter",
 }
 
 

@@ -1,0 +1,118 @@
+"""`TaiAdapter`: the `tai` runner — Cage's native loop as a CLI (`cage-tai run`) in the container.
+
+The turn goes in as one JSON document on stdin (then closed); the key and headers go in
+environment variables the document names. Cancel: SIGINT to the process group; tai cancels its
+loop, settles running tools, prints `stream_end` (cancelled) and exits 130. SIGKILL after the
+grace period.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+
+from orchestrator.dsl import ConnectorSpec
+from orchestrator.errors import RunnerError
+from orchestrator.llm import model_options
+from orchestrator.stream import TurnBuilder
+from runners.base import CancelPolicy, RunnerExec, Supports, TurnRequest, connector_key
+from runners.tai.options import NativeOptions
+from runners.tai.translator import RESUME_KEY, TaiTranslator
+from runners.tai.turn import HEADERS_ENV, KEY_ENV, HistoryMessage, TaiModel, TaiTurn
+
+RUNNER = "tai"
+COMMAND = ("cage-tai", "run")
+
+
+def checkpoint_dir(turn: TurnRequest) -> str:
+    """Checkpoints live in the runner's state dir in the workspace, so they outlive the container."""
+    return f"{turn.state_dir.rstrip('/')}/tai/checkpoints"
+
+
+def _model(turn: TurnRequest, connector: ConnectorSpec) -> TaiModel:
+    provider = connector.type.value
+    if provider not in ("anthropic", "openai"):
+        raise RunnerError(RUNNER, f"connector type {provider!r} is not supported (anthropic, openai)")
+    options = model_options(connector)
+    timeout = connector.timeout.total_seconds() if connector.timeout is not None else 120.0
+    return TaiModel(
+        provider=provider,
+        model=connector.model,
+        base_url=turn.model_url or connector.base_url,
+        timeout=timeout,
+        max_retries=connector.max_retries if connector.max_retries is not None else 2,
+        headers_env=HEADERS_ENV if connector.headers else None,
+        max_tokens=options.max_tokens,
+        temperature=options.temperature,
+        thinking=options.thinking,
+        thinking_budget=options.thinking_budget,
+    )
+
+
+def _history(turn: TurnRequest) -> tuple[HistoryMessage, ...]:
+    out: list[HistoryMessage] = []
+    for message in turn.history:
+        role, content = message.get("role"), message.get("content")
+        if role in ("user", "assistant") and isinstance(content, str) and content:
+            out.append(HistoryMessage(role=role, content=content))
+    return tuple(out)
+
+
+def tai_turn(turn: TurnRequest) -> TaiTurn:
+    """The stdin document for one turn (no secret in it).
+
+    Raises:
+        RunnerError: no connector, an unsupported connector type, bad `runner.options`, or an
+            empty prompt.
+    """
+    if not turn.prompt.strip():
+        raise RunnerError(RUNNER, "the prompt is empty")
+    if turn.connector is None:
+        raise RunnerError(RUNNER, "the assistant has no connector: tai needs a model")
+    return TaiTurn(
+        assistant_id=turn.assistant_id,
+        session_id=turn.chat_id,
+        turn_id=turn.turn_id,
+        prompt=turn.prompt,
+        system=turn.system_prompt,
+        history=_history(turn),
+        model=_model(turn, turn.connector),
+        options=NativeOptions.parse(RUNNER, turn.options),
+        workdir=turn.workdir,
+        checkpoint_dir=checkpoint_dir(turn),
+        resume_turn_id=turn.resume.get(RESUME_KEY),
+    )
+
+
+class TaiAdapter:
+    """Drives `cage-tai run` for one turn (see the module docstring)."""
+
+    name = RUNNER
+    image = "tai"
+    supports = Supports(resume=True, thinking=True, text_deltas=True, usage=True, cost=False, mcp=False)
+    cancel = CancelPolicy(signal=int(signal.SIGINT), grace_seconds=5.0)
+
+    def build_exec(self, turn: TurnRequest) -> RunnerExec:
+        """The exec for one turn.
+
+        Raises:
+            RunnerError: see `tai_turn`.
+        """
+        document = tai_turn(turn)
+        env = dict(turn.environment)
+        env[KEY_ENV] = connector_key(turn.connector)
+        secret_env = [KEY_ENV]
+        connector = turn.connector
+        if connector is not None and connector.headers:
+            env[HEADERS_ENV] = json.dumps({k: v.get_secret_value() for k, v in connector.headers.items()})
+            secret_env.append(HEADERS_ENV)
+        return RunnerExec(
+            argv=COMMAND,
+            env=env,
+            stdin=document.model_dump_json().encode(),
+            workdir=turn.workdir,
+            secret_env=tuple(secret_env),
+        )
+
+    def translator(self, builder: TurnBuilder, turn: TurnRequest) -> TaiTranslator:
+        return TaiTranslator(builder, turn)

@@ -1,0 +1,216 @@
+"""`cage-tai`: Cage's native loop as a CLI, for the `tai` runner inside a container.
+
+`cage-tai run` reads one turn (`TaiTurn` JSON) on stdin, runs the loop with tools on local
+subprocesses in the work dir, and writes protocol events (unstamped) as JSON lines on stdout:
+`stream_start`, the loop's events, `result/summary`, `stream_end`. Logs go to stderr.
+
+Exit codes: 0 completed · 1 the turn ended in error · 2 bad input (no events written) ·
+130 interrupted (SIGINT/SIGTERM: the loop is cancelled and `stream_end` says `cancelled`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+import anyio
+from pydantic import SecretStr, ValidationError
+
+from orchestrator.errors import CageError, UsageError
+from orchestrator.llm import (
+    AgentLoop,
+    AgentTool,
+    ChatMessage,
+    ClientSettings,
+    JsonFileCheckpoints,
+    ModelClient,
+    ModelOptions,
+    client_for,
+)
+from orchestrator.llm.tools import LocalSandbox, ToolBox, coding_tools
+from orchestrator.logs import configure_logging
+from orchestrator.redaction import redact, register_secret
+from orchestrator.stream import Event, RandomIds, TurnBuilder, event_json
+from runners.tai.outcome import loop_status, summary_events
+from runners.tai.turn import MAX_TURN_BYTES, TaiTurn
+
+RUNNER = "tai"
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def read_turn(stream: BinaryIO) -> TaiTurn:
+    """The turn document from `stream`.
+
+    Raises:
+        UsageError: too large, not JSON, or not a valid turn.
+    """
+    data = stream.read(MAX_TURN_BYTES + 1)
+    if len(data) > MAX_TURN_BYTES:
+        raise UsageError(f"the turn document is larger than {MAX_TURN_BYTES} bytes")
+    try:
+        return TaiTurn.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        raise UsageError(f"bad turn document: {where}: {first['msg']}") from exc
+
+
+def client_settings(turn: TaiTurn) -> ClientSettings:
+    """Connector settings with the key (and headers) taken from the environment.
+
+    Raises:
+        UsageError: the headers variable is not a JSON object of strings.
+    """
+    model = turn.model
+    key = os.environ.get(model.key_env, "")
+    register_secret(key)
+    headers: dict[str, SecretStr] = {}
+    if model.headers_env:
+        try:
+            raw = json.loads(os.environ.get(model.headers_env, "{}"))
+        except ValueError as exc:
+            raise UsageError(f"${model.headers_env} is not JSON") from exc
+        if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            raise UsageError(f"${model.headers_env} must be a JSON object of strings")
+        for name, value in raw.items():
+            register_secret(value)
+            headers[str(name)] = SecretStr(value)
+    return ClientSettings(
+        provider=model.provider,
+        model=model.model,
+        base_url=model.base_url,
+        key=SecretStr(key),
+        timeout=model.timeout,
+        max_retries=model.max_retries,
+        headers=headers,
+    )
+
+
+async def _messages(turn: TaiTurn) -> list[ChatMessage]:
+    """The history (an earlier turn's checkpoint, or the given messages) plus the prompt.
+
+    Raises:
+        UsageError: `resume_turn_id` names a checkpoint that is not there.
+    """
+    history: list[ChatMessage] = []
+    if turn.resume_turn_id and turn.checkpoint_dir:
+        checkpoint = await JsonFileCheckpoints(turn.checkpoint_dir).load(turn.resume_turn_id)
+        if checkpoint is None:
+            raise UsageError(f"no checkpoint for turn {turn.resume_turn_id} in {turn.checkpoint_dir}")
+        history = list(checkpoint.messages)
+    else:
+        for message in turn.history:
+            make = ChatMessage.user if message.role == "user" else ChatMessage.assistant
+            history.append(make(message.content))
+    return [*history, ChatMessage.user(turn.prompt)]
+
+
+def build_loop(turn: TaiTurn, client: ModelClient, root: Path) -> AgentLoop:
+    """The loop for `turn`: coding tools on `root` (plus `agent` unless disabled)."""
+    options = turn.options
+    tools: ToolBox = coding_tools(LocalSandbox(root), bash_timeout=options.bash_timeout)
+    if options.agent:
+        tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
+    model = turn.model
+    return AgentLoop(
+        client,
+        tools,
+        system=turn.system,
+        options=ModelOptions(
+            max_tokens=model.max_tokens,
+            temperature=model.temperature,
+            thinking=model.thinking,
+            thinking_budget=model.thinking_budget,
+        ),
+        max_rounds=options.max_rounds,
+        parallel_tools=options.parallel_tools,
+        max_parallel=options.max_parallel,
+        tool_timeout=options.tool_timeout,
+        checkpoints=JsonFileCheckpoints(turn.checkpoint_dir) if turn.checkpoint_dir else None,
+        runner=RUNNER,
+    )
+
+
+class _LineWriter:
+    """Writes events as JSON lines to a binary stream, off the event loop (R12)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = anyio.wrap_file(out)
+
+    async def __call__(self, batch: Sequence[Event]) -> None:
+        if batch:
+            await self._out.write("".join(event_json(e) + "\n" for e in batch).encode())
+            await self._out.flush()
+
+
+async def _watch_signals(cancel: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            cancel.set()
+
+
+async def run_turn(turn: TaiTurn, out: BinaryIO, *, cwd: Path | None = None) -> int:
+    """Run one turn, writing its events to `out`; the exit code.
+
+    Raises:
+        UsageError: bad headers or a missing resume checkpoint (before any event is written).
+    """
+    root = Path(turn.workdir) if turn.workdir else (cwd or Path.cwd())
+    settings = client_settings(turn)
+    messages = await _messages(turn)
+    client = client_for(settings)
+    emit = _LineWriter(out)
+    builder = TurnBuilder(RandomIds(), runner=RUNNER)
+    cancel = anyio.Event()
+    try:
+        await emit(builder.stream_start(turn.assistant_id, chat_id=turn.session_id))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals, cancel)
+            try:
+                loop = build_loop(turn, client, root)
+                result = await loop.run(
+                    messages, builder, cancel, emit=emit, session_id=turn.session_id, turn_id=turn.turn_id
+                )
+            except CageError as exc:  # e.g. a checkpoint that cannot be written
+                message = str(exc)
+                await emit(builder.error(message, type(exc).__name__))
+                await emit(builder.stream_end("error", error=message))
+                return EXIT_ERROR
+            finally:
+                tg.cancel_scope.cancel()
+        status, error = loop_status(result)
+        await emit(summary_events(builder, result))
+        await emit(builder.stream_end(status, error=error, usage=result.usage))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
+    if status == "cancelled" or cancel.is_set():
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status == "completed" else EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `cage-tai` console script."""
+    parser = argparse.ArgumentParser(prog="cage-tai", description="Cage's native agent loop as a CLI.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run one turn read as JSON from stdin; events on stdout")
+    run.add_argument("--log-level", default=os.environ.get("CAGE_TAI_LOG_LEVEL", "WARNING"))
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level, stream=sys.stderr)
+    try:
+        turn = read_turn(sys.stdin.buffer)
+        code = anyio.run(run_turn, turn, sys.stdout.buffer)
+    except UsageError as exc:
+        sys.stderr.write(f"cage-tai: {redact(str(exc))}\n")
+        raise SystemExit(EXIT_USAGE) from exc
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""`TaiTurn`: what `cage-tai run` reads on stdin — one turn, as JSON, without any secret.
+
+The connector key (and headers, which may carry credentials) travel in environment variables
+named here (`key_env`, `headers_env`); the adapter lists them in `RunnerExec.secret_env`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runners.tai.options import NativeOptions
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+KEY_ENV = "CAGE_TAI_MODEL_KEY"
+HEADERS_ENV = "CAGE_TAI_MODEL_HEADERS"
+MAX_TURN_BYTES = 16 * 2**20
+"""The largest turn document `cage-tai run` accepts on stdin."""
+
+
+class TaiModel(BaseModel):
+    """The connector as the CLI needs it: where to call, how, and where the key is."""
+
+    model_config = _FROZEN
+    provider: Literal["anthropic", "openai"]
+    model: str
+    base_url: str
+    """As seen from where the CLI runs (inside a container: the host-gateway alias)."""
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    key_env: str = KEY_ENV
+    """Environment variable holding the API key (may be unset when the server needs none)."""
+    headers_env: str | None = None
+    """Environment variable holding extra request headers as a JSON object, if any."""
+    max_tokens: int = Field(default=4096, ge=1)
+    temperature: float | None = None
+    thinking: bool = False
+    thinking_budget: int = Field(default=2048, ge=1)
+
+
+class HistoryMessage(BaseModel):
+    """An earlier message of the conversation, as text."""
+
+    model_config = _FROZEN
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class TaiTurn(BaseModel):
+    """One turn for `cage-tai run`."""
+
+    model_config = _FROZEN
+    v: Literal[1] = 1
+    assistant_id: str
+    session_id: str
+    """The chat; sub-agents get child sessions below it."""
+    turn_id: str
+    prompt: str = Field(min_length=1)
+    system: str = ""
+    history: tuple[HistoryMessage, ...] = ()
+    model: TaiModel
+    options: NativeOptions = NativeOptions()
+    workdir: str | None = None
+    """Where the tools run; None: the CLI's working directory."""
+    checkpoint_dir: str | None = None
+    """Save a checkpoint after every step as `<dir>/<turn_id>.json`."""
+    resume_turn_id: str | None = None
+    """Start from the messages of this earlier turn's checkpoint (in `checkpoint_dir`)."""
