@@ -41,7 +41,11 @@ schemas: venv
 	$(BIN)/cage schemas schemas --write
 
 golden: venv
-	$(BIN)/python -m tests.golden.regenerate
+	$(BIN)/python -m tests.golden.stream.regenerate
+	$(BIN)/python -m tests.golden.cli.regenerate
+	$(BIN)/python -m tests.golden.claude.replay
+	$(BIN)/python -m tests.golden.codex.replay
+	$(BIN)/python -m tests.golden.opencode.record --replay
 
 images: setup
 	$(BIN)/cage images build --all

@@ -28,6 +28,10 @@ RUNNER_MODEL = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.5", "opencode": "
 def model_server(docker_engine: docker.DockerClient) -> Iterator[FakeModelServer]:
     with FakeModelServer("hello", host="0.0.0.0") as server:
         server.add_scenario("cancel-me", [{"shell": "sleep 120"}, {"text": "done"}])
+        server.add_scenario("edit", [{"shell": "sed -i s/old/new/ notes.txt && echo added > added.txt"},
+                                     {"text": "edited"}])
+        # a persistent 500 that asks for immediate retries: opencode's fixed 5-retry backoff honours it
+        server.add_scenario("e500", [{"text": "unreachable", "fail_status": 500, "retry_after_ms": 0}])
         yield server
 
 
@@ -80,6 +84,7 @@ class RunResult:
     code: int
     events: list[dict[str, Any]]
     stderr: str
+    stdout: str = ""
 
     def of(self, type_: str, event: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == type_ and (event is None or e["props"].get("event") == event)]
@@ -94,16 +99,18 @@ def _parse(stdout: str) -> list[dict[str, Any]]:
 
 
 def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: str | None = None,
-             extra: list[str] | None = None, interrupt_after: str | None = None, timeout: float = 180) -> RunResult:
+             extra: list[str] | None = None, interrupt_after: str | None = None, timeout: float = 180,
+             output: str = "jsonl", env: dict[str, str] | None = None) -> RunResult:
     """Run `cage run` as a real process; with `interrupt_after`, SIGINT it once that text appears on stdout."""
-    argv = [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", prompt, "--output", "jsonl"]
+    argv = [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", prompt, "--output", output]
     if chat:
         argv += ["--chat", chat]
     argv += extra or []
-    proc = subprocess.Popen(argv, env=app.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, env={**app.env(), **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     if interrupt_after is None:
         out, err = proc.communicate(timeout=timeout)
-        return RunResult(proc.returncode, _parse(out), err)
+        return RunResult(proc.returncode, _parse(out) if output == "jsonl" else [], err, out)
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout
@@ -120,7 +127,7 @@ def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: st
     proc.wait(timeout=timeout)
     proc.stdout.close()
     proc.stderr.close()
-    return RunResult(proc.returncode, _parse("".join(lines) + rest), err)
+    return RunResult(proc.returncode, _parse("".join(lines) + rest), err, "".join(lines) + rest)
 
 
 @pytest.fixture
