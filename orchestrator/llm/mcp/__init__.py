@@ -1,0 +1,25 @@
+"""MCP tools for LLM mode: connect to an assistant's MCP servers (official `mcp` SDK; stdio,
+streamable HTTP, SSE), offer their tools to the loop engine, and count failed attempts.
+
+Import from `orchestrator.llm.mcp`.
+"""
+
+from orchestrator.llm.mcp.connection import DEFAULT_TIMEOUT, McpConnection
+from orchestrator.llm.mcp.content import result_text
+from orchestrator.llm.mcp.retries import FailureKind, GuardedToolBox, RetryGuard, Trip, failure
+from orchestrator.llm.mcp.tool import McpTool, tool_name
+from orchestrator.llm.mcp.toolset import McpToolset
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "FailureKind",
+    "GuardedToolBox",
+    "McpConnection",
+    "McpTool",
+    "McpToolset",
+    "RetryGuard",
+    "Trip",
+    "failure",
+    "result_text",
+    "tool_name",
+]
