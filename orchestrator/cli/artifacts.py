@@ -142,6 +142,14 @@ def _file_diff(path: str, old: bytes | None, new: bytes | None) -> str:
     return "".join(head + body)
 
 
+def invoking_user() -> tuple[int, int]:
+    """The user who ran `cage`: the one behind `sudo` when there is one, else the process's."""
+    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
+    if os.geteuid() == 0 and uid and gid and uid.isdigit() and gid.isdigit():
+        return int(uid), int(gid)
+    return os.getuid(), os.getgid()
+
+
 @dataclass
 class HostOwnership:
     """Lend a host directory to the sandbox user for one turn, then give every file back.
@@ -153,8 +161,8 @@ class HostOwnership:
     root: Path
     sandbox_uid: int = 1000
     sandbox_gid: int = 1000
-    owner_uid: int = field(default_factory=os.getuid)
-    owner_gid: int = field(default_factory=os.getgid)
+    owner_uid: int = field(default_factory=lambda: invoking_user()[0])
+    owner_gid: int = field(default_factory=lambda: invoking_user()[1])
     _owners: dict[str, tuple[int, int]] = field(default_factory=dict)
     active: bool = False
 
