@@ -28,7 +28,8 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: setup lint
+# Runner images are built (or found by their hash tag) before the tests, not inside a test's timeout.
+test: setup lint images
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: venv
