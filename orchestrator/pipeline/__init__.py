@@ -1,0 +1,42 @@
+"""The turn pipeline: stages, hooks, delegation, agent-to-agent calls, memory, persistence.
+
+The API and the CLI use `PipelineService` (a `TurnService`) and the contract models; import them
+from here.
+"""
+
+from orchestrator.pipeline.callstack import CallStack
+from orchestrator.pipeline.chat_resume import ChatResumeStore
+from orchestrator.pipeline.contract import (
+    Attachment,
+    InputMessage,
+    TurnHandle,
+    TurnInput,
+    TurnOptions,
+    TurnResult,
+    TurnService,
+    new_turn_id,
+)
+from orchestrator.pipeline.errors import CallDepthError, HookError
+from orchestrator.pipeline.handle import RunningTurn
+from orchestrator.pipeline.hooks import HookModules
+from orchestrator.pipeline.hub import SessionHub
+from orchestrator.pipeline.service import PipelineService
+
+__all__ = [
+    "Attachment",
+    "CallDepthError",
+    "CallStack",
+    "ChatResumeStore",
+    "HookError",
+    "HookModules",
+    "InputMessage",
+    "PipelineService",
+    "RunningTurn",
+    "SessionHub",
+    "TurnHandle",
+    "TurnInput",
+    "TurnOptions",
+    "TurnResult",
+    "TurnService",
+    "new_turn_id",
+]

@@ -1,0 +1,354 @@
+"""`CallRunner`: one call through the stages, for the turn's root and for every nested call.
+
+stream_start → history → sandbox (before hooks, so they can use it) → Create hook (may rewrite
+messages and options, or delegate) → dispatch by mode → Next hook (may delegate or return data),
+else the standard response → stream_end (the caller's `finish`: the root persists the turn with
+it) → release the sandbox per lifecycle.
+
+A failing stage ends the call with an `error` event and `stream_end` error; an interrupt ends it
+with `stream_end` cancelled. Both release the sandbox. Nested calls (delegation, agent-to-agent)
+run the same stages in a thread of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import structlog
+from pydantic import ValidationError
+
+from orchestrator.errors import CageError
+from orchestrator.pipeline.agents import AgentCaller
+from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.callstack import CallKind
+from orchestrator.pipeline.contract import InputMessage
+from orchestrator.pipeline.dispatch import Completion, dispatch
+from orchestrator.pipeline.errors import HookError
+from orchestrator.pipeline.frame import CallFrame, CancelSignal
+from orchestrator.pipeline.hook_context import HookContext, HookSandbox
+from orchestrator.pipeline.hook_results import CreateResult, Delegate, NextResult, parse_result
+from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.runner_turn import RunnerTurnInput, acquire_sandbox, release_outcome
+from orchestrator.sandbox.manager import SandboxLease
+from orchestrator.stream import Event, TurnBuilder, Usage
+
+log = structlog.get_logger(__name__)
+
+Finish = Callable[[list[Event], CallResult], Awaitable[None]]
+"""Emits a call's closing events (`stream_end`); the root's also persists the turn."""
+
+RUNNER_GRACE = 20.0
+"""Seconds a runner gets to stop after a graceful interrupt before its call is cancelled hard."""
+_POLL = 0.05
+
+
+class _Interrupted(Exception):
+    """Raised between stages once an interrupt was requested."""
+
+
+def _sum_usage(*usages: Usage | None) -> Usage | None:
+    present = [u for u in usages if u is not None]
+    if not present:
+        return None
+    total = present[0]
+    for usage in present[1:]:
+        total = total + usage
+    return total.model_copy(update={"scope": "turn"})
+
+
+def _code(exc: CageError) -> str:
+    return "hook_error" if isinstance(exc, HookError) else type(exc).__name__
+
+
+class CallRunner:
+    """Runs calls; `fork` and delegation nest new frames under a given one."""
+
+    async def run(self, frame: CallFrame, finish: Finish) -> CallResult:
+        """Run every stage of `frame`'s call; never raises for a failing stage (only cancellation)."""
+        result: CallResult | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._enforce, frame, scope)
+                    try:
+                        result = await self._stages(frame)
+                    finally:
+                        tg.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._close(frame, self._cancelled(frame), finish)
+            raise
+        if result is None:
+            result = self._cancelled(frame)
+        with anyio.CancelScope(shield=True):
+            await self._close(frame, result, finish)
+        return result
+
+    def _cancelled(self, frame: CallFrame) -> CallResult:
+        return CallResult(
+            assistant_id=frame.assistant.id,
+            status="cancelled",
+            content=frame.tap.content,
+            usage=frame.builder.turn_usage,
+            thread_id=frame.builder.thread_id,
+        )
+
+    async def _enforce(self, frame: CallFrame, scope: anyio.CancelScope) -> None:
+        """Turn an interrupt into a stop: a runner first gets its graceful stop, anything else
+        (hooks, model calls, sandbox set-up) is cancelled at once."""
+        signal = frame.signal
+        while not signal.requested():  # noqa: ASYNC110 - the interrupt may come from any ancestor call
+            await anyio.sleep(_POLL)
+        signal.graceful.set()
+        waited = 0.0
+        while frame.stage == "runner" and waited < RUNNER_GRACE and not signal.forced():
+            await anyio.sleep(_POLL)
+            waited += _POLL
+        scope.cancel()
+
+    async def _close(self, frame: CallFrame, result: CallResult, finish: Finish) -> None:
+        frame.stage = "end"
+        try:
+            end = frame.builder.stream_end(result.status, error=result.error, usage=result.usage)
+            await finish(end, result)
+        finally:
+            if frame.lease is not None:
+                lease, frame.lease = frame.lease, None
+                await frame.scope.manager.release(lease, release_outcome(result.status))
+
+    # -- stages ----------------------------------------------------------------------------------
+
+    async def _stages(self, frame: CallFrame) -> CallResult:
+        assistant = frame.assistant
+        await frame.emit(
+            frame.builder.stream_start(
+                assistant.id,
+                assistant_name=assistant.name,
+                chat_id=frame.scope.chat_id,
+                metadata={"depth": frame.stack.depth, "kind": frame.stack.kind}
+                if frame.stack.depth
+                else None,
+            )
+        )
+        try:
+            await self._history(frame)
+            if assistant.sandbox is not None:
+                self._checkpoint(frame, "sandbox")
+                frame.lease = await self._acquire(frame)
+            ctx = self._context(frame)
+            self._checkpoint(frame, "create")
+            create = await self._create(frame, ctx)
+            if create.delegate is not None:
+                return await self._delegate(frame, create.delegate)
+            if create.messages is not None:
+                frame.messages = create.messages
+            frame.options = frame.options.with_overrides(create.overrides())
+            self._checkpoint(frame, "runner")
+            completion = await dispatch(frame)
+            if completion.status == "cancelled" or frame.signal.requested():
+                return self._cancelled(frame)
+            self._checkpoint(frame, "next")
+            return await self._next(frame, ctx, completion)
+        except _Interrupted:
+            return self._cancelled(frame)
+        except (CageError, ValidationError) as exc:
+            message = str(exc)
+            code = _code(exc) if isinstance(exc, CageError) else "invalid_options"
+            log.info("pipeline.call_failed", assistant=assistant.id, stage=frame.stage, code=code)
+            await frame.emit(frame.builder.error(message, code))
+            return CallResult(
+                assistant_id=assistant.id,
+                status="error",
+                content=frame.tap.content,
+                error=message,
+                usage=frame.builder.turn_usage,
+                thread_id=frame.builder.thread_id,
+            )
+
+    def _checkpoint(self, frame: CallFrame, stage: Any) -> None:
+        if frame.signal.requested():
+            raise _Interrupted
+        frame.stage = stage
+
+    async def _history(self, frame: CallFrame) -> None:
+        """Prepend the chat's last messages, unless the call is forked or history is skipped."""
+        options = frame.options
+        if frame.stack.forked or frame.history_loaded or options.skip_history:
+            return
+        frame.stage = "history"
+        size = options.history_size if options.history_size is not None else frame.assistant.history_size
+        if size <= 0:
+            return
+        records = await frame.scope.store.messages.history(frame.scope.chat_id, limit=min(size, 1000))
+        history = tuple(
+            InputMessage(
+                role=r.role, content=r.content if isinstance(r.content, str | list) else str(r.content)
+            )
+            for r in records
+        )
+        frame.messages = (*history, *frame.messages)
+        frame.history_loaded = True
+
+    async def _acquire(self, frame: CallFrame) -> SandboxLease:
+        scope = frame.scope
+        inp = RunnerTurnInput(
+            frame.assistant,
+            "",
+            owner=scope.owner,
+            chat_id=scope.chat_id,
+            turn_id=scope.turn_id,
+            workspace_id=frame.options.workspace_id,
+            host_workspace=frame.options.host_workspace,
+        )
+        return await acquire_sandbox(inp, manager=scope.manager, builder=frame.builder, emit=frame.emit)
+
+    def _context(self, frame: CallFrame) -> HookContext:
+        scope = frame.scope
+        sandbox = HookSandbox(scope.manager, frame.lease) if frame.lease is not None else None
+        return HookContext(
+            assistant_id=frame.assistant.id,
+            owner=scope.owner,
+            chat_id=scope.chat_id,
+            turn_id=scope.turn_id,
+            thread_id=frame.builder.thread_id,
+            metadata={**scope.metadata, **frame.options.metadata},
+            locale=frame.options.locale,
+            builder=frame.builder,
+            emit=frame.emit,
+            memory=scope.memory,
+            agent=AgentCaller(_FrameLauncher(self, frame)),
+            sandbox=sandbox,
+        )
+
+    async def _create(self, frame: CallFrame, ctx: HookContext) -> CreateResult:
+        messages = [m.model_dump(mode="json", exclude_none=True) for m in frame.messages]
+        outcome = await frame.scope.hooks.invoke(
+            frame.assistant, "create", ctx, messages, frame.options.for_hook()
+        )
+        return parse_result(CreateResult, outcome.value, assistant_id=frame.assistant.id, hook="create")
+
+    async def _next(self, frame: CallFrame, ctx: HookContext, completion: Completion) -> CallResult:
+        assistant = frame.assistant
+        payload = {
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in frame.messages],
+            "completion": {
+                "content": frame.tap.content,
+                "status": completion.status,
+                "stop_reason": completion.stop_reason,
+            }
+            if completion.ran
+            else None,
+            "tools": list(frame.tap.tools),
+            "error": completion.error,
+        }
+        outcome = await frame.scope.hooks.invoke(assistant, "next", ctx, payload, frame.options.for_hook())
+        nxt = parse_result(NextResult, outcome.value, assistant_id=assistant.id, hook="next")
+        if nxt.delegate is not None:
+            return await self._delegate(frame, nxt.delegate)
+        return CallResult(
+            assistant_id=assistant.id,
+            status=completion.status,
+            content=frame.tap.content,
+            error=completion.error,
+            stop_reason=completion.stop_reason,
+            usage=completion.usage or frame.builder.turn_usage,
+            data=nxt.data,
+            thread_id=frame.builder.thread_id,
+        )
+
+    # -- nested calls ----------------------------------------------------------------------------
+
+    async def _delegate(self, frame: CallFrame, delegate: Delegate) -> CallResult:
+        """Hand the call to another assistant: its events nest under a thread; its answer is ours."""
+        frame.stage = "delegate"
+        messages = delegate.messages or frame.messages
+        child = await self.nested(
+            frame, delegate.agent_id, messages, delegate.options, kind="delegate", signal=frame.signal
+        )
+        result = await self.run(child, self.thread_finish(child))
+        if result.status == "error":
+            # The delegate's thread shows its error; the caller's stream_end repeats it.
+            await frame.emit(
+                frame.builder.error(f"delegate {delegate.agent_id}: {result.error}", "delegate_failed")
+            )
+        return result.model_copy(
+            update={
+                "usage": _sum_usage(frame.builder.turn_usage, result.usage),
+                "thread_id": frame.builder.thread_id,
+                "error": result.error,
+            }
+        )
+
+    async def nested(
+        self,
+        parent: CallFrame,
+        agent_id: str,
+        messages: Sequence[InputMessage],
+        options: Mapping[str, Any],
+        *,
+        kind: CallKind,
+        signal: CancelSignal,
+    ) -> CallFrame:
+        """A frame for a nested call under `parent`.
+
+        Raises:
+            CallDepthError: the nesting is too deep (a cycle). NotFound, ConfigError: no such assistant.
+        """
+        assert kind != "root"
+        stack = parent.stack.child(agent_id, kind)
+        assistant = await parent.scope.authorize(agent_id)
+        runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
+        thread_id = parent.scope.ids.next_id("thread")
+        opts = dict(options)
+        call_options = (
+            parent.options.forked(opts)
+            if kind == "fork"
+            else parent.options.with_overrides(
+                {k: v for k, v in opts.items() if k in CallOptions.model_fields}
+            )
+        )
+        return CallFrame(
+            scope=parent.scope,
+            assistant=assistant,
+            stack=stack,
+            builder=TurnBuilder(parent.scope.ids, runner=runner, thread_id=thread_id),
+            messages=tuple(messages),
+            options=call_options,
+            signal=signal,
+            history_loaded=kind == "delegate" and parent.history_loaded,
+        )
+
+    def thread_finish(self, frame: CallFrame) -> Finish:
+        """A nested call's finish: emit its `stream_end` into the turn."""
+
+        async def finish(events: list[Event], result: CallResult) -> None:
+            await frame.emit(events)
+
+        return finish
+
+
+class _FrameLauncher:
+    """`Launcher` for `ctx.agent`: forked calls nested under one frame."""
+
+    def __init__(self, runner: CallRunner, frame: CallFrame) -> None:
+        self._runner = runner
+        self._frame = frame
+
+    async def fork(
+        self,
+        agent_id: str,
+        messages: Sequence[InputMessage],
+        options: Mapping[str, Any],
+        cancel: anyio.Event,
+    ) -> CallResult:
+        signal = CancelSignal(parent=self._frame.signal)
+        signal.graceful = cancel
+        try:
+            child = await self._runner.nested(
+                self._frame, agent_id, messages, options, kind="fork", signal=signal
+            )
+        except (CageError, ValidationError) as exc:
+            return CallResult(assistant_id=agent_id, status="error", error=str(exc))
+        return await self._runner.run(child, self._runner.thread_finish(child))

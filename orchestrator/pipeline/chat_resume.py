@@ -1,0 +1,29 @@
+"""`ChatResumeStore`: the runners' resume state kept on the chat row (`store.chats.set_resume`)."""
+
+from __future__ import annotations
+
+from orchestrator.store import Store
+
+
+def resume_key(assistant_id: str, runner: str) -> str:
+    """One entry per (assistant, runner) in a chat, so a delegate never resumes another's session."""
+    return f"{runner}:{assistant_id}"
+
+
+class ChatResumeStore:
+    """`ResumeStore` on the store's chats: survives restarts, deleted with the chat."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def get(self, assistant_id: str, chat_id: str, runner: str) -> dict[str, str]:
+        chat = await self._store.chats.get(chat_id)
+        if chat is None:
+            return {}
+        state = chat.resume.get(resume_key(assistant_id, runner))
+        if not isinstance(state, dict):
+            return {}
+        return {str(k): str(v) for k, v in state.items() if v is not None}
+
+    async def put(self, assistant_id: str, chat_id: str, runner: str, state: dict[str, str]) -> None:
+        await self._store.chats.set_resume(chat_id, resume_key(assistant_id, runner), dict(state))

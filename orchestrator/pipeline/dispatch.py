@@ -1,0 +1,105 @@
+"""Stage 5, dispatch by mode: runner mode runs the CLI in the leased sandbox, LLM mode the native
+loop, pure-hook mode nothing (the hooks do the work)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from orchestrator.dsl import AssistantMode
+from orchestrator.pipeline.contract import InputMessage
+from orchestrator.pipeline.frame import CallFrame
+from orchestrator.pipeline.runner_turn import RunnerTurnInput, run_in_lease, turn_limits
+from orchestrator.stream import StreamStatus, Usage
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What the mode produced; `ran` is False in pure-hook mode (Next gets `completion: null`)."""
+
+    ran: bool
+    status: StreamStatus = "completed"
+    error: str | None = None
+    stop_reason: str | None = None
+    usage: Usage | None = None
+
+
+def message_text(message: InputMessage) -> str:
+    """The text of a message: its string, or its text parts joined."""
+    if isinstance(message.content, str):
+        return message.content
+    parts = []
+    for part in message.content:
+        text = part.get("text")
+        parts.append(text if isinstance(text, str) else json.dumps(part))
+    return "\n".join(parts)
+
+
+def last_user_text(messages: tuple[InputMessage, ...]) -> str:
+    """What a CLI runner is prompted with: the last user message (Yao does the same)."""
+    for message in reversed(messages):
+        if message.role == "user":
+            return message_text(message)
+    return message_text(messages[-1]) if messages else ""
+
+
+async def dispatch(frame: CallFrame) -> Completion:
+    """Run the assistant's mode for this call.
+
+    Raises:
+        ConfigError, SandboxError, ModelError: the mode could not run.
+    """
+    mode = frame.assistant.mode
+    if mode is AssistantMode.RUNNER:
+        return await _runner(frame)
+    if mode is AssistantMode.LLM:
+        return await _llm(frame)
+    return Completion(ran=False)
+
+
+async def _runner(frame: CallFrame) -> Completion:
+    assert frame.lease is not None, "the sandbox is acquired before dispatch"
+    scope = frame.scope
+    assistant = frame.assistant
+    if frame.options.connector:
+        assistant = assistant.model_copy(update={"connector": frame.options.connector})
+    inp = RunnerTurnInput(
+        assistant,
+        last_user_text(frame.messages),
+        owner=scope.owner,
+        chat_id=scope.chat_id,
+        turn_id=scope.turn_id,
+        workspace_id=frame.options.workspace_id,
+        host_workspace=frame.options.host_workspace,
+    )
+    limits = turn_limits(inp)
+    if frame.options.turn_timeout is not None:
+        limits = type(limits)(turn_timeout=frame.options.turn_timeout, stall_timeout=limits.stall_timeout)
+    frame.stage = "runner"
+    result = await run_in_lease(
+        inp,
+        frame.lease,
+        loader=scope.loader,
+        manager=scope.manager,
+        resume=scope.resume,
+        builder=frame.builder,
+        emit=frame.emit,
+        cancel=frame.signal.graceful,
+        limits=limits,
+    )
+    outcome = result.outcome
+    return Completion(
+        ran=True,
+        status=outcome.status,
+        error=outcome.error,
+        stop_reason=outcome.stop_reason,
+        usage=outcome.usage or frame.builder.turn_usage,
+    )
+
+
+async def _llm(frame: CallFrame) -> Completion:
+    from orchestrator.errors import ConfigError
+
+    raise ConfigError(
+        "LLM mode is not wired into the pipeline yet", file=frame.assistant.path / "package.yao"
+    )

@@ -1,0 +1,87 @@
+"""The state a turn's calls share (`TurnScope`) and the state of one call (`CallFrame`)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from orchestrator.dsl import AppLoader, Assistant
+from orchestrator.pipeline.callstack import CallStack
+from orchestrator.pipeline.contract import InputMessage
+from orchestrator.pipeline.hook_memory import HookMemory
+from orchestrator.pipeline.hooks import HookModules
+from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.tap import CallTap
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager
+from orchestrator.store import Store
+from orchestrator.stream import Event, IdSource, TurnBuilder
+
+Emit = Callable[[Sequence[Event]], Awaitable[None]]
+Authorize = Callable[[str], Awaitable[Assistant]]
+Stage = Literal["start", "history", "sandbox", "create", "runner", "llm", "next", "delegate", "end"]
+
+
+class CancelSignal:
+    """A call's interrupt: `graceful` asks the runner to stop, `hard` cancels at once.
+
+    A nested call's signal also fires when its parent's does.
+    """
+
+    def __init__(self, parent: CancelSignal | None = None) -> None:
+        self.parent = parent
+        self.graceful = anyio.Event()
+        self.hard = anyio.Event()
+
+    def requested(self) -> bool:
+        return self.graceful.is_set() or (self.parent is not None and self.parent.requested())
+
+    def forced(self) -> bool:
+        return self.hard.is_set() or (self.parent is not None and self.parent.forced())
+
+
+@dataclass
+class TurnScope:
+    """Everything the calls of one turn share."""
+
+    owner: str
+    chat_id: str
+    turn_id: str
+    metadata: dict[str, object]
+    loader: AppLoader
+    manager: SandboxManager
+    store: Store
+    resume: ResumeStore
+    hooks: HookModules
+    memory: HookMemory
+    ids: IdSource
+    emit: Emit
+    """Stamps, logs and fans out (the session hub); every call's events go through it."""
+    authorize: Authorize
+
+
+@dataclass
+class CallFrame:
+    """One call on the stack: its assistant, messages, options, builder, sandbox and interrupt."""
+
+    scope: TurnScope
+    assistant: Assistant
+    stack: CallStack
+    builder: TurnBuilder
+    messages: tuple[InputMessage, ...]
+    options: CallOptions
+    signal: CancelSignal
+    tap: CallTap = field(init=False)
+    lease: SandboxLease | None = None
+    stage: Stage = "start"
+    history_loaded: bool = False
+
+    def __post_init__(self) -> None:
+        self.tap = CallTap(self.builder.thread_id)
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        self.tap.observe(events)
+        await self.scope.emit(events)

@@ -1,0 +1,69 @@
+"""`RunningTurn`: the `TurnHandle` of a turn running in the background."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+
+from orchestrator.pipeline.contract import TurnInput, TurnResult
+from orchestrator.pipeline.frame import CancelSignal
+from orchestrator.pipeline.hub import SessionHub
+from orchestrator.stream import Event, LifecycleEvent, StreamEnd
+
+
+def is_root_end(event: Event) -> bool:
+    return (
+        isinstance(event, LifecycleEvent) and isinstance(event.props, StreamEnd) and event.thread_id is None
+    )
+
+
+class RunningTurn:
+    """One turn: its events (from the session hub), its interrupt, its result."""
+
+    def __init__(self, hub: SessionHub, turn: TurnInput, start_seq: int) -> None:
+        self.input = turn
+        self.start_seq = start_seq
+        """The session's last seq before this turn; its events follow it."""
+        self.signal = CancelSignal()
+        self._hub = hub
+        self._done = anyio.Event()
+        self._result: TurnResult | None = None
+
+    @property
+    def turn_id(self) -> str:
+        return self.input.turn_id
+
+    @property
+    def chat_id(self) -> str:
+        return self.input.chat_id
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """This turn's stamped events, `stream_start` to `stream_end`; replays what was missed."""
+        async for event in self._hub.subscribe(self.chat_id, after_seq=self.start_seq):
+            if event.turn_id != self.turn_id:
+                return
+            yield event
+            if is_root_end(event):
+                return
+
+    async def interrupt(self, *, force: bool = False) -> None:
+        """Graceful: the runner is asked to stop and the session is kept. Force: cancel at once."""
+        self.signal.graceful.set()
+        if force:
+            self.signal.hard.set()
+
+    async def result(self) -> TurnResult:
+        await self._done.wait()
+        assert self._result is not None
+        return self._result
+
+    def finish(self, result: TurnResult) -> None:
+        """Called by the service once the turn is persisted (or failed to be)."""
+        if self._result is None:
+            self._result = result
+        self._done.set()

@@ -1,0 +1,116 @@
+"""`HookModules`: an assistant's `src/index.py`, imported in isolation, and its hooks invoked safely.
+
+Each load gets a module name of its own (`cage_hooks.<assistant>__<n>`), so two assistants' hook
+files never collide in `sys.modules`, and a reloaded assistant (the loader hands out a new
+`Assistant` object) gets a freshly imported module. Async hooks run on the event loop; sync hooks
+run in a worker thread, where the `ctx` methods block on the loop instead of returning awaitables.
+Whatever a hook raises becomes a `HookError` naming the assistant, the hook and the exception.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import re
+import sys
+from dataclasses import dataclass
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+import anyio
+from anyio import to_thread
+
+from orchestrator.dsl import Assistant
+from orchestrator.pipeline.errors import HookError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+MODULE_PREFIX = "cage_hooks"
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    """What invoking a hook gave: `defined` False when the module has no such function."""
+
+    defined: bool
+    value: object = None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class HookModules:
+    """Loads and caches hook modules per assistant; reloads when the assistant object changes."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, tuple[Assistant, ModuleType]] = {}
+        self._lock = anyio.Lock()
+        self._counter = itertools.count(1)
+
+    async def module(self, assistant: Assistant) -> ModuleType | None:
+        """The assistant's hook module, or None when it has no `src/index.py`.
+
+        Raises:
+            HookError: the file does not import (syntax error, failing top-level code).
+        """
+        if assistant.hooks_path is None:
+            return None
+        cached = self._loaded.get(assistant.id)
+        if cached is not None and cached[0] is assistant:
+            return cached[1]
+        async with self._lock:
+            cached = self._loaded.get(assistant.id)
+            if cached is not None and cached[0] is assistant:
+                return cached[1]
+            module = await to_thread.run_sync(self._import, assistant)
+            if cached is not None:
+                sys.modules.pop(cached[1].__name__, None)
+            self._loaded[assistant.id] = (assistant, module)
+            return module
+
+    def _import(self, assistant: Assistant) -> ModuleType:
+        assert assistant.hooks_path is not None
+        name = f"{MODULE_PREFIX}.{_UNSAFE.sub('_', assistant.id)}__{next(self._counter)}"
+        spec = importlib.util.spec_from_file_location(name, assistant.hooks_path)
+        if spec is None or spec.loader is None:
+            raise HookError(assistant.id, "load", f"cannot import {assistant.hooks_path.name}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and typing look their module up here
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise HookError(assistant.id, "load", _describe(exc)) from exc
+        return module
+
+    async def invoke(self, assistant: Assistant, hook: str, *args: Any) -> HookOutcome:
+        """Call `hook(*args)` from the assistant's module, sync or async.
+
+        Raises:
+            HookError: the module does not load, or the hook raised.
+        """
+        module = await self.module(assistant)
+        fn = getattr(module, hook, None) if module is not None else None
+        if fn is None or not callable(fn):
+            return HookOutcome(defined=False)
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(*args)
+            else:
+                value = await to_thread.run_sync(partial(fn, *args), abandon_on_cancel=True)
+                if inspect.isawaitable(value):
+                    value = await value
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            raise HookError(assistant.id, hook, _describe(exc)) from exc
+        return HookOutcome(defined=True, value=value)
+
+    def forget(self, assistant_id: str) -> None:
+        """Drop the cached module (the next call imports the file again)."""
+        cached = self._loaded.pop(assistant_id, None)
+        if cached is not None:
+            sys.modules.pop(cached[1].__name__, None)

@@ -1,0 +1,162 @@
+"""`SessionHub`: stamps a session's events, appends them to the durable log, fans them out live.
+
+One `SessionEmitter` per chat numbers the events; `seq` continues from the log's last event, so a
+restarted process (or another one, turn after turn) never reuses a number. Publishing holds the
+chat's lock from stamping until the live fan-out, so parallel producers of one turn (agent calls
+running side by side) cannot append out of order.
+
+`subscribe()` registers its live queue first and then reads the log: an event is either already
+in the log when the read happens or arrives through the queue afterwards, and the seq filter drops
+what comes twice. A subscriber too slow for its queue is dropped from the fan-out and catches up
+from the log again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from orchestrator.store import Store
+from orchestrator.stream import Event, SessionEmitter
+
+log = structlog.get_logger(__name__)
+
+Commit = Callable[[list[Event]], Awaitable[None]]
+"""Writes stamped events to the log (default: `store.events.append`; the turn's end: `persist_turn`)."""
+
+LIVE_BUFFER = 4096
+"""Events a live subscriber may lag behind before it is dropped and re-reads the log."""
+_PAGE = 1000
+
+
+@dataclass
+class _Session:
+    emitter: SessionEmitter
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class SessionHub:
+    """Per-chat emitters, the durable append, and live subscribers."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._sessions: dict[str, _Session] = {}
+        self._subscribers: dict[str, set[MemoryObjectSendStream[Event]]] = {}
+
+    async def begin(self, chat_id: str) -> int:
+        """Load the chat's emitter from the log (its last seq and ts); returns that last seq.
+
+        Raises:
+            RecordNotFound: no such chat.
+        """
+        last_seq = await self._store.events.last_seq(chat_id)
+        last_ts = 0
+        if last_seq:
+            tail = await self._store.events.after(chat_id, last_seq - 1, limit=1)
+            last_ts = tail[0].ts if tail else 0
+        session = self._sessions.get(chat_id)
+        emitter = SessionEmitter.resume(chat_id, last_seq, last_ts=last_ts)
+        if session is None:
+            self._sessions[chat_id] = _Session(emitter)
+        else:
+            async with session.lock:
+                session.emitter = emitter
+        return last_seq
+
+    async def publish(
+        self, chat_id: str, turn_id: str, events: Sequence[Event], *, commit: Commit | None = None
+    ) -> list[Event]:
+        """Stamp, write (all or none) and fan out `events`; returns them stamped.
+
+        When the write fails the emitter is rewound, so the next batch still continues the log.
+
+        Raises:
+            StoreError, EventSequenceError: the write failed; nothing was fanned out.
+        """
+        if not events:
+            return []
+        session = self._sessions.get(chat_id)
+        if session is None:
+            await self.begin(chat_id)
+            session = self._sessions[chat_id]
+        async with session.lock:
+            before = session.emitter
+            stamped = before.stamp_all(events, turn_id=turn_id)
+            try:
+                if commit is None:
+                    await self._store.events.append(chat_id, stamped)
+                else:
+                    await commit(stamped)
+            except BaseException:
+                session.emitter = SessionEmitter.resume(chat_id, stamped[0].seq - 1, last_ts=before.last_ts)
+                raise
+            self.fan_out(chat_id, stamped)
+        return stamped
+
+    def fan_out(self, chat_id: str, stamped: Sequence[Event]) -> None:
+        """Hand stamped events to live subscribers (without writing them)."""
+        for send in list(self._subscribers.get(chat_id, ())):
+            try:
+                for event in stamped:
+                    send.send_nowait(event)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._drop(chat_id, send)
+
+    def _drop(self, chat_id: str, send: MemoryObjectSendStream[Event]) -> None:
+        subs = self._subscribers.get(chat_id)
+        if subs is not None:
+            subs.discard(send)
+            if not subs:
+                del self._subscribers[chat_id]
+        send.close()
+
+    def _register(
+        self, chat_id: str
+    ) -> tuple[MemoryObjectSendStream[Event], MemoryObjectReceiveStream[Event]]:
+        send, receive = anyio.create_memory_object_stream[Event](LIVE_BUFFER)
+        self._subscribers.setdefault(chat_id, set()).add(send)
+        return send, receive
+
+    async def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+        """Every event with `seq > after_seq`: the log first, then live; no gap, no duplicate.
+
+        Raises:
+            RecordNotFound: no such chat.
+        """
+        await self._store.events.last_seq(chat_id)
+        last = after_seq
+        while True:
+            send, receive = self._register(chat_id)
+            try:
+                async for event in self._replay(chat_id, last):
+                    last = event.seq
+                    yield event
+                async with receive:
+                    async for event in receive:
+                        if event.seq <= last:
+                            continue
+                        if event.seq > last + 1:  # a batch fanned out before our log read: fill in
+                            async for missed in self._replay(chat_id, last, until=event.seq - 1):
+                                last = missed.seq
+                                yield missed
+                        last = event.seq
+                        yield event
+            finally:
+                self._drop(chat_id, send)
+            log.info("hub.subscriber_lagged", session_id=chat_id, last_seq=last)
+
+    async def _replay(self, chat_id: str, after: int, *, until: float = math.inf) -> AsyncIterator[Event]:
+        while True:
+            page = await self._store.events.after(chat_id, after, limit=_PAGE)
+            for event in page:
+                if event.seq > until:
+                    return
+                after = event.seq
+                yield event
+            if len(page) < _PAGE:
+                return

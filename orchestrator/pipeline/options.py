@@ -1,0 +1,61 @@
+"""`CallOptions`: the request's options for one call, after a Create hook's overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from orchestrator.pipeline.contract import TurnOptions
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class CallOptions(BaseModel):
+    """Everything that steers one call; hooks see (and override) it as a dict."""
+
+    model_config = _FROZEN
+    history_size: int | None = Field(default=None, ge=0, le=1000)
+    skip_history: bool = False
+    connector: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    prompt_preset: str | None = None
+    disable_global_prompts: bool | None = None
+    mcp_servers: tuple[dict[str, JsonValue], ...] | None = None
+    """`[{server_id, tools?, resources?}]` replacing the assistant's MCP servers for this call."""
+    locale: str | None = None
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    uses: dict[str, JsonValue] | None = None
+    workspace_id: str | None = None
+    host_workspace: Path | None = None
+    turn_timeout: float | None = Field(default=None, gt=0)
+
+    @classmethod
+    def from_turn(cls, options: TurnOptions, metadata: dict[str, JsonValue]) -> CallOptions:
+        return cls(**options.model_dump(), metadata=metadata)
+
+    def for_hook(self) -> dict[str, Any]:
+        """What a hook receives as `options` (no host paths)."""
+        return self.model_dump(mode="json", exclude={"host_workspace"}, exclude_none=True)
+
+    def with_overrides(self, overrides: dict[str, Any]) -> CallOptions:
+        """These options with a hook's overrides applied; `metadata` is merged, not replaced.
+
+        Raises:
+            pydantic.ValidationError: an override has the wrong type.
+        """
+        data = self.model_dump()
+        for key, value in overrides.items():
+            if key == "metadata" and isinstance(value, dict):
+                data["metadata"] = {**data["metadata"], **value}
+            elif value is not None:
+                data[key] = value
+        return CallOptions.model_validate(data)
+
+    def forked(self, overrides: dict[str, Any]) -> CallOptions:
+        """Options of an agent-to-agent call: history skipped, the caller's metadata inherited."""
+        allowed = {k: v for k, v in overrides.items() if k in CallOptions.model_fields}
+        base = self.model_copy(update={"skip_history": True})
+        return base.with_overrides(allowed)

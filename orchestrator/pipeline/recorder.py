@@ -1,0 +1,67 @@
+"""`TurnRecorder`: the turn buffer — what a turn leaves in the store, written once at its end.
+
+The user's new messages and the assistant's answer are written by `Store.persist_turn` in the same
+transaction as the turn's closing events and its usage, so a turn is either wholly recorded or not
+at all. Every earlier event is already in the session log (the hub appends as it streams).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.contract import InputMessage, TurnInput
+from orchestrator.store import NewMessage, Store
+from orchestrator.store import TurnInput as PersistedTurn
+from orchestrator.stream import Event, Usage
+
+
+def new_message_id() -> str:
+    return f"msg-{uuid.uuid4().hex[:20]}"
+
+
+def new_input(messages: tuple[InputMessage, ...]) -> tuple[InputMessage, ...]:
+    """The request's new messages: those after its last assistant or tool message (OpenAI clients
+    resend the whole conversation; only its tail is new)."""
+    last = max((i for i, m in enumerate(messages) if m.role in ("assistant", "tool")), default=-1)
+    return messages[last + 1 :]
+
+
+class TurnRecorder:
+    """Buffers one turn's messages and writes them with its last events."""
+
+    def __init__(self, store: Store, turn: TurnInput, root_assistant_id: str) -> None:
+        self._store = store
+        self._turn = turn
+        self._assistant_id = root_assistant_id
+        self.inputs = tuple(
+            NewMessage(id=new_message_id(), role=m.role, content=m.content, assistant_id=None)
+            for m in new_input(turn.messages)
+        )
+
+    def messages(self, result: CallResult) -> tuple[NewMessage, ...]:
+        if not result.content:
+            return self.inputs
+        answer = NewMessage(
+            id=new_message_id(), role="assistant", content=result.content, assistant_id=result.assistant_id
+        )
+        return (*self.inputs, answer)
+
+    async def persist(self, stamped: list[Event], result: CallResult) -> None:
+        """Write the turn: messages, the closing events, usage.
+
+        Raises:
+            StoreError, EventSequenceError, RecordExists: nothing was written.
+        """
+        usage = (result.usage or Usage()).model_copy(update={"scope": "turn"})
+        await self._store.persist_turn(
+            PersistedTurn(
+                chat_id=self._turn.chat_id,
+                turn_id=self._turn.turn_id,
+                assistant_id=self._assistant_id,
+                status=result.status,
+                messages=self.messages(result),
+                events=tuple(stamped),
+                usage=usage,
+            )
+        )

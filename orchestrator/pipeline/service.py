@@ -1,0 +1,271 @@
+"""`PipelineService`: the `TurnService` the API and the CLI use.
+
+```python
+service = PipelineService.from_services(services, store)
+handle = await service.start(TurnInput(assistant_id="examples.hooks", owner="alice",
+                                       chat_id="c1", messages=(InputMessage(content="hi"),)))
+async for event in handle.events(): ...
+result = await handle.result()
+await service.aclose()
+```
+`start` authorizes, makes sure the chat exists and belongs to the owner, reserves the chat (one
+turn at a time) and runs the turn as a background task; the events are stamped by the chat's
+emitter, appended to the durable log and fanned out to `subscribe()`rs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+import structlog
+from anyio import to_thread
+from pydantic import ValidationError
+
+from orchestrator.dsl import AppLoader, Assistant, is_system_id
+from orchestrator.errors import CageError, Conflict, NotFound, UsageError
+from orchestrator.pipeline.call import CallRunner, Finish
+from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.callstack import CallStack
+from orchestrator.pipeline.chat_resume import ChatResumeStore
+from orchestrator.pipeline.contract import TurnInput, TurnResult
+from orchestrator.pipeline.frame import CallFrame, TurnScope
+from orchestrator.pipeline.handle import RunningTurn
+from orchestrator.pipeline.hook_memory import HookMemory
+from orchestrator.pipeline.hooks import HookModules
+from orchestrator.pipeline.hub import SessionHub
+from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.recorder import TurnRecorder
+from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.sandbox.manager import SandboxManager
+from orchestrator.services import Services
+from orchestrator.store import RecordExists, Store
+from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
+
+log = structlog.get_logger(__name__)
+
+CLOSE_GRACE = 30.0
+"""Seconds `aclose()` lets running turns stop gracefully before cancelling them."""
+
+
+class PipelineService:
+    """Runs turns: authorize, stages, events, persistence; one turn at a time per chat."""
+
+    def __init__(
+        self,
+        *,
+        loader: AppLoader,
+        manager: SandboxManager,
+        store: Store,
+        resume: ResumeStore | None = None,
+        ids: IdSource | None = None,
+        close_grace: float = CLOSE_GRACE,
+    ) -> None:
+        self.loader = loader
+        self.manager = manager
+        self.store = store
+        self.hub = SessionHub(store)
+        self.hooks = HookModules()
+        self._resume = resume or ChatResumeStore(store)
+        self._ids = ids or RandomIds()
+        self._close_grace = close_grace
+        self._calls = CallRunner()
+        self._by_chat: dict[str, RunningTurn] = {}
+        self._by_turn: dict[str, RunningTurn] = {}
+        self._reserved: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @classmethod
+    def from_services(
+        cls,
+        services: Services,
+        store: Store,
+        *,
+        resume: ResumeStore | None = None,
+        ids: IdSource | None = None,
+    ) -> PipelineService:
+        """The pipeline over a process's services and its (migrated) store."""
+        return cls(loader=services.loader, manager=services.manager, store=store, resume=resume, ids=ids)
+
+    # -- TurnService -----------------------------------------------------------------------------
+
+    async def start(self, turn: TurnInput) -> RunningTurn:
+        """Validate, reserve the chat, and run the turn in the background.
+
+        Raises:
+            NotFound: unknown assistant, one the owner may not use, or another owner's chat.
+            Conflict: a turn is already running in this chat, or the service is closing.
+            ConfigError: the assistant's configuration is broken.
+            UsageError: the options or metadata are not valid.
+        """
+        if self._closed:
+            raise Conflict("the pipeline is shutting down")
+        chat_id = turn.chat_id
+        if chat_id in self._reserved or turn.turn_id in self._by_turn:
+            raise Conflict(f"a turn is already running in chat {chat_id!r}")
+        self._reserved.add(chat_id)
+        try:
+            assistant = await self.authorize(turn.owner, turn.assistant_id)
+            options = self._options(turn)
+            await self._ensure_chat(turn)
+            start_seq = await self.hub.begin(chat_id)
+        except BaseException:
+            self._reserved.discard(chat_id)
+            raise
+        handle = RunningTurn(self.hub, turn, start_seq)
+        self._by_chat[chat_id] = handle
+        self._by_turn[turn.turn_id] = handle
+        task = asyncio.get_running_loop().create_task(self._run(handle, assistant, options))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
+        return handle
+
+    def running(self, chat_id: str) -> RunningTurn | None:
+        return self._by_chat.get(chat_id)
+
+    def turn(self, turn_id: str) -> RunningTurn | None:
+        return self._by_turn.get(turn_id)
+
+    def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+        return self.hub.subscribe(chat_id, after_seq=after_seq)
+
+    async def aclose(self) -> None:
+        """Interrupt running turns (graceful, then forced after the grace); wait for them to end."""
+        self._closed = True
+        for handle in list(self._by_turn.values()):
+            await handle.interrupt()
+        with anyio.move_on_after(self._close_grace):
+            for handle in list(self._by_turn.values()):
+                await handle.result()
+        for handle in list(self._by_turn.values()):
+            await handle.interrupt(force=True)
+        for task in list(self._tasks):
+            await asyncio.wait({task})
+
+    # -- stages before the turn ------------------------------------------------------------------
+
+    async def authorize(self, owner: str, assistant_id: str) -> Assistant:
+        """Stage 1: the assistant, if the owner may use it (system assistants: anyone may call them).
+
+        Raises:
+            NotFound: no such assistant, or another owner's private one. ConfigError: broken files.
+        """
+        assistant = await to_thread.run_sync(self.loader.get, assistant_id)
+        if is_system_id(assistant_id) or assistant.package.public:
+            return assistant
+        record = await self.store.assistants.get(assistant_id)
+        if record is not None and record.owner != owner:
+            raise NotFound(f"assistant {assistant_id!r} not found")
+        return assistant
+
+    def _options(self, turn: TurnInput) -> CallOptions:
+        try:
+            return CallOptions.from_turn(turn.options, dict(turn.metadata))
+        except ValidationError as exc:
+            raise UsageError(f"turn metadata must be JSON data: {exc.errors()[0]['msg']}") from None
+
+    async def _ensure_chat(self, turn: TurnInput) -> None:
+        chat = await self.store.chats.get(turn.chat_id)
+        if chat is None:
+            try:
+                chat = await self.store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
+            except RecordExists:
+                chat = await self.store.chats.require(turn.chat_id)
+        if chat.owner != turn.owner:
+            raise NotFound(f"chat {turn.chat_id!r} not found")
+
+    # -- the turn --------------------------------------------------------------------------------
+
+    async def _run(self, handle: RunningTurn, assistant: Assistant, options: CallOptions) -> None:
+        turn = handle.input
+        memory = HookMemory(
+            self.store,
+            owner=turn.owner,
+            team=str(turn.metadata["team_id"]) if turn.metadata.get("team_id") else None,
+            chat_id=turn.chat_id,
+            turn_id=turn.turn_id,
+        )
+        scope = TurnScope(
+            owner=turn.owner,
+            chat_id=turn.chat_id,
+            turn_id=turn.turn_id,
+            metadata=dict(turn.metadata),
+            loader=self.loader,
+            manager=self.manager,
+            store=self.store,
+            resume=self._resume,
+            hooks=self.hooks,
+            memory=memory,
+            ids=self._ids,
+            emit=lambda events: self._publish(turn, events),
+            authorize=lambda agent_id: self.authorize(turn.owner, agent_id),
+        )
+        runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
+        frame = CallFrame(
+            scope=scope,
+            assistant=assistant,
+            stack=CallStack.root(assistant.id),
+            builder=TurnBuilder(self._ids, runner=runner),
+            messages=turn.messages,
+            options=options,
+            signal=handle.signal,
+        )
+        recorder = TurnRecorder(self.store, turn, assistant.id)
+        result = CallResult(assistant_id=assistant.id, status="cancelled")
+        try:
+            result = await self._calls.run(frame, self._root_finish(turn, recorder))
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await memory.end_turn()
+                except CageError as exc:
+                    log.warning("pipeline.context_memory_not_cleared", turn_id=turn.turn_id, error=str(exc))
+                self._by_chat.pop(turn.chat_id, None)
+                self._by_turn.pop(turn.turn_id, None)
+                self._reserved.discard(turn.chat_id)
+                handle.finish(
+                    TurnResult(
+                        turn_id=turn.turn_id,
+                        chat_id=turn.chat_id,
+                        status=result.status,
+                        content=result.content,
+                        error=result.error,
+                        stop_reason=result.stop_reason,
+                        usage=result.usage,
+                        data=result.data,
+                    )
+                )
+                log.info(
+                    "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
+                )
+
+    async def _publish(self, turn: TurnInput, events: Sequence[Event]) -> None:
+        await self.hub.publish(turn.chat_id, turn.turn_id, events)
+
+    def _root_finish(self, turn: TurnInput, recorder: TurnRecorder) -> Finish:
+        """The root's `stream_end` is written with the turn (messages, usage) in one transaction.
+        If that write fails the events still go out, so no client waits for an end that never comes."""
+
+        async def finish(events: list[Event], result: CallResult) -> None:
+            async def commit(stamped: list[Event]) -> None:
+                await recorder.persist(stamped, result)
+
+            try:
+                await self.hub.publish(turn.chat_id, turn.turn_id, events, commit=commit)
+                return
+            except CageError as exc:
+                log.error("pipeline.persist_failed", turn_id=turn.turn_id, error=str(exc))
+            try:
+                await self.hub.publish(turn.chat_id, turn.turn_id, events)
+            except CageError as exc:
+                log.error("pipeline.log_append_failed", turn_id=turn.turn_id, error=str(exc))
+
+                async def live_only(stamped: list[Event]) -> None:
+                    return None
+
+                await self.hub.publish(turn.chat_id, turn.turn_id, events, commit=live_only)
+
+        return finish
