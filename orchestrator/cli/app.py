@@ -9,7 +9,7 @@ from typing import Annotated
 import click
 import typer
 
-from orchestrator.cli import assistants, images, run, schemas
+from orchestrator.cli import assistants, images, keys, run, schemas, serve
 from orchestrator.errors import CageError, ConfigError, EngineUnavailable, SandboxError, UsageError
 from orchestrator.logs import configure_logging
 
@@ -25,6 +25,8 @@ app.add_typer(images.app, name="images")
 app.command("validate")(assistants.validate)
 app.command("schemas")(schemas.schemas)
 app.command("run")(run.run)
+app.add_typer(keys.app, name="keys")
+app.command("serve")(serve.serve)
 
 EXIT_CONFIG = 2
 EXIT_INFRA = 3

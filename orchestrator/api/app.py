@@ -1,0 +1,104 @@
+"""`create_app(settings)`: the FastAPI application, its routers, and a lifespan owning everything.
+
+Start: migrate the database, reconcile sandboxes left by a previous process, start the reaper.
+Stop: running turns end with `stream_end` cancelled (`TurnService.aclose`, bounded by
+`CAGE_SHUTDOWN_GRACE`), then the reaper stops and the runtime closes (database, engine client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import anyio
+import structlog
+from fastapi import FastAPI
+
+from orchestrator.api.config import ApiConfig
+from orchestrator.api.errors import install_error_handlers
+from orchestrator.api.metrics import Metrics
+from orchestrator.api.requestlog import RequestLog
+from orchestrator.api.routers import completions, health, sandboxes, sessions, streams
+from orchestrator.api.routers.admin import assistants as admin_assistants
+from orchestrator.api.routers.admin import audit as admin_audit
+from orchestrator.api.routers.admin import images as admin_images
+from orchestrator.api.routers.admin import sandboxes as admin_sandboxes
+from orchestrator.api.routers.admin import sessions as admin_sessions
+from orchestrator.api.runtime import Runtime, RuntimeFactory
+from orchestrator.api.state import ApiState
+from orchestrator.errors import EngineUnavailable
+from orchestrator.sandbox import Reaper, reconcile
+from orchestrator.settings import Settings
+
+log = structlog.get_logger(__name__)
+VERSION = "0.1.0"
+
+
+async def _reconcile(state: ApiState) -> None:
+    known = await state.catalog.known_ids()
+    try:
+        await reconcile(state.runtime.manager, known.__contains__)
+    except EngineUnavailable as exc:
+        log.warning("sandboxes not reconciled: no container engine", error=str(exc))
+
+
+def _lifespan(
+    factory: RuntimeFactory, config: ApiConfig, metrics: Metrics
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings: Settings = app.state.settings
+        async with factory(settings) as runtime, anyio.create_task_group() as tg:
+
+            def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+                tg.start_soon(work)
+
+            await runtime.store.migrate()
+            state = ApiState.build(runtime, config, metrics, spawn)
+            app.state.api = state
+            state.auth.announce()
+            await _reconcile(state)
+            tg.start_soon(Reaper(runtime.manager).run)
+            log.info("server ready", app_dir=str(settings.app_dir))
+            try:
+                yield
+            finally:
+                await _shutdown(runtime, config)
+                tg.cancel_scope.cancel()
+
+    return lifespan
+
+
+async def _shutdown(runtime: Runtime, config: ApiConfig) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(config.shutdown_grace) as scope:
+        await runtime.turns.aclose()
+    if scope.cancelled_caught:
+        log.warning("turns did not all end within the shutdown grace", grace=config.shutdown_grace)
+
+
+def create_app(
+    settings: Settings, *, runtime: RuntimeFactory | None = None, config: ApiConfig | None = None
+) -> FastAPI:
+    """The Cage server for `settings`. `runtime` defaults to the Docker engine, the settings'
+    database and the turn pipeline; tests pass a factory with fakes."""
+    if runtime is None:
+        from orchestrator.api.pipeline_runtime import default_runtime
+
+        runtime = default_runtime()
+    api_config = config or ApiConfig()
+    metrics = Metrics()
+    app = FastAPI(
+        title="Cage",
+        version=VERSION,
+        description="Sandboxed CLI-agent orchestrator: sessions, OpenAI-compatible chat, admin.",
+        lifespan=_lifespan(runtime, api_config, metrics),
+    )
+    app.state.settings = settings
+    for module in (health, sessions, sandboxes, completions, streams):
+        app.include_router(module.router)
+    for module in (admin_assistants, admin_sandboxes, admin_images, admin_sessions, admin_audit):
+        app.include_router(module.router, prefix="/v1/admin")
+    install_error_handlers(app)
+    app.add_middleware(RequestLog, metrics=metrics)
+    return app

@@ -1,0 +1,111 @@
+"""Who is calling: API keys (`Authorization: Bearer cage_...`), the bootstrap admin key, `CAGE_AUTH=off`.
+
+A user key sees only its owner's sessions, sandboxes and memory; an admin key sees everything and
+may use `/v1/admin/`. Key material never reaches a log line, an error message or an audit entry.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Literal
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.api.ratelimit import RateLimiter
+from orchestrator.errors import Forbidden, NotFound, Unauthorized
+from orchestrator.redaction import register_secret
+from orchestrator.settings import Settings
+from orchestrator.store import Store
+
+log = structlog.get_logger(__name__)
+
+BOOTSTRAP_KEY_ID = "bootstrap"
+DEV_OWNER = "local"
+
+
+class Principal(BaseModel):
+    """The caller of one request."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    key_id: str
+    name: str
+    owner: str
+    role: Literal["admin", "user"]
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    def require_admin(self) -> None:
+        """Raises:
+        Forbidden: the key has the `user` role.
+        """
+        if not self.is_admin:
+            raise Forbidden("this route needs an admin API key")
+
+    def require_owner(self, owner: str, kind: str, item_id: str) -> None:
+        """Users may only touch their own things; someone else's thing looks absent (404), not
+        forbidden, so ids cannot be probed.
+
+        Raises:
+            NotFound: the thing belongs to another owner.
+        """
+        if not self.is_admin and owner != self.owner:
+            raise NotFound(f"{kind} {item_id!r} not found")
+
+
+DEV_PRINCIPAL = Principal(key_id="auth-off", name="auth off", owner=DEV_OWNER, role="admin")
+
+
+class Authenticator:
+    """Turns a bearer token into a `Principal`, and applies the per-key rate limit."""
+
+    def __init__(self, store: Store, settings: Settings, limiter: RateLimiter) -> None:
+        self._store = store
+        self._limiter = limiter
+        self.enabled = settings.auth.strip().lower() not in ("off", "false", "0", "no")
+        self._bootstrap = settings.bootstrap_admin_key or None
+        self._bootstrap_open = self._bootstrap is not None
+        register_secret(self._bootstrap)
+
+    def announce(self) -> None:
+        """Log how the server authenticates; loudly when it does not."""
+        if not self.enabled:
+            log.warning(
+                "AUTHENTICATION IS OFF (CAGE_AUTH=off): every caller is an admin. "
+                "Use this for local development only."
+            )
+        elif self._bootstrap is not None:
+            log.warning("bootstrap admin key accepted until the first admin key is created")
+
+    async def authenticate(self, token: str | None) -> Principal:
+        """The principal for `token`; rate-limited per key.
+
+        Raises:
+            Unauthorized: no token, or one that is malformed, unknown or revoked.
+            KeyRateLimited: the key is over its rate.
+        """
+        if not self.enabled:
+            return DEV_PRINCIPAL
+        if not token:
+            raise Unauthorized("missing API key: send `Authorization: Bearer <key>`")
+        principal = await self._bootstrap_principal(token)
+        if principal is None:
+            info = await self._store.keys.verify(token)
+            if info is None:
+                raise Unauthorized("invalid or revoked API key")
+            principal = Principal(key_id=info.id, name=info.name, owner=info.owner, role=info.role)
+        self._limiter.check(principal.key_id)
+        return principal
+
+    async def _bootstrap_principal(self, token: str) -> Principal | None:
+        if not self._bootstrap_open or self._bootstrap is None:
+            return None
+        if not hmac.compare_digest(token.encode(), self._bootstrap.encode()):
+            return None
+        if any(k.role == "admin" for k in await self._store.keys.list()):
+            self._bootstrap_open = False  # a real admin key exists: the bootstrap key is done
+            log.warning("bootstrap admin key refused: an admin key exists now")
+            return None
+        return Principal(key_id=BOOTSTRAP_KEY_ID, name="bootstrap", owner="admin", role="admin")

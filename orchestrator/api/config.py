@@ -1,0 +1,28 @@
+"""Server-only settings (`CAGE_*` environment variables) that the rest of Cage does not need."""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ApiConfig(BaseSettings):
+    """Limits and timings of the HTTP/websocket server."""
+
+    model_config = SettingsConfigDict(env_prefix="CAGE_", extra="ignore", use_attribute_docstrings=True)
+
+    rate_limit_per_minute: float = 600.0
+    """Requests one API key may make per minute, sustained (a token bucket refilled continuously)."""
+    rate_limit_burst: int = 120
+    """Requests one API key may make at once before the per-minute rate applies."""
+    ws_ping_interval: float = 20.0
+    """Seconds between websocket protocol pings; a client that misses a pong is dropped."""
+    ws_max_message_bytes: int = 16 * 2**20
+    """Largest websocket frame a client may send (attachments travel base64-encoded)."""
+    sse_keepalive: float = 15.0
+    """Seconds of silence after which an SSE stream sends a comment line to keep proxies open."""
+    shutdown_grace: float = 10.0
+    """Seconds running turns get to end with `stream_end` on shutdown."""
+    exec_timeout: float = 60.0
+    """Default time limit of an admin `exec` in a sandbox."""
+    exec_output_bytes: int = 1 * 2**20
+    """Most stdout bytes an admin `exec` returns (the rest is cut, and the response says so)."""

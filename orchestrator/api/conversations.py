@@ -1,0 +1,199 @@
+"""Sessions (chats) as the API sees them: who may open which, and starting turns in them.
+
+A session is created on first use with an `assistant_id`. A user touches only sessions of its own
+owner; another owner's session answers 404, exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import anyio
+import structlog
+
+from orchestrator.api.auth import Principal
+from orchestrator.api.catalog import Catalog
+from orchestrator.api.quota import SandboxQuota
+from orchestrator.api.tracker import TurnTracker
+from orchestrator.api.views import SessionView
+from orchestrator.errors import Conflict, NotFound, UsageError
+from orchestrator.pipeline import (
+    Attachment,
+    InputMessage,
+    TurnHandle,
+    TurnInput,
+    TurnOptions,
+    TurnService,
+)
+from orchestrator.store import ChatRecord, RecordExists, Store
+from orchestrator.stream import Event
+
+log = structlog.get_logger(__name__)
+DELETE_WAIT = 10.0
+"""Seconds a session delete waits for its cancelled turn to end."""
+
+
+@runtime_checkable
+class PermissionResponder(Protocol):
+    """Optional pipeline capability: deliver a user's answer to a `permission/request` event."""
+
+    async def respond_permission(
+        self, chat_id: str, request_id: str, decision: Literal["allow", "deny"], message: str | None
+    ) -> None: ...
+
+
+class Conversations:
+    def __init__(
+        self, store: Store, turns: TurnService, catalog: Catalog, quota: SandboxQuota, tracker: TurnTracker
+    ) -> None:
+        self._store = store
+        self.turns = turns
+        self._catalog = catalog
+        self._quota = quota
+        self._tracker = tracker
+
+    async def get(self, principal: Principal, chat_id: str) -> ChatRecord:
+        """Raises: NotFound (missing, or another owner's)."""
+        chat = await self._store.chats.get(chat_id)
+        if chat is None:
+            raise NotFound(f"session {chat_id!r} not found")
+        principal.require_owner(chat.owner, "session", chat_id)
+        return chat
+
+    async def open(self, principal: Principal, chat_id: str, assistant_id: str | None) -> ChatRecord:
+        """The session `chat_id`, created for `assistant_id` when it does not exist yet.
+
+        Raises:
+            NotFound: no such session and no (known) assistant to create it with; another owner's.
+            Conflict: the session belongs to another assistant.
+        """
+        chat = await self._store.chats.get(chat_id)
+        if chat is None:
+            if not assistant_id:
+                raise NotFound(f"session {chat_id!r} not found; pass assistant_id to create it")
+            if assistant_id not in await self._catalog.known_ids():
+                raise NotFound(f"assistant {assistant_id!r} not found")
+            try:
+                chat = await self._store.chats.create(principal.owner, assistant_id, chat_id=chat_id)
+            except RecordExists:  # created by a concurrent request
+                chat = await self._store.chats.require(chat_id)
+        principal.require_owner(chat.owner, "session", chat_id)
+        if assistant_id and assistant_id != chat.assistant_id:
+            raise Conflict(
+                f"session {chat_id!r} belongs to assistant {chat.assistant_id!r}, not {assistant_id!r}"
+            )
+        return chat
+
+    async def sessions(
+        self, principal: Principal, owner: str | None = None, limit: int = 50
+    ) -> list[ChatRecord]:
+        """The caller's sessions; an admin may name another owner."""
+        target = owner if owner is not None and principal.is_admin else principal.owner
+        return await self._store.chats.list(target, limit=limit)
+
+    async def events(self, principal: Principal, chat_id: str, after_seq: int, limit: int) -> list[Event]:
+        await self.get(principal, chat_id)
+        return await self._store.events.after(chat_id, after_seq, limit)
+
+    async def start(
+        self,
+        chat: ChatRecord,
+        messages: Sequence[InputMessage],
+        *,
+        attachments: Sequence[Attachment] = (),
+        options: TurnOptions | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> TurnHandle:
+        """Start a turn in `chat` (already authorized with `open`/`get`).
+
+        Raises:
+            Conflict: a turn is already running in this session (the API rejects, never queues).
+            CapacityError: the turn would need a sandbox past the owner's cap.
+            NotFound, ConfigError: from the pipeline.
+        """
+        if not messages:
+            raise UsageError("a turn needs at least one message")
+        if self.turns.running(chat.id) is not None:
+            raise Conflict(
+                f"a turn is already running in session {chat.id!r}; interrupt it or wait for stream_end"
+            )
+        opts = options or TurnOptions()
+        spec = await self._catalog.sandbox_spec(chat.assistant_id)
+        self._quota.check(
+            spec,
+            owner=chat.owner,
+            assistant_id=chat.assistant_id,
+            chat_id=chat.id,
+            workspace_id=opts.workspace_id,
+        )
+        handle = await self.turns.start(
+            TurnInput(
+                assistant_id=chat.assistant_id,
+                owner=chat.owner,
+                chat_id=chat.id,
+                messages=tuple(messages),
+                attachments=tuple(attachments),
+                options=opts,
+                metadata=metadata or {},
+            )
+        )
+        self._tracker.track(handle, await self._catalog.runner_of(chat.assistant_id))
+        log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
+        return handle
+
+    def running(self, chat_id: str) -> TurnHandle | None:
+        return self.turns.running(chat_id)
+
+    async def interrupt(self, principal: Principal, chat_id: str, *, force: bool) -> TurnHandle:
+        """Raises: NotFound (no session, or no running turn)."""
+        await self.get(principal, chat_id)
+        handle = self.turns.running(chat_id)
+        if handle is None:
+            raise NotFound(f"no turn is running in session {chat_id!r}")
+        await handle.interrupt(force=force)
+        return handle
+
+    async def interrupt_turn(self, principal: Principal, turn_id: str, *, force: bool) -> TurnHandle:
+        """Raises: NotFound (no such running turn, or another owner's)."""
+        handle = self.turns.turn(turn_id)
+        if handle is None:
+            raise NotFound(f"no running turn {turn_id!r}")
+        chat = await self._store.chats.get(handle.chat_id)
+        if chat is None or (not principal.is_admin and chat.owner != principal.owner):
+            raise NotFound(f"no running turn {turn_id!r}")
+        await handle.interrupt(force=force)
+        return handle
+
+    async def respond_permission(
+        self,
+        principal: Principal,
+        chat_id: str,
+        request_id: str,
+        decision: Literal["allow", "deny"],
+        message: str | None,
+    ) -> None:
+        """Raises: UsageError when the pipeline cannot take permission answers."""
+        await self.get(principal, chat_id)
+        if not isinstance(self.turns, PermissionResponder):
+            raise UsageError("this pipeline does not ask for permissions; nothing to answer")
+        await self.turns.respond_permission(chat_id, request_id, decision, message)
+
+    async def delete(self, principal: Principal, chat_id: str) -> None:
+        """Cancel a running turn (waiting for its end, bounded), then delete the session and its log.
+
+        Raises: NotFound.
+        """
+        await self.get(principal, chat_id)
+        handle = self.turns.running(chat_id)
+        if handle is not None:
+            await handle.interrupt(force=True)
+            with anyio.move_on_after(DELETE_WAIT):
+                await handle.result()
+        await self._store.chats.delete(chat_id)
+        await self._store.audit.record(principal.key_id, "session.delete", chat_id)
+
+
+def session_view(conversations: Conversations, chat: ChatRecord) -> SessionView:
+    running = conversations.running(chat.id)
+    return SessionView.of(chat, running.turn_id if running else None)

@@ -1,0 +1,86 @@
+"""FastAPI dependencies: services from `app.state.api`, and the caller (`Principal`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.requests import HTTPConnection
+
+from orchestrator.api.auth import Principal
+from orchestrator.api.catalog import Catalog
+from orchestrator.api.conversations import Conversations
+from orchestrator.api.errors import KeyRateLimited
+from orchestrator.api.fleet import Fleet
+from orchestrator.api.state import ApiState
+from orchestrator.api.workshop import Workshop
+from orchestrator.store import Store
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `cage keys create`.")
+
+
+def api_state(conn: HTTPConnection) -> ApiState:
+    state: ApiState = conn.app.state.api
+    return state
+
+
+StateDep = Annotated[ApiState, Depends(api_state)]
+
+
+async def authenticate(state: ApiState, token: str | None) -> Principal:
+    try:
+        return await state.auth.authenticate(token)
+    except KeyRateLimited:
+        state.metrics.rate_limited.inc()
+        raise
+
+
+async def caller(
+    request: Request, state: StateDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
+    principal = await authenticate(state, creds.credentials if creds else None)
+    request.state.principal = principal
+    return principal
+
+
+async def admin(principal: Annotated[Principal, Depends(caller)]) -> Principal:
+    principal.require_admin()
+    return principal
+
+
+def bearer_token(conn: HTTPConnection) -> str | None:
+    """The token of an `Authorization: Bearer` header (websockets cannot use `HTTPBearer`)."""
+    scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+CallerDep = Annotated[Principal, Depends(caller)]
+AdminDep = Annotated[Principal, Depends(admin)]
+
+
+def _catalog(state: StateDep) -> Catalog:
+    return state.catalog
+
+
+def _conversations(state: StateDep) -> Conversations:
+    return state.conversations
+
+
+def _fleet(state: StateDep) -> Fleet:
+    return state.fleet
+
+
+def _workshop(state: StateDep) -> Workshop:
+    return state.workshop
+
+
+def _store(state: StateDep) -> Store:
+    return state.runtime.store
+
+
+CatalogDep = Annotated[Catalog, Depends(_catalog)]
+ConversationsDep = Annotated[Conversations, Depends(_conversations)]
+FleetDep = Annotated[Fleet, Depends(_fleet)]
+WorkshopDep = Annotated[Workshop, Depends(_workshop)]
+StoreDep = Annotated[Store, Depends(_store)]

@@ -1,0 +1,84 @@
+"""Prometheus metrics of one server, in a registry of its own (two apps in a process never clash)."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from orchestrator.sandbox import SandboxManager
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_TURN_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
+_FIRST_EVENT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class _SandboxCollector(Collector):
+    """`cage_sandboxes{state}` read from the manager's registry at scrape time."""
+
+    def __init__(self, manager: Callable[[], SandboxManager | None]) -> None:
+        self._manager = manager
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("cage_sandboxes", "Tracked sandboxes by state.", labels=["state"])
+        manager = self._manager()
+        counts: Tally[str] = Tally({"busy": 0, "idle": 0, "stopped": 0})
+        for box in manager.registry.all() if manager is not None else []:
+            counts["stopped" if box.stopped else "busy" if box.busy else "idle"] += 1
+        for state, n in sorted(counts.items()):
+            family.add_metric([state], n)
+        yield family
+
+
+class Metrics:
+    """Every metric the server exports."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._manager: SandboxManager | None = None
+        r = self.registry
+        self.requests = Counter(
+            "cage_http_requests",
+            "HTTP requests by route template and status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.turns = Counter(
+            "cage_turns", "Finished turns by runner and status.", ["runner", "status"], registry=r
+        )
+        self.turn_duration = Histogram(
+            "cage_turn_duration_seconds",
+            "Turn duration, start to stream_end.",
+            ["runner"],
+            buckets=_TURN_BUCKETS,
+            registry=r,
+        )
+        self.first_event = Histogram(
+            "cage_turn_first_event_seconds",
+            "Time from a turn's start to its first event at a client.",
+            ["runner"],
+            buckets=_FIRST_EVENT_BUCKETS,
+            registry=r,
+        )
+        self.image_builds = Counter(
+            "cage_image_builds",
+            "Runner image builds started over the API, by runner and result.",
+            ["runner", "result"],
+            registry=r,
+        )
+        self.websocket_clients = Gauge(
+            "cage_websocket_clients", "Open websocket session connections.", registry=r
+        )
+        self.rate_limited = Counter(
+            "cage_rate_limited", "Requests refused by the per-key rate limit.", registry=r
+        )
+        r.register(_SandboxCollector(lambda: self._manager))
+
+    def watch_sandboxes(self, manager: SandboxManager) -> None:
+        self._manager = manager
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,142 @@
+"""The OpenAI chat-completions dialect: request models, and a turn's events as OpenAI answers.
+
+The assistant is the `model`; the session comes from the `X-Cage-Chat-Id` header or
+`metadata.chat_id` (a new session otherwise, its id returned in the `X-Cage-Chat-Id` header).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from orchestrator.api.auth import Principal
+from orchestrator.api.conversations import Conversations
+from orchestrator.api.tracker import TurnTracker
+from orchestrator.api.views import CHAT_ID
+from orchestrator.errors import UsageError
+from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
+from orchestrator.stream import CompletionWithError, OpenAIChunkEncoder, aggregate_completion
+
+CHAT_HEADER = "X-Cage-Chat-Id"
+TURN_HEADER = "X-Cage-Turn-Id"
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, JsonValue]] | None = None
+    name: str | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI's request body; fields Cage does not use are accepted and ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    model: str = Field(min_length=1, max_length=128)
+    """The assistant id (see `GET /v1/models`)."""
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    metadata: dict[str, str] | None = None
+    """`chat_id` continues a session; `workspace_id` picks the sandbox workspace."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "cage"
+
+
+class ModelList(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    object: Literal["list"] = "list"
+    data: list[Model]
+
+
+class Interrupt(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    force: bool = False
+    """False: stop gracefully, keep the session; True: kill the turn at once."""
+
+
+def _input(message: ChatMessage) -> InputMessage:
+    role = "system" if message.role == "developer" else message.role
+    return InputMessage(role=role, content=message.content or "", name=message.name)
+
+
+def chat_id_for(request: ChatCompletionRequest, header: str | None) -> str:
+    """Raises: UsageError for an id that cannot name a session."""
+    chosen = header or (request.metadata or {}).get("chat_id") or uuid.uuid4().hex
+    if not re.fullmatch(CHAT_ID, chosen):
+        raise UsageError(f"chat id must match {CHAT_ID}")
+    return chosen
+
+
+async def start_completion(
+    conversations: Conversations,
+    principal: Principal,
+    request: ChatCompletionRequest,
+    chat_header: str | None,
+) -> TurnHandle:
+    """Open the session for `request` and start its turn.
+
+    Raises:
+        NotFound: unknown assistant (`model`) or another owner's session.
+        Conflict: a turn is already running in the session, or it belongs to another assistant.
+        CapacityError: past the owner's sandbox cap.
+    """
+    chat = await conversations.open(principal, chat_id_for(request, chat_header), request.model)
+    metadata = request.metadata or {}
+    options = TurnOptions(
+        temperature=request.temperature,
+        max_tokens=request.max_completion_tokens or request.max_tokens,
+        workspace_id=metadata.get("workspace_id"),
+    )
+    return await conversations.start(
+        chat, [_input(m) for m in request.messages], options=options, metadata=dict(metadata)
+    )
+
+
+def headers_for(handle: TurnHandle) -> dict[str, str]:
+    return {CHAT_HEADER: handle.chat_id, TURN_HEADER: handle.turn_id}
+
+
+async def completion_chunks(
+    handle: TurnHandle, request: ChatCompletionRequest, tracker: TurnTracker
+) -> AsyncIterator[str]:
+    """The turn as `chat.completion.chunk` SSE, ending with `data: [DONE]`."""
+    include_usage = request.stream_options.include_usage if request.stream_options else False
+    encoder = OpenAIChunkEncoder(model=request.model, include_usage=include_usage)
+    async for event in handle.events():
+        tracker.saw(event.turn_id)
+        text = encoder.encode(event)
+        if text:
+            yield text
+    closing = encoder.close()
+    if closing:
+        yield closing
+
+
+async def completion(
+    handle: TurnHandle, request: ChatCompletionRequest, tracker: TurnTracker
+) -> CompletionWithError:
+    """The whole turn as one `chat.completion` (waits for `stream_end`)."""
+    events = []
+    async for event in handle.events():
+        tracker.saw(event.turn_id)
+        events.append(event)
+    return aggregate_completion(events, model=request.model)

@@ -1,0 +1,1 @@
+"""Admin routers under `/v1/admin/` (admin keys only)."""

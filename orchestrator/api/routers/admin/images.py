@@ -1,0 +1,41 @@
+"""Admin: runner images (list, build with progress as SSE, prune) and runners' availability."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from orchestrator.api.dependencies import AdminDep, WorkshopDep
+from orchestrator.api.event_stream import sse_response
+from orchestrator.api.workshop import BuildRequest, PruneResult, RunnerView
+from orchestrator.sandbox.images import BuildProgress, ImageInfo
+
+router = APIRouter(tags=["admin"])
+
+
+async def _progress(items: AsyncIterator[BuildProgress]) -> AsyncIterator[str]:
+    async for item in items:
+        yield f"event: {item.phase}\ndata: {item.model_dump_json()}\n\n"
+
+
+@router.get("/images", response_model=list[ImageInfo])
+async def list_images(principal: AdminDep, workshop: WorkshopDep) -> list[ImageInfo]:
+    return await workshop.images()
+
+
+@router.post("/images/build", response_class=StreamingResponse)
+async def build_image(body: BuildRequest, principal: AdminDep, workshop: WorkshopDep) -> StreamingResponse:
+    """Build a runner image; progress streams as SSE (`event: <phase>`), ending with `done` or `error`."""
+    return sse_response(_progress(await workshop.build(body, principal)))
+
+
+@router.post("/images/prune", response_model=PruneResult)
+async def prune_images(principal: AdminDep, workshop: WorkshopDep) -> PruneResult:
+    return await workshop.prune(principal)
+
+
+@router.get("/runners", response_model=list[RunnerView])
+async def list_runners(principal: AdminDep, workshop: WorkshopDep) -> list[RunnerView]:
+    return await workshop.runners()

@@ -1,0 +1,42 @@
+"""Admin: every sandbox, with exec, stop, remove and an on-demand reaper sweep."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from orchestrator.api.dependencies import AdminDep, FleetDep
+from orchestrator.api.fleet import ExecRequest, ExecResult, ReapedSandbox, SandboxView
+
+router = APIRouter(prefix="/sandboxes", tags=["admin"])
+
+
+@router.get("", response_model=list[SandboxView])
+async def list_sandboxes(
+    principal: AdminDep, fleet: FleetDep, owner: str | None = None, usage: bool = False
+) -> list[SandboxView]:
+    return await fleet.views(principal, owner=owner, usage=usage)
+
+
+@router.post("/gc", response_model=list[ReapedSandbox])
+async def gc_sandboxes(principal: AdminDep, fleet: FleetDep) -> list[ReapedSandbox]:
+    return await fleet.gc(principal)
+
+
+@router.get("/{name}", response_model=SandboxView)
+async def get_sandbox(name: str, principal: AdminDep, fleet: FleetDep) -> SandboxView:
+    return await fleet.get(principal, name)
+
+
+@router.post("/{name}/exec", response_model=ExecResult)
+async def exec_in_sandbox(name: str, body: ExecRequest, principal: AdminDep, fleet: FleetDep) -> ExecResult:
+    return await fleet.exec(principal, name, body)
+
+
+@router.post("/{name}/stop", response_model=SandboxView)
+async def stop_sandbox(name: str, principal: AdminDep, fleet: FleetDep) -> SandboxView:
+    return await fleet.stop(principal, name)
+
+
+@router.delete("/{name}", status_code=204)
+async def delete_sandbox(name: str, principal: AdminDep, fleet: FleetDep) -> None:
+    await fleet.remove(principal, name)

@@ -1,0 +1,48 @@
+"""Admin: sessions of any owner (list by owner, get, events, delete)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from orchestrator.api.conversations import session_view
+from orchestrator.api.dependencies import AdminDep, ConversationsDep
+from orchestrator.api.routers.sessions import EventPage
+from orchestrator.api.views import CHAT_ID, SessionView
+from orchestrator.store.events import MAX_READ
+
+router = APIRouter(prefix="/sessions", tags=["admin"])
+ChatId = Annotated[str, Path(pattern=CHAT_ID)]
+
+
+@router.get("", response_model=list[SessionView])
+async def list_sessions(
+    principal: AdminDep,
+    conversations: ConversationsDep,
+    owner: Annotated[str, Query(min_length=1, description="Whose sessions.")],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> list[SessionView]:
+    return [session_view(conversations, c) for c in await conversations.sessions(principal, owner, limit)]
+
+
+@router.get("/{chat_id}", response_model=SessionView)
+async def get_session(chat_id: ChatId, principal: AdminDep, conversations: ConversationsDep) -> SessionView:
+    return session_view(conversations, await conversations.get(principal, chat_id))
+
+
+@router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
+async def session_events(
+    chat_id: ChatId,
+    principal: AdminDep,
+    conversations: ConversationsDep,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
+) -> EventPage:
+    events = await conversations.events(principal, chat_id, after_seq, limit)
+    return EventPage(events=events, last_seq=events[-1].seq if events else after_seq)
+
+
+@router.delete("/{chat_id}", status_code=204)
+async def delete_session(chat_id: ChatId, principal: AdminDep, conversations: ConversationsDep) -> None:
+    await conversations.delete(principal, chat_id)

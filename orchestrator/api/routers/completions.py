@@ -1,0 +1,58 @@
+"""OpenAI-compatible chat: `POST /v1/chat/completions` (stream or not), `GET /v1/models`, interrupt."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from orchestrator.api.dependencies import CallerDep, CatalogDep, ConversationsDep, StateDep
+from orchestrator.api.event_stream import sse_response
+from orchestrator.api.openai_compat import (
+    ChatCompletionRequest,
+    Interrupt,
+    Model,
+    ModelList,
+    completion,
+    completion_chunks,
+    headers_for,
+    start_completion,
+)
+from orchestrator.api.views import TurnAccepted
+from orchestrator.stream import CompletionWithError
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+ChatHeader = Annotated[str | None, Header(alias="X-Cage-Chat-Id")]
+
+
+@router.get("/models", response_model=ModelList)
+async def list_models(principal: CallerDep, catalog: CatalogDep) -> ModelList:
+    """Assistants as OpenAI models: the `id` is what `model` takes."""
+    return ModelList(
+        data=[Model(id=a.id, owned_by=a.source) for a in await catalog.summaries() if a.mode != "invalid"]
+    )
+
+
+@router.post(
+    "/chat/completions",
+    response_model=CompletionWithError,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def chat_completions(
+    body: ChatCompletionRequest, principal: CallerDep, state: StateDep, x_cage_chat_id: ChatHeader = None
+) -> JSONResponse | StreamingResponse:
+    handle = await start_completion(state.conversations, principal, body, x_cage_chat_id)
+    if body.stream:
+        return sse_response(completion_chunks(handle, body, state.tracker), headers_for(handle))
+    answer = await completion(handle, body, state.tracker)
+    return JSONResponse(answer.model_dump(mode="json", exclude_none=True), headers=headers_for(handle))
+
+
+@router.post("/chat/completions/{turn_id}/interrupt", response_model=TurnAccepted, status_code=202)
+async def interrupt_turn(
+    turn_id: str, principal: CallerDep, conversations: ConversationsDep, body: Interrupt | None = None
+) -> TurnAccepted:
+    force = body.force if body else False
+    handle = await conversations.interrupt_turn(principal, turn_id, force=force)
+    return TurnAccepted(turn_id=handle.turn_id, chat_id=handle.chat_id, force=force)

@@ -1,0 +1,91 @@
+"""A user's own sessions: list, get, events, delete, the websocket, and an SSE subscription."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, WebSocket
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.api.conversations import Conversations, session_view
+from orchestrator.api.dependencies import CallerDep, ConversationsDep, StateDep
+from orchestrator.api.event_stream import sse_response
+from orchestrator.api.session_socket import serve_session
+from orchestrator.api.views import CHAT_ID, SessionView
+from orchestrator.store.events import MAX_READ
+from orchestrator.stream import Event, SSEEncoder
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+ChatId = Annotated[str, Path(pattern=CHAT_ID)]
+
+
+class EventPage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    events: list[Event]
+    last_seq: int
+    """Seq of the last event in this page (the `after_seq` of the next), or the one asked for."""
+
+
+@router.get("", response_model=list[SessionView])
+async def list_sessions(
+    principal: CallerDep, conversations: ConversationsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+) -> list[SessionView]:
+    return [session_view(conversations, c) for c in await conversations.sessions(principal, limit=limit)]
+
+
+@router.get("/{chat_id}", response_model=SessionView)
+async def get_session(chat_id: ChatId, principal: CallerDep, conversations: ConversationsDep) -> SessionView:
+    return session_view(conversations, await conversations.get(principal, chat_id))
+
+
+@router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
+async def session_events(
+    chat_id: ChatId,
+    principal: CallerDep,
+    conversations: ConversationsDep,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
+) -> EventPage:
+    events = await conversations.events(principal, chat_id, after_seq, limit)
+    return EventPage(events=events, last_seq=events[-1].seq if events else after_seq)
+
+
+@router.delete("/{chat_id}", status_code=204)
+async def delete_session(chat_id: ChatId, principal: CallerDep, conversations: ConversationsDep) -> None:
+    await conversations.delete(principal, chat_id)
+
+
+async def _subscription(conversations: Conversations, chat_id: str, after_seq: int) -> AsyncIterator[str]:
+    encoder = SSEEncoder()
+    async for event in conversations.turns.subscribe(chat_id, after_seq=after_seq):
+        yield encoder.encode(event)
+
+
+@router.get("/{chat_id}/stream", response_class=StreamingResponse)
+async def follow_session(
+    chat_id: ChatId,
+    principal: CallerDep,
+    conversations: ConversationsDep,
+    after_seq: Annotated[int | None, Query(ge=0)] = None,
+    last_event_id: Annotated[int | None, Header(ge=0)] = None,
+) -> StreamingResponse:
+    """Every event after `after_seq` (or `Last-Event-ID`, or from now), then live, as SSE."""
+    chat = await conversations.get(principal, chat_id)
+    start = (
+        after_seq if after_seq is not None else last_event_id if last_event_id is not None else chat.last_seq
+    )
+    return sse_response(_subscription(conversations, chat.id, start))
+
+
+@router.websocket("/{chat_id}/ws")
+async def session_socket(
+    websocket: WebSocket,
+    chat_id: ChatId,
+    state: StateDep,
+    assistant_id: str | None = None,
+    after_seq: Annotated[int | None, Query(ge=0)] = None,
+) -> None:
+    """The session websocket; see docs/api.md for the frames."""
+    await serve_session(websocket, state, chat_id, assistant_id, after_seq)

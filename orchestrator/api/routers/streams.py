@@ -1,0 +1,73 @@
+"""Native SSE: `POST /v1/assistants/{assistant_id}/stream` runs a turn and streams its protocol events."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.api.dependencies import CallerDep, StateDep
+from orchestrator.api.event_stream import sse_response
+from orchestrator.api.frames import AttachmentFrame
+from orchestrator.api.openai_compat import headers_for
+from orchestrator.api.tracker import TurnTracker
+from orchestrator.api.views import CHAT_ID
+from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
+from orchestrator.stream import SSEEncoder
+
+router = APIRouter(prefix="/v1/assistants", tags=["stream"])
+
+
+class RequestOptions(BaseModel):
+    """Per-turn overrides a network client may set (never a host path)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    history_size: int | None = Field(default=None, ge=0, le=1000)
+    skip_history: bool = False
+    connector: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    locale: str | None = None
+    workspace_id: str | None = Field(default=None, pattern=CHAT_ID)
+    turn_timeout: float | None = Field(default=None, gt=0)
+
+    def turn_options(self) -> TurnOptions:
+        return TurnOptions(**self.model_dump())
+
+
+class StreamRequest(BaseModel):
+    """One turn: the user's message (or messages), optionally in an existing session."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    messages: list[InputMessage] = Field(min_length=1)
+    chat_id: str | None = Field(default=None, pattern=CHAT_ID)
+    """Continue this session; a new one when absent (its id is in the `X-Cage-Chat-Id` header)."""
+    attachments: list[AttachmentFrame] = Field(default_factory=list, max_length=32)
+    options: RequestOptions = RequestOptions()
+
+
+async def _events(handle: TurnHandle, tracker: TurnTracker) -> AsyncIterator[str]:
+    encoder = SSEEncoder()
+    async for event in handle.events():
+        tracker.saw(event.turn_id)
+        yield encoder.encode(event)
+
+
+@router.post("/{assistant_id}/stream", response_class=StreamingResponse)
+async def stream_turn(
+    assistant_id: Annotated[str, Path(min_length=1, max_length=128)],
+    body: StreamRequest,
+    principal: CallerDep,
+    state: StateDep,
+) -> StreamingResponse:
+    conversations = state.conversations
+    chat = await conversations.open(principal, body.chat_id or uuid.uuid4().hex, assistant_id)
+    attachments = [a.attachment() for a in body.attachments]
+    handle = await conversations.start(
+        chat, body.messages, attachments=attachments, options=body.options.turn_options()
+    )
+    return sse_response(_events(handle, state.tracker), headers_for(handle))

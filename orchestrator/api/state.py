@@ -1,0 +1,66 @@
+"""`ApiState`: the runtime plus the API's own services, built once in the lifespan and read by
+the routers' dependencies from `app.state.api`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.api.auth import Authenticator
+from orchestrator.api.catalog import Catalog
+from orchestrator.api.config import ApiConfig
+from orchestrator.api.conversations import Conversations
+from orchestrator.api.fleet import Fleet
+from orchestrator.api.metrics import Metrics
+from orchestrator.api.quota import SandboxQuota
+from orchestrator.api.ratelimit import RateLimiter
+from orchestrator.api.runtime import Runtime
+from orchestrator.api.tracker import TurnTracker
+from orchestrator.api.workshop import Workshop
+
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+
+
+@dataclass(frozen=True)
+class ApiState:
+    runtime: Runtime
+    config: ApiConfig
+    metrics: Metrics
+    limiter: RateLimiter
+    auth: Authenticator
+    catalog: Catalog
+    tracker: TurnTracker
+    conversations: Conversations
+    fleet: Fleet
+    workshop: Workshop
+
+    @classmethod
+    def build(cls, runtime: Runtime, config: ApiConfig, metrics: Metrics, spawn: Spawn) -> ApiState:
+        """Wire the services; `spawn` starts background work in the app's task group."""
+        settings = runtime.settings
+        limiter = RateLimiter(per_minute=config.rate_limit_per_minute, burst=config.rate_limit_burst)
+        catalog = Catalog(runtime.loader, runtime.store)
+        tracker = TurnTracker(metrics, spawn)
+        quota = SandboxQuota(
+            runtime.manager, max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner
+        )
+        fleet = Fleet(
+            runtime.manager,
+            runtime.store,
+            exec_timeout=config.exec_timeout,
+            output_bytes=config.exec_output_bytes,
+        )
+        metrics.watch_sandboxes(runtime.manager)
+        return cls(
+            runtime=runtime,
+            config=config,
+            metrics=metrics,
+            limiter=limiter,
+            auth=Authenticator(runtime.store, settings, limiter),
+            catalog=catalog,
+            tracker=tracker,
+            conversations=Conversations(runtime.store, runtime.turns, catalog, quota, tracker),
+            fleet=fleet,
+            workshop=Workshop(runtime.images, fleet, runtime.store, metrics, spawn),
+        )

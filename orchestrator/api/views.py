@@ -1,0 +1,46 @@
+"""Response models shared by more than one router."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from orchestrator.store import ChatRecord
+
+CHAT_ID = r"^[A-Za-z0-9_.-]{1,128}$"
+"""Session ids: they name session sandboxes too, so only `[A-Za-z0-9_.-]`."""
+
+
+class SessionView(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    owner: str
+    assistant_id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    last_seq: int
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    running_turn_id: str | None = None
+
+    @classmethod
+    def of(cls, chat: ChatRecord, running_turn_id: str | None = None) -> SessionView:
+        return cls(
+            id=chat.id,
+            owner=chat.owner,
+            assistant_id=chat.assistant_id,
+            title=chat.title,
+            created_at=chat.created_at,
+            updated_at=chat.updated_at,
+            last_seq=chat.last_seq,
+            metadata=chat.metadata,
+            running_turn_id=running_turn_id,
+        )
+
+
+class TurnAccepted(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    turn_id: str
+    chat_id: str
+    force: bool = False

@@ -1,0 +1,42 @@
+"""`cage serve`: run the HTTP/websocket server (uvicorn) on `create_app(settings)`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+
+from orchestrator.api import ApiConfig, create_app
+from orchestrator.logs import configure_logging
+from orchestrator.settings import Settings
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option("--host", help="Address to bind (default CAGE_HOST).")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port to bind (default CAGE_PORT).")] = None,
+    app_dir: Annotated[Path | None, typer.Option("--app", help="Application directory.")] = None,
+) -> None:
+    """Serve sessions (websocket), OpenAI-compatible chat, native SSE and the admin API."""
+    overrides: dict[str, Any] = {"app_dir": (app_dir or ctx.obj["app_dir"]).resolve()}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    settings = Settings(**overrides)  # the environment fills in the rest
+    config = ApiConfig()
+    configure_logging(settings.log_level)
+    uvicorn.run(
+        create_app(settings, config=config),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,  # the app logs every request itself, without query strings
+        ws_ping_interval=config.ws_ping_interval,
+        ws_ping_timeout=config.ws_ping_interval,
+        ws_max_size=config.ws_max_message_bytes,
+        timeout_graceful_shutdown=int(config.shutdown_grace) + 5,
+        lifespan="on",
+    )

@@ -1,0 +1,238 @@
+"""`FakeTurnService`: the pipeline contract (`TurnService`) on a real `Store`, with scripted turns.
+
+It keeps the contract's promises the way the real pipeline must: events are stamped by a per-session
+`SessionEmitter`, appended to the durable log *before* anyone sees them, and `subscribe` replays the
+log and then continues live with no gap and no duplicate. Turns run in the service's own task
+group, so a client that goes away never stops one.
+
+The user's last message picks the script:
+* `slow <n> <seconds>`: `n` text chunks, one every `seconds` (interruptible between chunks);
+* `fail`: an error event and `stream_end` with status `error`;
+* anything else: `echo: <text>` in two chunks, usage, a result summary, `stream_end` completed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Self
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+
+from orchestrator.errors import Conflict
+from orchestrator.pipeline.contract import TurnInput, TurnResult
+from orchestrator.store import RecordExists, Store
+from orchestrator.stream import (
+    Event,
+    LifecycleEvent,
+    RandomIds,
+    SessionEmitter,
+    StreamEnd,
+    StreamStatus,
+    TextEvent,
+    TurnBuilder,
+    Usage,
+)
+
+PAGE = 1000
+
+
+class FakeTurn:
+    """A `TurnHandle`: every consumer of `events()` sees the whole turn from `stream_start`."""
+
+    def __init__(self, turn: TurnInput) -> None:
+        self.input = turn
+        self._events: list[Event] = []
+        self._changed = anyio.Event()
+        self._done = anyio.Event()
+        self.graceful = anyio.Event()
+        self.scope = anyio.CancelScope()
+        self.result_value: TurnResult | None = None
+
+    @property
+    def turn_id(self) -> str:
+        return self.input.turn_id
+
+    @property
+    def chat_id(self) -> str:
+        return self.input.chat_id
+
+    @property
+    def emitted(self) -> list[Event]:
+        return list(self._events)
+
+    def push(self, event: Event) -> None:
+        self._events.append(event)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def finish(self, result: TurnResult) -> None:
+        self.result_value = result
+        self._done.set()
+        self._changed.set()
+
+    async def events(self) -> AsyncIterator[Event]:
+        index = 0
+        while True:
+            if index < len(self._events):
+                index += 1
+                yield self._events[index - 1]
+            elif self._done.is_set():
+                return
+            else:
+                await self._changed.wait()
+
+    async def interrupt(self, *, force: bool = False) -> None:
+        if force:
+            self.scope.cancel()
+        else:
+            self.graceful.set()
+
+    async def result(self) -> TurnResult:
+        await self._done.wait()
+        assert self.result_value is not None
+        return self.result_value
+
+
+class FakeTurnService:
+    """Satisfies `TurnService` structurally; use as `async with FakeTurnService(store) as turns`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.started: list[TurnInput] = []
+        self._running: dict[str, FakeTurn] = {}
+        self._turns: dict[str, FakeTurn] = {}
+        self._emitters: dict[str, SessionEmitter] = {}
+        self._subscribers: dict[str, set[MemoryObjectSendStream[Event]]] = defaultdict(set)
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+        assert self._tg is not None
+        await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def start(self, turn: TurnInput) -> FakeTurn:
+        if turn.chat_id in self._running:
+            raise Conflict(f"a turn is already running in chat {turn.chat_id}")
+        chat = await self.store.chats.get(turn.chat_id)
+        if chat is None:
+            try:
+                chat = await self.store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
+            except RecordExists:
+                chat = await self.store.chats.require(turn.chat_id)
+        if turn.chat_id not in self._emitters:
+            self._emitters[turn.chat_id] = SessionEmitter.resume(turn.chat_id, chat.last_seq)
+        handle = FakeTurn(turn)
+        self.started.append(turn)
+        self._running[turn.chat_id] = handle
+        self._turns[turn.turn_id] = handle
+        assert self._tg is not None
+        self._tg.start_soon(self._run, handle)
+        return handle
+
+    def running(self, chat_id: str) -> FakeTurn | None:
+        return self._running.get(chat_id)
+
+    def turn(self, turn_id: str) -> FakeTurn | None:
+        handle = self._turns.get(turn_id)
+        return handle if handle is not None and handle.result_value is None else None
+
+    async def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+        send, receive = anyio.create_memory_object_stream[Event](math.inf)
+        self._subscribers[chat_id].add(send)
+        try:
+            last = after_seq
+            while True:
+                page = await self.store.events.after(chat_id, last, PAGE)
+                for event in page:
+                    last = event.seq
+                    yield event
+                if len(page) < PAGE:
+                    break
+            async for event in receive:
+                if event.seq > last:
+                    last = event.seq
+                    yield event
+        finally:
+            self._subscribers[chat_id].discard(send)
+            send.close()
+            receive.close()
+
+    async def aclose(self) -> None:
+        for handle in list(self._running.values()):
+            await handle.interrupt(force=True)
+        for handle in list(self._running.values()):
+            await handle.result()
+
+    async def _emit(self, handle: FakeTurn, events: list[Event]) -> None:
+        emitter = self._emitters[handle.chat_id]
+        stamped = emitter.stamp_all(events, turn_id=handle.turn_id)
+        await self.store.events.append(handle.chat_id, stamped)
+        for event in stamped:
+            handle.push(event)
+            for subscriber in list(self._subscribers[handle.chat_id]):
+                subscriber.send_nowait(event)
+
+    async def _run(self, handle: FakeTurn) -> None:
+        builder = TurnBuilder(RandomIds(), runner="fake")
+        text = str(handle.input.messages[-1].content)
+        status: StreamStatus = "completed"
+        error: str | None = None
+        try:
+            with handle.scope:
+                await self._emit(
+                    handle, builder.stream_start(handle.input.assistant_id, chat_id=handle.chat_id)
+                )
+                status, error = await self._script(handle, builder, text)
+            if handle.scope.cancelled_caught:
+                status = "cancelled"
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._emit(handle, builder.stream_end(status, error=error))
+                content = "".join(e.props.content for e in handle.emitted if isinstance(e, TextEvent))
+                end = next(e for e in reversed(handle.emitted) if isinstance(e, LifecycleEvent))
+                assert isinstance(end.props, StreamEnd)
+                self._running.pop(handle.chat_id, None)
+                handle.finish(
+                    TurnResult(
+                        turn_id=handle.turn_id,
+                        chat_id=handle.chat_id,
+                        status=status,
+                        content=content,
+                        error=error,
+                        usage=end.props.usage,
+                    )
+                )
+
+    async def _script(
+        self, handle: FakeTurn, builder: TurnBuilder, text: str
+    ) -> tuple[StreamStatus, str | None]:
+        words = text.split()
+        if words[:1] == ["slow"]:
+            count, delay = int(words[1]), float(words[2])
+            for i in range(count):
+                if handle.graceful.is_set():
+                    return "cancelled", None
+                await self._emit(handle, builder.text(f"chunk {i} "))
+                await anyio.sleep(delay)
+            return "completed", None
+        if words[:1] == ["fail"]:
+            await self._emit(handle, builder.error("scripted failure", "runner_failed"))
+            return "error", "scripted failure"
+        await self._emit(handle, builder.text("echo: "))
+        await self._emit(handle, builder.text(text))
+        usage = Usage(input_tokens=len(text), output_tokens=len(text) + 6, scope="turn")
+        await self._emit(handle, builder.usage(usage))
+        await self._emit(handle, builder.result(result="echo: " + text, stop_reason="end_turn", usage=usage))
+        return "completed", None

@@ -1,0 +1,56 @@
+"""Fixtures: a served app on loopback with a real SQLite store and fakes for engine and pipeline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrator.api import ApiConfig, create_app
+from orchestrator.settings import Settings
+from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_runtime, write_app
+from tests.unit.sandbox.fakes import FakeBackend
+
+
+@dataclass
+class Served:
+    server: ServerThread
+    settings: Settings
+    keys: dict[str, str]
+    backend: FakeBackend
+
+    @property
+    def url(self) -> str:
+        return self.server.base_url
+
+    def auth(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[name]}"}
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "app_dir": write_app(tmp_path / "app"),
+        "data_dir": tmp_path / "data",
+        "bootstrap_admin_key": BOOTSTRAP_KEY,
+        "max_sandboxes_per_owner": 1,
+        "reaper_interval": 3600.0,
+    }
+    values.update(overrides)
+    return Settings.model_validate(values)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    settings = make_settings(tmp_path)
+    keys = create_keys(
+        settings, {"admin": ("admin", "ops"), "alice": ("user", "alice"), "bob": ("user", "bob")}
+    )
+    backend = FakeBackend()
+    config = ApiConfig(rate_limit_per_minute=6000, rate_limit_burst=1000)
+    server = ServerThread(create_app(settings, runtime=fake_runtime(backend), config=config)).start()
+    try:
+        yield Served(server=server, settings=settings, keys=keys, backend=backend)
+    finally:
+        server.stop()

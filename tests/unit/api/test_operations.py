@@ -1,0 +1,53 @@
+"""Health, readiness, metrics, request ids and OpenAPI on a real server."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.unit.api.conftest import Served
+
+
+async def test_healthz_and_readyz_answer_ok(served: Served) -> None:
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        health = await client.get("/healthz")
+        ready = await client.get("/readyz")
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ok", "database": "ok", "engine": "ok"}
+
+
+async def test_request_id_is_echoed_or_made_up(served: Served) -> None:
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        given = await client.get("/healthz", headers={"X-Request-Id": "req-42"})
+        made = await client.get("/healthz")
+        bogus = await client.get("/healthz", headers={"X-Request-Id": "bad id with spaces"})
+    assert given.headers["x-request-id"] == "req-42"
+    assert len(made.headers["x-request-id"]) == 32
+    assert bogus.headers["x-request-id"] != "bad id with spaces"
+
+
+async def test_metrics_are_prometheus_text(served: Served) -> None:
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        await client.get("/healthz")
+        text = (await client.get("/metrics")).text
+    assert 'cage_http_requests_total{method="GET",route="/healthz",status="200"}' in text
+    assert 'cage_sandboxes{state="idle"} 0.0' in text
+    assert "cage_websocket_clients 0.0" in text
+
+
+async def test_openapi_lists_the_routes(served: Served) -> None:
+    async with httpx.AsyncClient(base_url=served.url) as client:
+        spec = (await client.get("/openapi.json")).json()
+        docs = await client.get("/docs")
+    assert docs.status_code == 200
+    for path in (
+        "/v1/chat/completions",
+        "/v1/models",
+        "/v1/admin/assistants",
+        "/v1/admin/sandboxes/{name}/exec",
+        "/v1/assistants/{assistant_id}/stream",
+        "/v1/sessions/{chat_id}/events",
+        "/readyz",
+    ):
+        assert path in spec["paths"], path
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]
