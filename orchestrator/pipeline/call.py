@@ -108,9 +108,26 @@ class CallRunner:
             waited += _POLL
         scope.cancel()
 
+    async def _open(self, frame: CallFrame) -> None:
+        """`stream_start`, once; a call cancelled before it ran still opens before it closes."""
+        if frame.started:
+            return
+        frame.started = True
+        assistant = frame.assistant
+        depth = frame.stack.depth
+        events = frame.builder.stream_start(
+            assistant.id,
+            assistant_name=assistant.name,
+            chat_id=frame.scope.chat_id,
+            metadata={"depth": depth, "kind": frame.stack.kind} if depth else None,
+        )
+        with anyio.CancelScope(shield=True):  # half-written, the turn would have no beginning
+            await frame.emit(events)
+
     async def _close(self, frame: CallFrame, result: CallResult, finish: Finish) -> None:
         frame.stage = "end"
         try:
+            await self._open(frame)
             end = frame.builder.stream_end(result.status, error=result.error, usage=result.usage)
             await finish(end, result)
         finally:
@@ -122,16 +139,7 @@ class CallRunner:
 
     async def _stages(self, frame: CallFrame) -> CallResult:
         assistant = frame.assistant
-        await frame.emit(
-            frame.builder.stream_start(
-                assistant.id,
-                assistant_name=assistant.name,
-                chat_id=frame.scope.chat_id,
-                metadata={"depth": frame.stack.depth, "kind": frame.stack.kind}
-                if frame.stack.depth
-                else None,
-            )
-        )
+        await self._open(frame)
         try:
             await self._history(frame)
             if assistant.sandbox is not None:

@@ -77,6 +77,8 @@ class CallFrame:
     tap: CallTap = field(init=False)
     lease: SandboxLease | None = None
     stage: Stage = "start"
+    started: bool = False
+    """True once `stream_start` went out."""
     history_loaded: bool = False
 
     def __post_init__(self) -> None:

@@ -1,0 +1,68 @@
+"""`ctx.memory`: each space bound to the right scope; TTL; `context` dies with the turn."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrator.store import Store
+from tests.pipeline_rig import Rig
+from tests.unit.store.conftest import FakeClock
+
+
+async def memory(rig: Rig, ops: list[dict[str, Any]], **kw: Any) -> list[Any]:
+    ran = await rig.run("hooks.memory", json.dumps(ops), **kw)
+    assert ran.result.status == "completed", ran.result.error
+    result: list[Any] = json.loads(ran.result.content)
+    return result
+
+
+async def test_user_space_belongs_to_its_owner(rig: Rig) -> None:
+    await memory(rig, [{"op": "set", "space": "user", "key": "color", "value": "blue"}], owner="alice")
+    assert await memory(rig, [{"op": "get", "space": "user", "key": "color"}], owner="alice") == ["blue"]
+    assert await memory(rig, [{"op": "get", "space": "user", "key": "color"}], owner="bob") == [None]
+    assert await memory(rig, [{"op": "has", "space": "user", "key": "color"}], owner="bob") == [False]
+
+
+async def test_chat_space_is_shared_by_the_turns_of_one_chat_only(rig: Rig) -> None:
+    set_op = [{"op": "set", "space": "chat", "key": "topic", "value": {"n": 1}}]
+    await memory(rig, set_op, chat_id="chat-m1")
+    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], chat_id="chat-m1") == [{"n": 1}]
+    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], chat_id="chat-m2") == [None]
+
+
+async def test_team_space_is_shared_by_members_of_the_team(rig: Rig) -> None:
+    team = {"team_id": "team-7"}
+    await memory(rig, [{"op": "set", "space": "team", "key": "k", "value": 1}], owner="alice", metadata=team)
+    got = await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="bob", metadata=team)
+    assert got == [1]
+    other = await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="bob", metadata={"team_id": "x"})
+    assert other == [None]
+
+
+async def test_context_space_dies_with_the_turn(rig: Rig, store: Store) -> None:
+    ops = [
+        {"op": "set", "space": "context", "key": "scratch", "value": "tmp"},
+        {"op": "get", "space": "context", "key": "scratch"},
+    ]
+    ran = await rig.run("hooks.memory", json.dumps(ops), chat_id="chat-ctx")
+    assert json.loads(ran.result.content) == [True, "tmp"]
+    assert await store.memory.keys("context", ran.turn.turn_id) == []
+    again = await memory(rig, [{"op": "get", "space": "context", "key": "scratch"}], chat_id="chat-ctx")
+    assert again == [None]
+
+
+async def test_ttl_expires_and_keys_delete_work(rig: Rig, clock: FakeClock) -> None:
+    ops = [
+        {"op": "set", "space": "user", "key": "short", "value": 1, "ttl": 60},
+        {"op": "set", "space": "user", "key": "long", "value": 2},
+        {"op": "keys", "space": "user"},
+    ]
+    assert (await memory(rig, ops))[-1] == ["long", "short"]
+    clock.advance(61)
+    after = [
+        {"op": "get", "space": "user", "key": "short"},
+        {"op": "delete", "space": "user", "key": "long"},
+        {"op": "keys", "space": "user"},
+    ]
+    assert await memory(rig, after) == [None, True, []]
