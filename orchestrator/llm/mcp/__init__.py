@@ -1,11 +1,13 @@
 """MCP tools for LLM mode: connect to an assistant's MCP servers (official `mcp` SDK; stdio,
-streamable HTTP, SSE), offer their tools to the loop engine, and count failed attempts.
+streamable HTTP, SSE), offer their tools to the loop engine, count failed attempts, and write
+the digest a fallback assistant gets when the tool loop gives up.
 
 Import from `orchestrator.llm.mcp`.
 """
 
 from orchestrator.llm.mcp.connection import DEFAULT_TIMEOUT, McpConnection
 from orchestrator.llm.mcp.content import result_text
+from orchestrator.llm.mcp.handoff import handoff_digest
 from orchestrator.llm.mcp.retries import FailureKind, GuardedToolBox, RetryGuard, Trip, failure
 from orchestrator.llm.mcp.tool import McpTool, tool_name
 from orchestrator.llm.mcp.toolset import McpToolset
@@ -20,6 +22,7 @@ __all__ = [
     "RetryGuard",
     "Trip",
     "failure",
+    "handoff_digest",
     "result_text",
     "tool_name",
 ]

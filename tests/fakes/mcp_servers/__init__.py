@@ -4,6 +4,7 @@
   (`CALC_SCRIPT`), or built in-process with `build(state_dir)`.
 * `HttpMcpServer` — the same server over streamable HTTP in a thread on 127.0.0.1, optionally
   behind a bearer token.
+* `app.LlmApp` — an app directory (connectors on the fake model server, `mcps/`, assistants).
 """
 
 from pathlib import Path

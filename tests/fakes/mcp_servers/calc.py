@@ -4,7 +4,8 @@ Tools: `add` (a + b), `flaky` (fails `fails` times per `key`, then answers; the 
 file under the state directory, so it survives reconnects), `fail` (always fails), `slow`
 (sleeps), `greet` (reads `CALC_GREETING` from its environment) and `image` (a non-text result).
 Every call is appended to `<state>/calls.log` as `<tool> <json args>`, so tests can count the
-attempts the server really saw.
+attempts the server really saw; a stdio server appends its pid to `<state>/pids` when it starts,
+so tests can check that it was stopped.
 
 Run over stdio: `python -m tests.fakes.mcp_servers.calc <state-dir>` (or the file path).
 """
@@ -83,6 +84,8 @@ def build(state_dir: Path) -> MCPServer:
 def main() -> None:
     state = Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd()
     state.mkdir(parents=True, exist_ok=True)
+    with (state / "pids").open("a", encoding="utf-8") as pids:
+        pids.write(f"{os.getpid()}\n")
     build(state).run()
 
 

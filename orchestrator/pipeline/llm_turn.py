@@ -1,0 +1,584 @@
+"""LLM mode: one turn of an assistant with prompts and/or MCP servers and no sandbox.
+
+`run_llm_turn` builds the system prompt (global prompts, then the assistant's prompts or the
+chosen preset), the connector's client, and the turn's MCP toolset, and runs the native loop
+(`AgentLoop`, at most `mcp.options.max_turn` rounds, `tool_call` events on). Failed tool calls
+are counted by a `RetryGuard` (see `orchestrator.llm.mcp.retries` for what is retryable): when
+one tool has failed `max_retries` times in a row, or fails in a way that is not retryable, the
+loop is stopped and the turn counts as an `error`.
+
+When the loop ends in `max_rounds`, `tool_loop_terminated` or `error`, the turn is handed to the
+fallback assistant (`assistant.fallback`, default `__yao.loop_fallback`): it gets a Markdown digest
+of the attempt (system prompt, conversation, tool results) as its only user message, runs without
+tools in a nested thread (`builder.child("fallback-…")` with its own `stream_start`/`stream_end`),
+and its answer becomes the turn's content. If it fails too, the turn ends in error and says why.
+
+Problems found before the loop (no usable connector, an unknown preset, an MCP server that
+cannot be reached) end the turn in error without a hand-off. `run_llm_turn` reports failures in
+its result and as `error` events; it does not raise them. The root `stream_start`/`stream_end`
+belong to the caller, which should pass `result.usage` (fallback included) to `stream_end`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from orchestrator.dsl import AppLoader, Assistant, McpServerRef, McpServerSpec, Prompt
+from orchestrator.dsl.agentconfig import DEFAULT_FALLBACK, USE_PREFIX
+from orchestrator.errors import CageError, ToolError, UsageError
+from orchestrator.llm import (
+    AgentLoop,
+    ChatMessage,
+    CheckpointSink,
+    EventSink,
+    LoopResult,
+    LoopStop,
+    ModelClient,
+    ModelDelta,
+    ModelOptions,
+    ModelRequest,
+    ToolResultBlock,
+    client_for,
+    client_settings,
+    model_options,
+)
+from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, handoff_digest
+from orchestrator.llm.tools import ToolBox
+from orchestrator.pipeline.contract import InputMessage
+from orchestrator.stream import ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
+
+log = structlog.get_logger(__name__)
+
+Emit = Callable[[Sequence[Event]], Awaitable[None]]
+HANDOFF_STOPS: frozenset[LoopStop] = frozenset({"max_rounds", "tool_loop_terminated", "error"})
+RUNNER = "mcp"
+"""`runner` on the `execute` events of LLM-mode tool runs."""
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class LlmTurnInput(BaseModel):
+    """One LLM-mode turn: the assistant, the conversation, and the request's overrides.
+
+    `messages` is the history plus the new user message(s), ending with a user prompt. Each may be
+    a `ChatMessage`, a pipeline `InputMessage`, or a `{role, content}` dict (`content` a string or
+    OpenAI-style parts); `system`/`developer` messages are moved into `system`.
+    """
+
+    model_config = _FROZEN
+    assistant: Assistant
+    messages: tuple[ChatMessage, ...] = Field(min_length=1)
+    system: tuple[str, ...] = ()
+    """Extra system text from the request, appended to the system prompt."""
+    session_id: str = ""
+    turn_id: str = ""
+    connector: str | None = None
+    """Connector id or `use::<role>` replacing the assistant's."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    prompt_preset: str | None = None
+    """A preset of the assistant (`prompts/<preset>.yml`) used instead of its `prompts.yml`."""
+    disable_global_prompts: bool = False
+    global_prompts: tuple[Prompt, ...] = ()
+    """The app's global prompts, put before the assistant's unless disabled (here or in the package)."""
+    mcp_servers: tuple[McpServerRef | McpServerSpec, ...] = ()
+    """Extra servers for this turn (a Create hook's `mcp_servers`); one with an id the assistant
+    already uses replaces that entry. References are resolved through the loader."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _conversation(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "messages" not in data:
+            return data
+        raw = data["messages"]
+        items = [raw] if isinstance(raw, ChatMessage | InputMessage | Mapping) else list(raw)
+        messages: list[ChatMessage] = []
+        system = list(data.get("system", ()))
+        for item in items:
+            converted = _chat_message(item)
+            if isinstance(converted, str):
+                system.append(converted)
+            else:
+                messages.append(converted)
+        if messages and not messages[-1].is_prompt:
+            raise ValueError("the conversation must end with a user message")
+        return {**data, "messages": tuple(messages), "system": tuple(system)}
+
+
+class LlmToolResult(BaseModel):
+    """A tool call that ran, with what it returned."""
+
+    model_config = _FROZEN
+    call_id: str
+    name: str
+    arguments: dict[str, JsonValue]
+    output: str
+    is_error: bool
+    failure: str | None = None
+    """`transport`, `timeout`, `protocol`, `tool_error`, `schema` or `unknown_tool` when it failed."""
+    retryable: bool | None = None
+    attempt: int | None = None
+    """Consecutive failures of this tool so far, for a failed call."""
+
+
+class LlmTurnResult(BaseModel):
+    """How an LLM-mode turn ended."""
+
+    model_config = _FROZEN
+    stop_reason: LoopStop
+    """Why the assistant's own loop stopped (`error` also for a tripped retry budget or a setup
+    problem); with a hand-off, the fallback's answer does not change it."""
+    content: str = ""
+    """The answer: the loop's final text, or the fallback's when it took over."""
+    usage: Usage = Usage(scope="turn")
+    """Tokens of the whole turn, fallback included."""
+    tool_results: tuple[LlmToolResult, ...] = ()
+    error: str | None = None
+    """Set when the turn failed (the fallback, when used, failed too)."""
+    fallback_used: bool = False
+    fallback_assistant: str | None = None
+    handoff_reason: str | None = None
+    """Why the turn was handed to the fallback."""
+    rounds: int = 0
+    messages: tuple[ChatMessage, ...] = ()
+    """The conversation after the loop (without the fallback's exchange)."""
+
+    @property
+    def status(self) -> StreamStatus:
+        """What the caller's `stream_end` should say."""
+        if self.stop_reason == "cancelled":
+            return "cancelled"
+        if self.error is not None:
+            return "error"
+        return "completed"
+
+
+# -- the turn ------------------------------------------------------------------------------------
+
+
+async def run_llm_turn(
+    inp: LlmTurnInput,
+    *,
+    loader: AppLoader,
+    builder: TurnBuilder,
+    emit: Emit,
+    cancel: anyio.Event | None = None,
+    checkpoints: CheckpointSink | None = None,
+) -> LlmTurnResult:
+    """Run one LLM-mode turn, with the fallback hand-off. Emits no root `stream_start`/`stream_end`."""
+    assistant = inp.assistant
+    guard = RetryGuard(assistant.mcp_options.max_retries)
+    stop = anyio.Event()
+    relay = _Relay(emit, drop_max_rounds=not assistant.mcp_options.tool_loop)
+    sink = EventSink(relay)
+    try:
+        setup = await _prepare(
+            assistant,
+            loader,
+            connector=inp.connector,
+            temperature=inp.temperature,
+            max_tokens=inp.max_tokens,
+            preset=inp.prompt_preset,
+            global_prompts=() if inp.disable_global_prompts else inp.global_prompts,
+            extra_system=inp.system,
+        )
+    except CageError as exc:
+        return await _setup_failed(builder, sink, str(exc), inp.messages)
+    try:
+        servers = await _servers(inp, loader)
+        loop_result = await _run_primary(inp, setup, servers, guard, stop, builder, sink, cancel, checkpoints)
+    except _ConnectFailed as failed:
+        return await _setup_failed(builder, sink, failed.message, inp.messages)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await setup.client.aclose()
+
+    stop_reason, error = loop_result.stop_reason, loop_result.error
+    caller_cancelled = cancel is not None and cancel.is_set()
+    if guard.tripped is not None and not caller_cancelled:
+        stop_reason, error = "error", guard.tripped.reason
+        await sink(partial(builder.error, error, "tool_retries_exhausted", {"tool": guard.tripped.tool}))
+    elif stop_reason == "max_rounds" and not assistant.mcp_options.tool_loop:
+        stop_reason = "completed"  # tool_loop off: one round of tools is the whole turn (Yao)
+    tools = _tool_results(loop_result)
+    result = LlmTurnResult(
+        stop_reason=stop_reason,
+        content=loop_result.text,
+        usage=loop_result.usage,
+        tool_results=tools,
+        error=error if stop_reason != "completed" and stop_reason != "cancelled" else None,
+        rounds=loop_result.rounds,
+        messages=loop_result.messages,
+    )
+    if stop_reason not in HANDOFF_STOPS:
+        return result
+    reason = _handoff_reason(stop_reason, error, assistant.mcp_options.max_turn)
+    digest = handoff_digest(
+        f"{assistant.name!r} (`{assistant.id}`)", setup.system, loop_result.messages, reason
+    )
+    fallback = await _hand_off(inp, loader, builder, sink, cancel, digest, reason)
+    return result.model_copy(
+        update={
+            "content": fallback.content if fallback.error is None else result.content,
+            "usage": result.usage + fallback.usage,
+            "error": None if fallback.error is None else fallback.error,
+            "fallback_used": True,
+            "fallback_assistant": fallback.assistant_id,
+            "handoff_reason": reason,
+        }
+    )
+
+
+async def _run_primary(
+    inp: LlmTurnInput,
+    setup: _Setup,
+    servers: Sequence[McpServerSpec],
+    guard: RetryGuard,
+    stop: anyio.Event,
+    builder: TurnBuilder,
+    sink: EventSink,
+    cancel: anyio.Event | None,
+    checkpoints: CheckpointSink | None,
+) -> LoopResult:
+    options = inp.assistant.mcp_options
+    connected = False
+    try:
+        async with McpToolset.open(servers) as toolset:
+            connected = True
+            loop = AgentLoop(
+                _StopWhenTripped(setup.client, guard, stop),
+                GuardedToolBox(toolset.tools, guard),
+                system=setup.system,
+                options=setup.options,
+                max_rounds=options.max_turn if options.tool_loop else 1,
+                tool_timeout=toolset.call_timeout + 10 if toolset.connections else 300.0,
+                checkpoints=checkpoints,
+                runner=RUNNER,
+                emit_tool_calls=True,
+            )
+            async with anyio.create_task_group() as tg:
+                if cancel is not None:
+                    tg.start_soon(_forward, cancel, stop)
+                result = await loop.run(
+                    [*setup.samples, *inp.messages],
+                    builder,
+                    stop,
+                    emit=sink,
+                    session_id=inp.session_id,
+                    turn_id=inp.turn_id,
+                )
+                tg.cancel_scope.cancel()
+            return result
+    except ToolError as exc:
+        if connected:
+            raise
+        raise _ConnectFailed(str(exc)) from exc
+
+
+async def _forward(source: anyio.Event, target: anyio.Event) -> None:
+    await source.wait()
+    target.set()
+
+
+class _ConnectFailed(Exception):
+    """Internal: an MCP server of the turn could not be connected (turned into a result)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _Relay:
+    """The emit the loop writes to. With `tool_loop` off, one round of tools is the plan, so the
+    engine's `max_rounds` error is not passed on."""
+
+    def __init__(self, emit: Emit, *, drop_max_rounds: bool) -> None:
+        self._emit = emit
+        self._drop_max_rounds = drop_max_rounds
+
+    async def __call__(self, batch: Sequence[Event]) -> None:
+        if self._drop_max_rounds:
+            batch = [e for e in batch if not (isinstance(e, ErrorEvent) and e.props.code == "max_rounds")]
+        if batch:
+            await self._emit(batch)
+
+
+class _StopWhenTripped:
+    """The model client of the primary loop. Once the retry guard has tripped, the next model call
+    never goes out: it sets the loop's cancel event and waits to be cancelled. The loop stops
+    between rounds, so the failing call's result is in the history and the stream."""
+
+    def __init__(self, client: ModelClient, guard: RetryGuard, stop: anyio.Event) -> None:
+        self._client = client
+        self._guard = guard
+        self._stop = stop
+
+    @property
+    def model(self) -> str:
+        return self._client.model
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
+        if self._guard.tripped is not None:
+            self._stop.set()
+            await anyio.sleep_forever()
+        async for delta in self._client.stream(request):
+            yield delta
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+async def _setup_failed(
+    builder: TurnBuilder, sink: EventSink, message: str, messages: tuple[ChatMessage, ...]
+) -> LlmTurnResult:
+    log.warning("llm_turn.setup_failed", error=message)
+    await sink(partial(builder.error, message, "llm_setup_failed"))
+    return LlmTurnResult(stop_reason="error", error=message, messages=messages)
+
+
+def _handoff_reason(stop: LoopStop, error: str | None, max_turn: int) -> str:
+    if stop == "max_rounds":
+        return f"the tool loop used all {max_turn} rounds without a final answer"
+    if stop == "tool_loop_terminated":
+        return "the model repeated the same tool call in consecutive rounds"
+    return error or "the tool loop failed"
+
+
+# -- building blocks -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setup:
+    system: str
+    samples: tuple[ChatMessage, ...]
+    """User/assistant messages of the prompts (examples), put before the conversation."""
+    client: ModelClient
+    options: ModelOptions
+
+
+async def _prepare(
+    assistant: Assistant,
+    loader: AppLoader,
+    *,
+    connector: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    preset: str | None = None,
+    global_prompts: Sequence[Prompt] = (),
+    extra_system: Sequence[str] = (),
+) -> _Setup:
+    """System prompt, example messages, model client and options for `assistant`.
+
+    Raises:
+        UsageError: unknown preset, or no connector for the assistant.
+        ConfigError | NotFound: the connector cannot be used or does not exist.
+    """
+    if preset:
+        if preset not in assistant.presets:
+            known = ", ".join(sorted(assistant.presets)) or "none"
+            raise UsageError(f"assistant {assistant.id!r} has no prompt preset {preset!r} (presets: {known})")
+        prompts = assistant.presets[preset]
+    else:
+        prompts = assistant.prompts
+    if assistant.package.disable_global_prompts:
+        global_prompts = ()
+    every = (*global_prompts, *prompts)
+    system = "\n\n".join(
+        [p.content for p in every if p.role in ("system", "developer") and p.content]
+        + [s for s in extra_system if s]
+    )
+    samples = tuple(
+        ChatMessage.user(p.content) if p.role == "user" else ChatMessage.assistant(p.content)
+        for p in every
+        if p.role in ("user", "assistant") and p.content
+    )
+    spec = await anyio.to_thread.run_sync(_connector_spec, loader, assistant, connector)
+    settings = client_settings(spec)
+    package = assistant.package.options
+    if package.model:
+        settings = settings.model_copy(update={"model": package.model})
+    options = model_options(spec)
+    updates: dict[str, Any] = {}
+    if package.temperature is not None:
+        updates["temperature"] = package.temperature
+    if package.max_tokens or package.max_completion_tokens:
+        updates["max_tokens"] = package.max_tokens or package.max_completion_tokens
+    if temperature is not None:
+        updates["temperature"] = temperature
+    if max_tokens is not None:
+        updates["max_tokens"] = max_tokens
+    return _Setup(system=system, samples=samples, client=client_for(settings),
+                  options=options.model_copy(update=updates))
+
+
+def _connector_spec(loader: AppLoader, assistant: Assistant, override: str | None) -> Any:
+    """The `ConnectorSpec` to use (blocking: the loader may read files)."""
+    conn_id = override or assistant.connector
+    if conn_id and conn_id.startswith(USE_PREFIX):
+        try:
+            conn_id = loader.agent_config.role_connector(conn_id[len(USE_PREFIX):])
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if not conn_id:
+        raise UsageError(f"assistant {assistant.id!r} has no connector: set one, or roles.default")
+    return loader.connector(conn_id)
+
+
+async def _servers(inp: LlmTurnInput, loader: AppLoader) -> list[McpServerSpec]:
+    """The assistant's MCP servers with the request's extra ones (resolved, replacing by id)."""
+    servers = {s.id: s for s in inp.assistant.mcp_servers}
+    for extra in inp.mcp_servers:
+        if isinstance(extra, McpServerSpec):
+            servers[extra.id] = extra
+            continue
+        try:
+            spec = await anyio.to_thread.run_sync(loader.mcp_server, extra.server_id)
+        except CageError as exc:
+            raise _ConnectFailed(f"MCP server {extra.server_id!r}: {exc}") from exc
+        servers[spec.id] = spec.model_copy(update={"tools": extra.tools, "resources": extra.resources})
+    return list(servers.values())
+
+
+def _tool_results(result: LoopResult) -> tuple[LlmToolResult, ...]:
+    outputs: dict[str, ToolResultBlock] = {
+        block.call_id: block for message in result.messages for block in message.tool_results
+    }
+    out: list[LlmToolResult] = []
+    for step in result.steps:
+        for trace in step.tools:
+            block = outputs.get(trace.call_id)
+            meta = trace.metadata
+            failure, retryable, attempt = meta.get("failure"), meta.get("retryable"), meta.get("attempt")
+            out.append(
+                LlmToolResult(
+                    call_id=trace.call_id,
+                    name=trace.name,
+                    arguments=trace.arguments,
+                    output=block.output if block is not None else "",
+                    is_error=trace.is_error,
+                    failure=failure if isinstance(failure, str) else None,
+                    retryable=retryable if isinstance(retryable, bool) else None,
+                    attempt=attempt if isinstance(attempt, int) else None,
+                )
+            )
+    return tuple(out)
+
+
+def _chat_message(item: Any) -> ChatMessage | str:
+    """A conversation entry as a `ChatMessage`, or the text of a system message."""
+    if isinstance(item, ChatMessage):
+        return item
+    if isinstance(item, InputMessage):
+        role, content = item.role, item.content
+    elif isinstance(item, Mapping):
+        role, content = item.get("role", "user"), item.get("content", "")
+    else:
+        raise ValueError(f"a message must be a ChatMessage, an InputMessage or a {{role, content}} dict, "
+                         f"not {type(item).__name__}")
+    text = _text_of(content)
+    if role in ("system", "developer"):
+        return text
+    if role == "user":
+        return ChatMessage.user(text)
+    if role == "assistant":
+        return ChatMessage.assistant(text)
+    raise ValueError(f"unsupported message role {role!r} (use user, assistant or system)")
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type", "text") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, Mapping):
+                parts.append(f"[{part.get('type')}]")
+            else:
+                parts.append(str(part))
+        return "\n".join(parts)
+    return "" if content is None else str(content)
+
+
+# -- the fallback --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _FallbackOutcome:
+    assistant_id: str
+    content: str = ""
+    usage: Usage = field(default_factory=lambda: Usage(scope="turn"))
+    error: str | None = None
+
+
+async def _hand_off(
+    inp: LlmTurnInput,
+    loader: AppLoader,
+    builder: TurnBuilder,
+    sink: EventSink,
+    cancel: anyio.Event | None,
+    digest: str,
+    reason: str,
+) -> _FallbackOutcome:
+    """Run the fallback assistant on the digest in a nested thread; never raises `CageError`."""
+    fallback_id = inp.assistant.fallback or DEFAULT_FALLBACK
+    child = builder.child(f"fallback-{secrets.token_hex(4)}")
+    metadata: dict[str, JsonValue] = {"from_assistant": inp.assistant.id, "reason": reason}
+    await sink(partial(child.stream_start, fallback_id, metadata=metadata))
+    log.info("llm_turn.handoff", assistant=inp.assistant.id, fallback=fallback_id, reason=reason)
+    outcome = _FallbackOutcome(fallback_id, error="the fallback was interrupted")
+    status: StreamStatus = "cancelled"
+    try:
+        outcome = await _run_fallback(fallback_id, inp, loader, child, sink, cancel, digest)
+        status = "completed" if outcome.error is None else "error"
+        if cancel is not None and cancel.is_set():
+            status = "cancelled"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sink(partial(child.stream_end, status, error=outcome.error, usage=outcome.usage))
+    if outcome.error is not None:
+        message = f"{reason}; the fallback assistant {fallback_id!r} failed too: {outcome.error}"
+        await sink(partial(builder.error, message, "fallback_failed"))
+        return _FallbackOutcome(fallback_id, usage=outcome.usage, error=message)
+    return outcome
+
+
+async def _run_fallback(
+    fallback_id: str,
+    inp: LlmTurnInput,
+    loader: AppLoader,
+    child: TurnBuilder,
+    sink: EventSink,
+    cancel: anyio.Event | None,
+    digest: str,
+) -> _FallbackOutcome:
+    if fallback_id == inp.assistant.id:
+        return _FallbackOutcome(fallback_id, error="an assistant cannot be its own fallback")
+    try:
+        fallback: Assistant = await anyio.to_thread.run_sync(loader.get, fallback_id)
+        setup = await _prepare(fallback, loader)
+    except CageError as exc:
+        await sink(partial(child.error, str(exc), "fallback_unavailable"))
+        return _FallbackOutcome(fallback_id, error=str(exc))
+    try:
+        loop = AgentLoop(setup.client, ToolBox(), system=setup.system, options=setup.options, max_rounds=1,
+                         runner=RUNNER, emit_tool_calls=True)
+        session = f"{inp.session_id}/fallback" if inp.session_id else ""
+        result = await loop.run([*setup.samples, ChatMessage.user(digest)], child, cancel, emit=sink,
+                                session_id=session, turn_id=inp.turn_id)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await setup.client.aclose()
+    if result.stop_reason != "completed" or not result.text.strip():
+        why = result.error or f"it stopped with {result.stop_reason} and no answer"
+        return _FallbackOutcome(fallback_id, usage=result.usage, error=why)
+    return _FallbackOutcome(fallback_id, content=result.text, usage=result.usage)
