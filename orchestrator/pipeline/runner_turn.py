@@ -162,6 +162,20 @@ async def run_in_lease(
     assistant = inp.assistant
     spec = assistant.sandbox
     assert spec is not None, "run_in_lease needs a sandbox assistant"
+    if spec.runner.name == "yaocode":  # the native loop runs here; only its tools run in the sandbox
+        from orchestrator.pipeline.yaocode_turn import run_yaocode_turn  # lazy: it imports this module
+
+        return await run_yaocode_turn(
+            inp,
+            lease,
+            loader=loader,
+            manager=manager,
+            resume=resume,
+            builder=builder,
+            emit=emit,
+            cancel=cancel,
+            limits=limits or turn_limits(inp),
+        )
     adapter = adapter_for(spec.runner.name)
     connector = runner_connector(assistant, loader)
     mount = lease.mount_path.rstrip("/")

@@ -1,0 +1,192 @@
+"""The `yaocode` runner: Cage's native loop in the orchestrator, every tool call in the sandbox.
+
+The model is called from here (the connector's own URL, no container rewrite); bash, read,
+write, edit, glob, grep, ls and the `agent` tool's sub-agents run inside the assistant's
+container through `LeaseToolSandbox`. The turn ends like a CLI runner's (`BridgeResult`), so
+callers need not care which runner ran: `stopped` says whether a cancel, the turn timeout or a
+stall cut it short.
+
+Checkpoints go to `<data_dir>/yaocode/checkpoints/<turn_id>.json` after every step, and the
+run's trace (rounds, tool calls with their timing and metadata, sub-agent sessions) to
+`<data_dir>/yaocode/traces/<turn_id>.json`. A completed turn is the starting point of the next
+turn in the same chat (through the resume store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import structlog
+
+from orchestrator.dsl import AppLoader
+from orchestrator.errors import ConfigError
+from orchestrator.llm import (
+    AgentLoop,
+    AgentTool,
+    ChatMessage,
+    JsonFileCheckpoints,
+    LoopResult,
+    client_for,
+    model_options,
+)
+from orchestrator.llm.tools import coding_tools
+from orchestrator.pipeline.bridge import BridgeResult, Emit, StopReason, TurnLimits
+from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.runner_turn import RunnerTurnInput, runner_connector, system_prompt
+from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager
+from orchestrator.stream import Event, TurnBuilder
+from runners.base import TurnOutcome
+from runners.tai.options import NativeOptions
+from runners.tai.outcome import loop_status, summary_events
+
+log = structlog.get_logger(__name__)
+
+RUNNER = "yaocode"
+RESUME_KEY = "turn_id"
+_TICK = 0.2
+
+
+def native_dir(data_dir: Path) -> Path:
+    """Where yaocode keeps its checkpoints and traces."""
+    return data_dir / RUNNER
+
+
+class _Watch:
+    """Stops the loop on cancel, on the turn timeout, or when no event came for the stall timeout."""
+
+    def __init__(self, emit: Emit, builder: TurnBuilder, limits: TurnLimits) -> None:
+        self._emit = emit
+        self._builder = builder
+        self._limits = limits
+        self.stop = anyio.Event()
+        self.reason: StopReason | None = None
+        self.last_event = anyio.current_time()
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        self.last_event = anyio.current_time()
+        await self._emit(events)
+
+    async def run(self, cancel: anyio.Event) -> None:
+        started = anyio.current_time()
+        while True:
+            with anyio.move_on_after(_TICK):
+                await cancel.wait()
+            now = anyio.current_time()
+            if cancel.is_set():
+                self.reason = StopReason.CANCELLED
+            elif self._limits.turn_timeout is not None and now - started > self._limits.turn_timeout:
+                self.reason = StopReason.TIMEOUT
+            elif (
+                self._limits.stall_timeout is not None and now - self.last_event > self._limits.stall_timeout
+            ):
+                idle = int((now - self.last_event) * 1000)
+                await self._emit(self._builder.stalled(idle, "no events from the agent loop"))
+                self.reason = StopReason.STALLED
+            if self.reason is not None:
+                self.stop.set()
+                return
+
+
+async def _history(
+    resume: ResumeStore, checkpoints: JsonFileCheckpoints, assistant_id: str, chat_id: str
+) -> list[ChatMessage]:
+    """The messages of the chat's last completed yaocode turn, if its checkpoint is still there."""
+    state = await resume.get(assistant_id, chat_id, RUNNER)
+    previous = state.get(RESUME_KEY)
+    if not previous:
+        return []
+    checkpoint = await checkpoints.load(previous)
+    if checkpoint is None:
+        log.warning("yaocode.history_missing", chat_id=chat_id, turn_id=previous)
+        return []
+    return list(checkpoint.messages)
+
+
+async def _save_trace(directory: Path, turn_id: str, result: LoopResult) -> None:
+    path = anyio.Path(directory / f"{turn_id}.json")
+    await anyio.Path(directory).mkdir(parents=True, exist_ok=True)
+    trace = result.model_dump_json(include={"stop_reason", "rounds", "steps", "usage", "error"})
+    await path.write_text(trace, encoding="utf-8")
+
+
+def _outcome(result: LoopResult, reason: StopReason | None, limits: TurnLimits) -> TurnOutcome:
+    status, error = loop_status(result)
+    stop_reason: str = result.stop_reason
+    if reason is StopReason.TIMEOUT:
+        status, error, stop_reason = "error", f"turn timed out after {limits.turn_timeout:g}s", "timeout"
+    elif reason is StopReason.STALLED:
+        status, error = "error", f"agent loop stalled: no events for {limits.stall_timeout:g}s"
+        stop_reason = "stalled"
+    return TurnOutcome(status=status, error=error, stop_reason=stop_reason, usage=result.usage)
+
+
+async def run_yaocode_turn(
+    inp: RunnerTurnInput,
+    lease: SandboxLease,
+    *,
+    loader: AppLoader,
+    manager: SandboxManager,
+    resume: ResumeStore,
+    builder: TurnBuilder,
+    emit: Emit,
+    cancel: anyio.Event | None = None,
+    limits: TurnLimits | None = None,
+) -> BridgeResult:
+    """One yaocode turn in an acquired sandbox; never raises for model or tool failures.
+
+    Raises:
+        ConfigError: the assistant has no usable connector.
+        RunnerError: bad `runner.options`.
+    """
+    assistant = inp.assistant
+    spec = assistant.sandbox
+    assert spec is not None, "run_yaocode_turn needs a sandbox assistant"
+    connector = runner_connector(assistant, loader)
+    if connector is None:
+        raise ConfigError("the yaocode runner needs a connector", file=assistant.path / "package.yao")
+    options = NativeOptions.parse(RUNNER, spec.runner.options)
+    limits = limits or TurnLimits()
+    base = native_dir(manager.settings.data_dir)
+    checkpoints = JsonFileCheckpoints(base / "checkpoints")
+    messages = [*await _history(resume, checkpoints, assistant.id, inp.chat_id), ChatMessage.user(inp.prompt)]
+    client = client_for(connector)
+    tools = coding_tools(LeaseToolSandbox(manager, lease), bash_timeout=options.bash_timeout)
+    if options.agent:
+        tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
+    loop = AgentLoop(
+        client,
+        tools,
+        system=system_prompt(assistant),
+        options=model_options(connector),
+        max_rounds=options.max_rounds,
+        parallel_tools=options.parallel_tools,
+        max_parallel=options.max_parallel,
+        tool_timeout=options.tool_timeout,
+        checkpoints=checkpoints,
+        runner=RUNNER,
+    )
+    watch = _Watch(emit, builder, limits)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch.run, cancel or anyio.Event())
+            result = await loop.run(
+                messages, builder, watch.stop, emit=watch.emit, session_id=inp.chat_id, turn_id=inp.turn_id
+            )
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
+    await _save_trace(base / "traces", inp.turn_id, result)
+    await emit(summary_events(builder, result))
+    outcome = _outcome(result, watch.reason, limits)
+    if outcome.error is not None and watch.reason in (StopReason.TIMEOUT, StopReason.STALLED):
+        await emit(builder.error(outcome.error, f"turn_{watch.reason.value}"))
+    resume_state: dict[str, str] = {}
+    if outcome.status == "completed":
+        resume_state = {RESUME_KEY: inp.turn_id}
+        await resume.put(assistant.id, inp.chat_id, RUNNER, resume_state)
+    log.info("yaocode.turn_done", turn_id=inp.turn_id, stop=result.stop_reason, rounds=result.rounds)
+    return BridgeResult(outcome, exit_code=None, stopped=watch.reason, resume_state=resume_state)

@@ -1,0 +1,94 @@
+"""yaocode and tai end to end through `cage run`: the same turn, equivalent streams, and cancel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from orchestrator.stream import validate_stream
+from tests.integration.native.conftest import NativeApp
+from tests.integration.runners.conftest import RunResult, cage_run
+
+pytestmark = pytest.mark.slow
+RUNNERS = ["yaocode", "tai"]
+KEY = "sk-fake-e2e-key-123456"
+TOOL_TYPES = {"execute", "agent", "todo", "plan", "job", "question"}
+FIRST_RUN_TIMEOUT = 900  # the tai image is built from the working tree: the first run may build it
+
+
+def assert_well_formed(result: RunResult) -> None:
+    assert validate_stream(result.events) == []
+    assert result.events[0]["props"]["event"] == "stream_start"
+    assert result.events[-1]["props"]["event"] == "stream_end"
+    assert KEY not in json.dumps(result.events) + result.stderr
+
+
+def shape(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The stream modulo ids, timing, runner names and the sandbox's own status reports."""
+    out: list[tuple[Any, ...]] = []
+    for event in events:
+        props = event["props"]
+        if event["type"] == "event":
+            if props["event"] == "sandbox/status":
+                continue
+            out.append(("event", props["event"], props.get("type"), props.get("status")))
+        elif event["type"] in TOOL_TYPES:
+            out.append((event["type"], props.get("tool"), props.get("status"), props.get("is_error")))
+        else:
+            out.append((event["type"], props.get("content"), props.get("code")))
+    return out
+
+
+def test_yaocode_and_tai_fix_a_file_with_equivalent_streams(app: NativeApp, tmp_path: Path) -> None:
+    results: dict[str, RunResult] = {}
+    for runner in RUNNERS:
+        ws = tmp_path / f"ws-{runner}"
+        ws.mkdir()
+        ws.chmod(0o777)
+        (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        (ws / "calc.py").chmod(0o666)
+        result = cage_run(app, app.assistant(runner), ws, "fix add()", timeout=FIRST_RUN_TIMEOUT)
+        assert result.code == 0, result.stderr[-3000:]
+        assert_well_formed(result)
+        assert result.end["status"] == "completed"
+        assert (ws / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+        done = [e["props"] for e in result.of("execute") if e["props"].get("status") == "completed"]
+        assert [p["tool"] for p in done] == ["read", "edit", "bash"]
+        assert all(p["runner"] == runner for p in done)
+        assert "tests passed" in done[2]["output"]
+        assert "".join(e["props"]["content"] for e in result.of("text")) == "Fixed add(); the tests pass."
+        (summary,) = result.of("event", "result/summary")
+        assert summary["props"]["stop_reason"] == "completed" and summary["props"]["num_turns"] == 4
+        assert result.end["usage"]["output_tokens"] > 0
+        results[runner] = result
+    yaocode, tai = (shape(results[r].events) for r in RUNNERS)
+    assert yaocode == tai
+    assert len(yaocode) > 20
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_cancel_mid_tool_stops_the_turn_and_the_command(
+    runner: str, app: NativeApp, workspace: Path, docker_engine: docker.DockerClient
+) -> None:
+    assistant = app.assistant(runner, scenario="cancel-me", lifecycle="session")
+    result = cage_run(
+        app,
+        assistant,
+        workspace,
+        "sleep a while",
+        chat=f"cancel-{runner}",
+        interrupt_after='"status":"running"',
+        timeout=FIRST_RUN_TIMEOUT,
+    )
+    assert result.code == 130, result.stderr[-3000:]
+    assert_well_formed(result)
+    assert result.end["status"] == "cancelled"
+    labels = [f"{k}={v}" for k, v in app.labels.items()] + [f"cage.assistant={assistant}"]
+    (box,) = docker_engine.containers.list(all=True, filters={"label": labels})
+    ps = box.exec_run(["ps", "-eo", "args"]).output.decode().splitlines()
+    assert not [p for p in ps if "sleep 120" in p], ps
+    assert not [p for p in ps if "cage-tai" in p], ps
