@@ -19,7 +19,7 @@ from orchestrator.sandbox.images import ImageBuilder
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.settings import Settings
 from orchestrator.store import Store
-from orchestrator.stream import Event, LifecycleEvent, StreamEnd, StreamStart, validate_stream
+from orchestrator.stream import Event, LifecycleEvent, MessageEnd, StreamEnd, StreamStart, validate_stream
 
 
 @dataclass
@@ -53,10 +53,15 @@ class Ran:
         raise AssertionError(f"no thread for {assistant_id}: {self.starts()}")
 
     def texts(self, thread: str | None = None) -> list[str]:
+        """The full text of each text message of `thread`, from its `message_end`."""
         return [
             e.props.content
             for e in self.events
-            if e.type == "text" and e.thread_id == thread and isinstance(e.props.content, str)
+            if isinstance(e, LifecycleEvent)
+            and isinstance(e.props, MessageEnd)
+            and e.props.type == "text"
+            and e.thread_id == thread
+            and isinstance(e.props.content, str)
         ]
 
     def errors(self) -> list[Any]:

@@ -103,7 +103,7 @@ class CallRunner:
             await anyio.sleep(_POLL)
         signal.graceful.set()
         waited = 0.0
-        while frame.stage == "runner" and waited < RUNNER_GRACE and not signal.forced():
+        while frame.stage in ("runner", "llm") and waited < RUNNER_GRACE and not signal.forced():
             await anyio.sleep(_POLL)
             waited += _POLL
         scope.cancel()
@@ -242,7 +242,7 @@ class CallRunner:
         payload = {
             "messages": [m.model_dump(mode="json", exclude_none=True) for m in frame.messages],
             "completion": {
-                "content": frame.tap.content,
+                "content": frame.tap.content if completion.content is None else completion.content,
                 "status": completion.status,
                 "stop_reason": completion.stop_reason,
             }
@@ -258,7 +258,7 @@ class CallRunner:
         return CallResult(
             assistant_id=assistant.id,
             status=completion.status,
-            content=frame.tap.content,
+            content=frame.tap.content if completion.content is None else completion.content,
             error=completion.error,
             stop_reason=completion.stop_reason,
             usage=completion.usage or frame.builder.turn_usage,

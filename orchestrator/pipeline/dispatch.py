@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from orchestrator.dsl import AssistantMode
+from orchestrator.dsl import AssistantMode, McpServerRef
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
+from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn
 from orchestrator.pipeline.runner_turn import RunnerTurnInput, run_in_lease, turn_limits
 from orchestrator.stream import StreamStatus, Usage
 
@@ -22,6 +23,8 @@ class Completion:
     error: str | None = None
     stop_reason: str | None = None
     usage: Usage | None = None
+    content: str | None = None
+    """The answer when it is not the call's own text (a fallback assistant's); None: the text."""
 
 
 def message_text(message: InputMessage) -> str:
@@ -98,8 +101,28 @@ async def _runner(frame: CallFrame) -> Completion:
 
 
 async def _llm(frame: CallFrame) -> Completion:
-    from orchestrator.errors import ConfigError
-
-    raise ConfigError(
-        "LLM mode is not wired into the pipeline yet", file=frame.assistant.path / "package.yao"
+    scope, options = frame.scope, frame.options
+    inp = LlmTurnInput(
+        assistant=frame.assistant,
+        messages=frame.messages,
+        session_id=scope.chat_id,
+        turn_id=scope.turn_id,
+        connector=options.connector,
+        temperature=options.temperature,
+        max_tokens=options.max_tokens,
+        prompt_preset=options.prompt_preset,
+        disable_global_prompts=bool(options.disable_global_prompts),
+        mcp_servers=tuple(McpServerRef.model_validate(s) for s in options.mcp_servers or ()),
+    )
+    frame.stage = "llm"
+    result = await run_llm_turn(
+        inp, loader=scope.loader, builder=frame.builder, emit=frame.emit, cancel=frame.signal.graceful
+    )
+    return Completion(
+        ran=True,
+        status=result.status,
+        error=result.error,
+        stop_reason=result.stop_reason,
+        usage=result.usage,
+        content=result.content if result.fallback_used else None,
     )

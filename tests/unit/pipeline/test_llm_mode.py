@@ -1,0 +1,115 @@
+"""LLM mode through the pipeline, against the fake model server: the model sees what a Create
+hook wrote; a Create delegation never calls the model; history reaches the model; the stream is
+well-formed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store import Store
+from tests.fakes.assistants import write_assistant, write_connector
+from tests.fakes.model_server import FakeModelServer
+from tests.pipeline_rig import Rig
+from tests.unit.sandbox.fakes import FakeBackend
+
+KEY = "sk-fake-llm-mode-key-000123"
+PROMPTS = "- role: system\n  content: You are terse.\n"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer("text", host="127.0.0.1") as running:
+        yield running
+
+
+@pytest.fixture
+def llm_rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path) -> Rig:
+    write_connector(
+        app_root, "fake", kind="openai", model="fake-model@text", host=server.url + "/v1", key_env="K"
+    )
+    package = {"name": "llm", "connector": "fake"}
+    write_assistant(app_root, "llm.plain", package=package, prompts=PROMPTS)
+    write_assistant(
+        app_root,
+        "llm.rewriter",
+        package=package,
+        prompts=PROMPTS,
+        hooks=(
+            "async def create(ctx, messages, options):\n"
+            "    return {'messages': [{'role': 'user', 'content': 'REWRITTEN ' + messages[-1]['content']}],\n"
+            "            'temperature': 0.25}\n"
+            "async def next(ctx, payload, options):\n"
+            "    return {'data': {'completion': payload['completion'], 'temperature': options['temperature']}}\n"
+        ),
+    )
+    write_assistant(
+        app_root,
+        "llm.delegator",
+        package=package,
+        prompts=PROMPTS,
+        hooks=(
+            "async def create(ctx, messages, options):\n    return {'delegate': {'agent_id': 'hooks.echo'}}\n"
+        ),
+    )
+    return Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+
+
+def user_texts(body: dict[str, object]) -> list[str]:
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    out = []
+    for m in messages:
+        if m["role"] == "user":
+            content = m["content"]
+            out.append(content if isinstance(content, str) else "".join(p.get("text", "") for p in content))
+    return out
+
+
+async def test_llm_turn_is_well_formed_and_persisted(llm_rig: Rig, server: FakeModelServer) -> None:
+    ran = await llm_rig.run("llm.plain", "hello model", chat_id="chat-llm")
+    await llm_rig.service.aclose()
+    assert ran.result.status == "completed", ran.result.error
+    assert ran.result.content and ran.texts() == [ran.result.content]
+    assert ran.result.usage is not None and ran.result.usage.input_tokens > 0
+    [request] = [r for r in server.requests.all() if r.api == "openai-chat"]
+    assert user_texts(request.body) == ["hello model"]
+    history = await llm_rig.store.messages.history("chat-llm")
+    assert [m.content for m in history] == ["hello model", ran.result.content]
+    assert KEY not in json.dumps([e.model_dump(mode="json") for e in ran.events])
+
+
+async def test_history_reaches_the_model(llm_rig: Rig, server: FakeModelServer) -> None:
+    first = await llm_rig.run("llm.plain", "first question", chat_id="chat-h2")
+    await llm_rig.run("llm.plain", "second question", chat_id="chat-h2")
+    await llm_rig.service.aclose()
+    last = [r for r in server.requests.all() if r.api == "openai-chat"][-1]
+    messages = last.body["messages"]
+    assert [m["role"] for m in messages if m["role"] != "system"] == ["user", "assistant", "user"]
+    assert user_texts(last.body) == ["first question", "second question"]
+    assert first.result.content in json.dumps(messages)
+
+
+async def test_create_hook_rewrites_what_the_model_sees(llm_rig: Rig, server: FakeModelServer) -> None:
+    ran = await llm_rig.run("llm.rewriter", "original")
+    await llm_rig.service.aclose()
+    [request] = [r for r in server.requests.all() if r.api == "openai-chat"]
+    assert user_texts(request.body) == ["REWRITTEN original"]
+    assert request.body.get("temperature") == 0.25
+    data = ran.result.data
+    assert isinstance(data, dict)
+    assert data["temperature"] == 0.25
+    assert data["completion"]["content"] == ran.result.content
+    assert data["completion"]["status"] == "completed"
+
+
+async def test_create_delegation_never_calls_the_model(llm_rig: Rig, server: FakeModelServer) -> None:
+    ran = await llm_rig.run("llm.delegator", "route me")
+    await llm_rig.service.aclose()
+    assert [r for r in server.requests.all() if r.api.startswith("openai")] == []
+    thread = ran.thread_of("hooks.echo")
+    assert ran.texts(thread) == ["echo: route me"]
+    assert ran.result.content == "echo: route me"
