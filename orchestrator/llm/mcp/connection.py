@@ -5,9 +5,10 @@ failures stay there: a server that dies mid-turn ends that task, records why, an
 fail as retryable transport errors, while the turn carries on. `close()` ends it; the SDK bounds
 the shutdown of a stdio server (stdin closed, then SIGTERM, then SIGKILL, a few seconds each).
 
-Timeouts come from `McpServerSpec.timeout` (default 60 s): the connect handshake plus the tool
-listing, and each tool call. A stdio server's stderr goes to a temporary file whose tail (secrets
-masked) explains a failed start.
+Timeouts come from `McpServerSpec.timeout` (default 60 s): each tool call, and the connect
+handshake plus the tool listing (given at least 20 s, so that a tight per-call limit does not
+stop a slow-starting server from being used at all). A stdio server's stderr goes to a temporary
+file whose tail (secrets masked) explains a failed start.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds for connecting (handshake and tool listing) and for each tool call, unless the spec says."""
+MIN_CONNECT_TIMEOUT = 20.0
+"""Connecting gets the spec's timeout, but never less than this."""
 SSE_READ_TIMEOUT = 300.0
 """How long an HTTP event stream may stay silent (servers hold it open between messages)."""
 _MAX_PAGES = 50
@@ -67,6 +70,7 @@ class McpConnection:
     def __init__(self, spec: McpServerSpec) -> None:
         self.spec = spec
         self.timeout = spec.timeout.total_seconds() if spec.timeout is not None else DEFAULT_TIMEOUT
+        self.connect_timeout = max(self.timeout, MIN_CONNECT_TIMEOUT)
         self.tools: tuple[mt.Tool, ...] = ()
         """What the server lists (before any allowlist)."""
         self.error: str | None = None
@@ -104,7 +108,7 @@ class McpConnection:
                     self.error = describe(exc) + await self._stderr_tail()
                     log.warning("mcp.connection_failed", server=self.server_id, error=self.error)
             if self._scope.cancelled_caught and self.error is None and not self._closing.is_set():
-                self.error = f"connecting took longer than {self.timeout:g}s"
+                self.error = f"connecting took longer than {self.connect_timeout:g}s"
         finally:
             self._client = None
             self._ready.set()
@@ -113,8 +117,8 @@ class McpConnection:
                 await self._close_stderr()
 
     async def wait_ready(self) -> bool:
-        """Wait until connected (True) or failed (False), at most `timeout` seconds."""
-        with anyio.move_on_after(self.timeout):
+        """Wait until connected (True) or failed (False), at most `connect_timeout` seconds."""
+        with anyio.move_on_after(self.connect_timeout):
             await self._ready.wait()
         if not self._ready.is_set():
             self._scope.cancel()
@@ -139,17 +143,18 @@ class McpConnection:
                 transport: Transport = stdio_client(params, errlog=self._stderr)
             elif spec.transport == "sse":
                 transport = sse_client(
-                    spec.url, headers=dict(spec.headers), timeout=self.timeout,
+                    spec.url, headers=dict(spec.headers), timeout=self.connect_timeout,
                     sse_read_timeout=SSE_READ_TIMEOUT,
                 )
             else:
-                timeout = httpx2.Timeout(self.timeout, read=max(self.timeout, SSE_READ_TIMEOUT))
+                limit = self.connect_timeout
+                timeout = httpx2.Timeout(limit, read=max(limit, SSE_READ_TIMEOUT))
                 http = httpx2.AsyncClient(headers=spec.headers, timeout=timeout)
                 await stack.enter_async_context(http)
                 transport = streamable_http_client(spec.url, http_client=http)
             client = Client(
                 transport,
-                read_timeout_seconds=self.timeout,
+                read_timeout_seconds=self.connect_timeout,
                 cache=None,
                 client_info=mt.Implementation(name="cage", version="1"),
             )
