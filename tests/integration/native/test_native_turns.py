@@ -92,3 +92,17 @@ def test_cancel_mid_tool_stops_the_turn_and_the_command(
     ps = box.exec_run(["ps", "-eo", "args"]).output.decode().splitlines()
     assert not [p for p in ps if "sleep 120" in p], ps
     assert not [p for p in ps if "cage-tai" in p], ps
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_second_turn_continues_the_chat(runner: str, app: NativeApp, workspace: Path) -> None:
+    assistant = app.assistant(runner, scenario="text")
+    chat = f"resume-{runner}"
+    first = cage_run(app, assistant, workspace, "remember PINEAPPLE-42", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    assert first.code == 0, first.stderr[-3000:]
+    before = len(app.server.requests.all())
+    second = cage_run(app, assistant, workspace, "what was the word?", chat=chat)
+    assert second.code == 0, second.stderr[-3000:]
+    assert_well_formed(second)
+    later = [json.dumps(r.body) for r in app.server.requests.all()[before:]]
+    assert later and all("PINEAPPLE-42" in body and "what was the word?" in body for body in later)
