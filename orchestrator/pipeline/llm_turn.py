@@ -22,7 +22,7 @@ belong to the caller, which should pass `result.usage` (fallback included) to `s
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -32,8 +32,7 @@ import anyio.to_thread
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from orchestrator.dsl import AppLoader, Assistant, McpServerRef, McpServerSpec, Prompt
-from orchestrator.dsl.agentconfig import DEFAULT_FALLBACK, USE_PREFIX
+from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec, McpServerRef, McpServerSpec, Prompt
 from orchestrator.errors import CageError, ToolError, UsageError
 from orchestrator.llm import (
     AgentLoop,
@@ -43,15 +42,13 @@ from orchestrator.llm import (
     LoopResult,
     LoopStop,
     ModelClient,
-    ModelDelta,
     ModelOptions,
-    ModelRequest,
     ToolResultBlock,
     client_for,
     client_settings,
     model_options,
 )
-from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, handoff_digest
+from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, StopOnTrip, handoff_digest
 from orchestrator.llm.tools import ToolBox
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.stream import ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
@@ -60,6 +57,8 @@ log = structlog.get_logger(__name__)
 
 Emit = Callable[[Sequence[Event]], Awaitable[None]]
 HANDOFF_STOPS: frozenset[LoopStop] = frozenset({"max_rounds", "tool_loop_terminated", "error"})
+DEFAULT_FALLBACK = "__yao.loop_fallback"
+USE_PREFIX = "use::"
 RUNNER = "mcp"
 """`runner` on the `execute` events of LLM-mode tool runs."""
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -195,8 +194,8 @@ async def run_llm_turn(
     try:
         servers = await _servers(inp, loader)
         loop_result = await _run_primary(inp, setup, servers, guard, stop, builder, sink, cancel, checkpoints)
-    except _ConnectFailed as failed:
-        return await _setup_failed(builder, sink, failed.message, inp.messages)
+    except ToolError as exc:  # a server could not be resolved or connected (tool calls never raise)
+        return await _setup_failed(builder, sink, str(exc), inp.messages)
     finally:
         with anyio.CancelScope(shield=True):
             await setup.client.aclose()
@@ -249,51 +248,32 @@ async def _run_primary(
     checkpoints: CheckpointSink | None,
 ) -> LoopResult:
     options = inp.assistant.mcp_options
-    connected = False
-    try:
-        async with McpToolset.open(servers) as toolset:
-            connected = True
-            loop = AgentLoop(
-                _StopWhenTripped(setup.client, guard, stop),
-                GuardedToolBox(toolset.tools, guard),
-                system=setup.system,
-                options=setup.options,
-                max_rounds=options.max_turn if options.tool_loop else 1,
-                tool_timeout=toolset.call_timeout + 10 if toolset.connections else 300.0,
-                checkpoints=checkpoints,
-                runner=RUNNER,
-                emit_tool_calls=True,
+    async with McpToolset.open(servers) as toolset:
+        loop = AgentLoop(
+            StopOnTrip(setup.client, guard, stop),
+            GuardedToolBox(toolset.tools, guard),
+            system=setup.system,
+            options=setup.options,
+            max_rounds=options.max_turn if options.tool_loop else 1,
+            tool_timeout=toolset.call_timeout + 10 if toolset.connections else 300.0,
+            checkpoints=checkpoints,
+            runner=RUNNER,
+            emit_tool_calls=True,
+        )
+        async with anyio.create_task_group() as tg:
+            if cancel is not None:
+                tg.start_soon(_forward, cancel, stop)
+            result = await loop.run(
+                [*setup.samples, *inp.messages], builder, stop, emit=sink, session_id=inp.session_id,
+                turn_id=inp.turn_id,
             )
-            async with anyio.create_task_group() as tg:
-                if cancel is not None:
-                    tg.start_soon(_forward, cancel, stop)
-                result = await loop.run(
-                    [*setup.samples, *inp.messages],
-                    builder,
-                    stop,
-                    emit=sink,
-                    session_id=inp.session_id,
-                    turn_id=inp.turn_id,
-                )
-                tg.cancel_scope.cancel()
-            return result
-    except ToolError as exc:
-        if connected:
-            raise
-        raise _ConnectFailed(str(exc)) from exc
+            tg.cancel_scope.cancel()
+        return result
 
 
 async def _forward(source: anyio.Event, target: anyio.Event) -> None:
     await source.wait()
     target.set()
-
-
-class _ConnectFailed(Exception):
-    """Internal: an MCP server of the turn could not be connected (turned into a result)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class _Relay:
@@ -309,31 +289,6 @@ class _Relay:
             batch = [e for e in batch if not (isinstance(e, ErrorEvent) and e.props.code == "max_rounds")]
         if batch:
             await self._emit(batch)
-
-
-class _StopWhenTripped:
-    """The model client of the primary loop. Once the retry guard has tripped, the next model call
-    never goes out: it sets the loop's cancel event and waits to be cancelled. The loop stops
-    between rounds, so the failing call's result is in the history and the stream."""
-
-    def __init__(self, client: ModelClient, guard: RetryGuard, stop: anyio.Event) -> None:
-        self._client = client
-        self._guard = guard
-        self._stop = stop
-
-    @property
-    def model(self) -> str:
-        return self._client.model
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
-        if self._guard.tripped is not None:
-            self._stop.set()
-            await anyio.sleep_forever()
-        async for delta in self._client.stream(request):
-            yield delta
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 async def _setup_failed(
@@ -419,7 +374,7 @@ async def _prepare(
                   options=options.model_copy(update=updates))
 
 
-def _connector_spec(loader: AppLoader, assistant: Assistant, override: str | None) -> Any:
+def _connector_spec(loader: AppLoader, assistant: Assistant, override: str | None) -> ConnectorSpec:
     """The `ConnectorSpec` to use (blocking: the loader may read files)."""
     conn_id = override or assistant.connector
     if conn_id and conn_id.startswith(USE_PREFIX):
@@ -442,7 +397,7 @@ async def _servers(inp: LlmTurnInput, loader: AppLoader) -> list[McpServerSpec]:
         try:
             spec = await anyio.to_thread.run_sync(loader.mcp_server, extra.server_id)
         except CageError as exc:
-            raise _ConnectFailed(f"MCP server {extra.server_id!r}: {exc}") from exc
+            raise ToolError(f"mcp:{extra.server_id}", str(exc)) from exc
         servers[spec.id] = spec.model_copy(update={"tools": extra.tools, "resources": extra.resources})
     return list(servers.values())
 

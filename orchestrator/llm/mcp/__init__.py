@@ -8,7 +8,7 @@ Import from `orchestrator.llm.mcp`.
 from orchestrator.llm.mcp.connection import DEFAULT_TIMEOUT, McpConnection
 from orchestrator.llm.mcp.content import result_text
 from orchestrator.llm.mcp.handoff import handoff_digest
-from orchestrator.llm.mcp.retries import FailureKind, GuardedToolBox, RetryGuard, Trip, failure
+from orchestrator.llm.mcp.retries import FailureKind, GuardedToolBox, RetryGuard, StopOnTrip, Trip, failure
 from orchestrator.llm.mcp.tool import McpTool, tool_name
 from orchestrator.llm.mcp.toolset import McpToolset
 
@@ -20,6 +20,7 @@ __all__ = [
     "McpTool",
     "McpToolset",
     "RetryGuard",
+    "StopOnTrip",
     "Trip",
     "failure",
     "handoff_digest",

@@ -13,19 +13,24 @@ retryable"). The policy:
 
 A retryable failure counts against its tool; a success resets that tool's count (the budget is
 for *consecutive* failures). The turn stops when one tool has failed `max_retries` times in a row
-(at least once), or at once on a non-retryable failure. A tool reports its kind of failure in
+(at least once), or at once on a non-retryable failure: `StopOnTrip`, the loop's model client,
+then ends the loop between rounds. A tool reports its kind of failure in
 `ToolResult.metadata` (`retryable`, `failure`); a failed result without that metadata counts as
 retryable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
 from pydantic import JsonValue
 
+from orchestrator.llm.client import ModelClient
+from orchestrator.llm.deltas import ModelDelta
+from orchestrator.llm.messages import ModelRequest
 from orchestrator.llm.tools.base import Tool, ToolBox, ToolContext, ToolResult
 
 FailureKind = Literal["transport", "timeout", "protocol", "tool_error", "schema", "unknown_tool"]
@@ -153,3 +158,29 @@ class GuardedToolBox(ToolBox):
 
     def get(self, name: str) -> Tool | None:
         return super().get(name) or _Unknown(name, self.names, self.guard)
+
+
+class StopOnTrip:
+    """A `ModelClient` for a loop whose tools a `RetryGuard` counts. Once the guard has tripped, the
+    next model call never goes out: it sets `stop` (the loop's cancel event) and waits to be
+    cancelled. The loop thus stops between rounds, with the failing call's result in its history
+    and its stream."""
+
+    def __init__(self, client: ModelClient, guard: RetryGuard, stop: anyio.Event) -> None:
+        self._client = client
+        self._guard = guard
+        self._stop = stop
+
+    @property
+    def model(self) -> str:
+        return self._client.model
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
+        if self._guard.tripped is not None:
+            self._stop.set()
+            await anyio.sleep_forever()
+        async for delta in self._client.stream(request):
+            yield delta
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
