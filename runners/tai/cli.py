@@ -114,7 +114,9 @@ async def _messages(turn: TaiTurn) -> list[ChatMessage]:
 def build_loop(turn: TaiTurn, client: ModelClient, root: Path) -> AgentLoop:
     """The loop for `turn`: coding tools on `root` (plus `agent` unless disabled)."""
     options = turn.options
-    tools: ToolBox = coding_tools(LocalSandbox(root), bash_timeout=options.bash_timeout)
+    hidden = {turn.model.key_env, turn.model.headers_env}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}  # tools never see the model's key
+    tools: ToolBox = coding_tools(LocalSandbox(root, env=env), bash_timeout=options.bash_timeout)
     if options.agent:
         tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
     model = turn.model

@@ -100,3 +100,14 @@ def test_agent_tool_runs_ten_sub_agents_eight_at_a_time_as_child_sessions(
     assert checkpoint["phase"] == "done" and checkpoint["stop_reason"] == "completed"
     report = checkpoint["messages"][2]["content"][0]["output"]
     assert report.count("## Task ") == 10 and f"## Task 10: {PROMPTS[9]}" in report
+
+
+def test_turn_timeout_stops_a_long_tool_with_exit_124(app: NativeApp, workspace: Path) -> None:
+    assistant = app.assistant("yaocode", scenario="cancel-me")
+    result = cage_run(app, assistant, workspace, "sleep a while", extra=["--timeout", "4s"])
+    assert result.code == 124, result.stderr[-3000:]
+    assert validate_stream(result.events) == []
+    assert result.end["status"] == "error" and "timed out" in result.end["error"]
+    assert [e["props"]["code"] for e in result.of("error")] == ["turn_timeout"]
+    killed = [e["props"] for e in result.of("execute") if e["props"].get("status") == "error"]
+    assert killed and killed[0]["tool"] == "bash"

@@ -34,6 +34,7 @@ def server() -> Iterator[FakeModelServer]:
     with FakeModelServer("text", host="127.0.0.1") as running:
         running.add_scenario("fix", FIX)
         running.add_scenario("sleepy", [{"shell": "sleep 77.5"}, {"text": "never"}])
+        running.add_scenario("env", [{"shell": f"echo key=[${KEY_ENV}] home=[$HOME]"}, {"text": "ok"}])
         yield running
 
 
@@ -130,6 +131,20 @@ def test_sigint_cancels_the_turn_kills_the_tool_and_exits_130(
     bash_end = [e["props"] for e in events if e["type"] == "execute" and e["props"].get("status") == "error"]
     assert bash_end and bash_end[0]["output"] == "cancelled"
     assert not _processes_running("sleep 77.5")
+
+
+def test_tools_do_not_see_the_model_key(server: FakeModelServer, tmp_path: Path) -> None:
+    document = turn(server, "env", tmp_path)
+    done = subprocess.run(
+        CAGE_TAI, input=document.model_dump_json(), env=env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    (output,) = [
+        e["props"]["output"]
+        for e in events_of(done.stdout)
+        if e["type"] == "execute" and e["props"].get("status") == "completed"
+    ]
+    assert output.startswith("key=[] home=[/")
 
 
 def test_bad_input_exits_2_without_events(tmp_path: Path) -> None:
