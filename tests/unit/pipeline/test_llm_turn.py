@@ -257,7 +257,7 @@ async def test_a_schema_violation_is_not_retried_and_never_reaches_the_server(
 
     (call,) = turn.result.tool_results
     assert call.failure == "schema" and call.retryable is False
-    assert "'b' is a required property" in call.output or "b" in call.output
+    assert call.output.startswith("invalid arguments for calc__add: ")
     assert app.calls("add") == []
     assert turn.result.stop_reason == "error" and turn.result.fallback_used
 
