@@ -89,7 +89,7 @@ class Authenticator:
         if not self.enabled:
             return DEV_PRINCIPAL
         if not token:
-            raise Unauthorized("missing API key: send `Authorization: Bearer <key>`")
+            raise Unauthorized("missing API key: send it as a bearer token in the Authorization header")
         principal = await self._bootstrap_principal(token)
         if principal is None:
             info = await self._store.keys.verify(token)

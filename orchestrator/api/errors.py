@@ -67,6 +67,23 @@ class KeyRateLimited(RateLimited):
         super().__init__(f"rate limit exceeded for this API key; retry in {retry_after:.1f}s")
 
 
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+"""Routes whose errors take OpenAI's shape, so OpenAI clients show the message."""
+
+
+def error_body(
+    request: Request, kind: str, detail: str, fields: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """`{"error": kind, "detail": ...}`; on the OpenAI routes `{"error": {"message", "type", "param"}}`."""
+    if request.url.path.startswith(OPENAI_PATHS):
+        param = fields[0]["loc"] if fields else None
+        return {"error": {"message": detail, "type": kind, "param": param, "code": None}}
+    body: dict[str, Any] = {"error": kind, "detail": detail}
+    if fields is not None:
+        body["fields"] = fields
+    return body
+
+
 def status_for(exc: CageError) -> int:
     """The HTTP status of a Cage error: the first class in its MRO that has one, else 500."""
     return next((_STATUS[c] for c in type(exc).__mro__ if c in _STATUS), 500)
@@ -77,10 +94,10 @@ def field_errors(errors: Sequence[Any]) -> list[dict[str, str]]:
     return [{"loc": ".".join(str(p) for p in e["loc"]), "msg": str(e["msg"])} for e in errors]
 
 
-def validation_body(errors: Sequence[Any]) -> dict[str, Any]:
+def validation_body(request: Request, errors: Sequence[Any]) -> dict[str, Any]:
     fields = field_errors(errors)
     detail = "; ".join(f"{f['loc']}: {f['msg']}" for f in fields) or "invalid request"
-    return {"error": "ValidationError", "detail": detail, "fields": fields}
+    return error_body(request, "ValidationError", detail, fields)
 
 
 async def cage_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -93,19 +110,19 @@ async def cage_error_handler(request: Request, exc: Exception) -> JSONResponse:
         headers["Retry-After"] = str(max(1, round(exc.retry_after)))
     if status >= 500:
         log.warning("request failed", error=type(exc).__name__, detail=redact(str(exc)), status=status)
-    body = {"error": type(exc).__name__, "detail": redact(str(exc))}
+    body = error_body(request, type(exc).__name__, redact(str(exc)))
     return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def request_validation_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return JSONResponse(validation_body(exc.errors()), status_code=422)
+    return JSONResponse(validation_body(request, exc.errors()), status_code=422)
 
 
 async def model_validation_handler(request: Request, exc: Exception) -> JSONResponse:
     """A pydantic model built inside a handler (an assistant's package, a sandbox spec) was invalid."""
     assert isinstance(exc, ValidationError)
-    return JSONResponse(validation_body(exc.errors()), status_code=422)
+    return JSONResponse(validation_body(request, exc.errors()), status_code=422)
 
 
 async def unhandled_error_handler(request: Request, exc: Exception) -> JSONResponse:

@@ -19,9 +19,9 @@ from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fak
 
 async def test_no_key_is_401_with_a_bearer_challenge(served: Served) -> None:
     async with httpx.AsyncClient(base_url=served.url) as client:
-        missing = await client.get("/v1/models")
+        missing = await client.get("/v1/sessions")
         wrong = await client.get(
-            "/v1/models", headers={"Authorization": "Bearer cage_000000000000_" + "x" * 43}
+            "/v1/sessions", headers={"Authorization": "Bearer cage_000000000000_" + "x" * 43}
         )
     assert missing.status_code == 401
     assert missing.headers["www-authenticate"] == "Bearer"
@@ -125,9 +125,11 @@ async def test_sandbox_cap_per_owner_answers_429(served: Served) -> None:
         )
     bob = await _post_as(served, "bob", "box-3")
     assert second.status_code == 429
-    assert second.json() == {
-        "error": "CapacityError",
-        "detail": "sandbox limit reached for owner alice: at most 1",
+    assert second.json()["error"] == {
+        "message": "sandbox limit reached for owner alice: at most 1",
+        "type": "CapacityError",
+        "param": None,
+        "code": None,
     }
     assert same_chat.status_code == 200  # reuses the session's sandbox: no new one needed
     assert bob == 200
