@@ -79,7 +79,8 @@ def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
         budget = max(1024, min(request.thinking_budget, request.max_tokens - 1))
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     elif request.temperature is not None:
-        body["temperature"] = request.temperature
+        # This SDK's `messages.create` has no `temperature` argument; the API still takes the field.
+        body["extra_body"] = {"temperature": request.temperature}
     return body
 
 

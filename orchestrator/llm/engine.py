@@ -152,7 +152,7 @@ class AgentLoop:
         if pending:  # resumed after the model step: its tools never ran
             results, _ = await batch.run(pending)
             state.messages.append(ChatMessage(role="user", content=tuple(results)))
-            state.previous_calls = {call_signature(c) for c in pending}
+            state.previous_calls = _succeeded(pending, results)
             await self._save(state, "tools")
         while True:
             if state.rounds >= self.max_rounds:
@@ -188,7 +188,9 @@ class AgentLoop:
                 await sink(partial(builder.error, why, "tool_loop_terminated"))
                 return "tool_loop_terminated"
             results_list, traces = await batch.run(calls, assembler.bad_arguments)
-            state.previous_calls = signatures
+            # A failed call may be retried as is (the model saw the error); only a repeated
+            # *successful* call is a loop.
+            state.previous_calls = _succeeded(calls, results_list)
             state.messages.append(ChatMessage(role="user", content=tuple(results_list)))
             state.steps.append(step.model_copy(update={"tools": tuple(traces)}))
             await self._save(state, "tools")
@@ -269,3 +271,9 @@ def _pending_calls(messages: Sequence[ChatMessage]) -> list[ToolCallBlock]:
 async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
     await event.wait()
     scope.cancel()
+
+
+def _succeeded(calls: Sequence[ToolCallBlock], results: Sequence[ToolResultBlock]) -> set[tuple[str, str]]:
+    """Signatures of the calls whose result was not an error."""
+    failed = {r.call_id for r in results if r.is_error}
+    return {call_signature(c) for c in calls if c.id not in failed}

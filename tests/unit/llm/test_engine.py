@@ -152,3 +152,29 @@ async def test_model_error_stops_with_error(
     assert result.stop_reason == "error"
     assert result.error is not None and "401" in result.error
     assert any(getattr(e.props, "code", None) == "model_error" for e in rec.events)
+
+
+async def test_a_failed_call_may_be_retried_as_is(
+    server: FakeModelServer, make_client: MakeClient, ws: Path
+) -> None:
+    # the same failing command twice, then it succeeds once the file exists: a retry, not a loop
+    flaky = "test -f ready || { touch ready; exit 3; }"
+    server.add_scenario("retry", [{"shell": flaky}, {"shell": flaky}, {"text": "worked on the second try"}])
+    loop = AgentLoop(make_client(scenario="retry"), coding_tools(LocalSandbox(ws)))
+    result, _ = await drive(loop)
+    assert result.stop_reason == "completed"
+    assert [r.is_error for m in result.messages for r in m.tool_results] == [True, False]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_temperature_reaches_the_model(
+    server: FakeModelServer, make_client: MakeClient, ws: Path, provider: str
+) -> None:
+    from orchestrator.llm import ModelOptions
+
+    server.add_scenario("warm", [{"text": "hi"}])
+    loop = AgentLoop(make_client(provider, scenario="warm"), coding_tools(LocalSandbox(ws)),
+                     options=ModelOptions(temperature=0.25))
+    result, _ = await drive(loop)
+    assert result.stop_reason == "completed"
+    assert server.requests.for_scenario("warm")[-1].body["temperature"] == 0.25
