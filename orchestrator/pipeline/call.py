@@ -19,19 +19,21 @@ import anyio
 import structlog
 from pydantic import ValidationError
 
-from orchestrator.errors import CageError
+from orchestrator.errors import CageError, WorkspaceError
 from orchestrator.pipeline.agents import AgentCaller
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallKind
-from orchestrator.pipeline.contract import InputMessage
+from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.dispatch import Completion, dispatch
 from orchestrator.pipeline.errors import HookError
 from orchestrator.pipeline.frame import CallFrame, CancelSignal
-from orchestrator.pipeline.hook_context import HookContext, HookSandbox
+from orchestrator.pipeline.hook_context import SANDBOX_UID, HookContext, HookSandbox
 from orchestrator.pipeline.hook_results import CreateResult, Delegate, NextResult, parse_result
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.runner_turn import RunnerTurnInput, acquire_sandbox, release_outcome
-from orchestrator.sandbox.manager import SandboxLease
+from orchestrator.redaction import redact
+from orchestrator.sandbox.backend import FileEntry
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.stream import Event, TurnBuilder, Usage
 
 log = structlog.get_logger(__name__)
@@ -56,6 +58,22 @@ def _sum_usage(*usages: Usage | None) -> Usage | None:
     for usage in present[1:]:
         total = total + usage
     return total.model_copy(update={"scope": "turn"})
+
+
+async def write_attachments(
+    manager: SandboxManager, lease: SandboxLease, attachments: Sequence[Attachment]
+) -> None:
+    """The user's files, into `<work dir>/attachments/`, owned by the sandbox user.
+
+    Raises:
+        WorkspaceError: a name is a path, not a file name.
+    """
+    entries = []
+    for item in attachments:
+        if "/" in item.name or "\\" in item.name or item.name in (".", ".."):
+            raise WorkspaceError(item.name, "attachment names are plain file names")
+        entries.append(FileEntry(path=item.name, content=item.content, uid=SANDBOX_UID, gid=SANDBOX_UID))
+    await manager.backend.put_files(lease.ref, f"{lease.work_dir.rstrip('/')}/attachments", entries)
 
 
 def _code(exc: CageError) -> str:
@@ -162,7 +180,7 @@ class CallRunner:
         except _Interrupted:
             return self._cancelled(frame)
         except (CageError, ValidationError) as exc:
-            message = str(exc)
+            message = redact(str(exc))
             code = _code(exc) if isinstance(exc, CageError) else "invalid_options"
             log.info("pipeline.call_failed", assistant=assistant.id, stage=frame.stage, code=code)
             await frame.emit(frame.builder.error(message, code))
@@ -210,7 +228,15 @@ class CallRunner:
             workspace_id=frame.options.workspace_id,
             host_workspace=frame.options.host_workspace,
         )
-        return await acquire_sandbox(inp, manager=scope.manager, builder=frame.builder, emit=frame.emit)
+        lease = await acquire_sandbox(inp, manager=scope.manager, builder=frame.builder, emit=frame.emit)
+        if scope.attachments and frame.stack.kind == "root":
+            try:
+                await write_attachments(scope.manager, lease, scope.attachments)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await scope.manager.release(lease, release_outcome("error"))
+                raise
+        return lease
 
     def _context(self, frame: CallFrame) -> HookContext:
         scope = frame.scope
@@ -358,5 +384,5 @@ class _FrameLauncher:
                 self._frame, agent_id, messages, options, kind="fork", signal=signal
             )
         except (CageError, ValidationError) as exc:
-            return CallResult(assistant_id=agent_id, status="error", error=str(exc))
+            return CallResult(assistant_id=agent_id, status="error", error=redact(str(exc)))
         return await self._runner.run(child, self._runner.thread_finish(child))

@@ -10,7 +10,7 @@ import anyio
 
 from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.pipeline.callstack import CallStack
-from orchestrator.pipeline.contract import InputMessage
+from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.hook_memory import HookMemory
 from orchestrator.pipeline.hooks import HookModules
 from orchestrator.pipeline.options import CallOptions
@@ -61,6 +61,8 @@ class TurnScope:
     emit: Emit
     """Stamps, logs and fans out (the session hub); every call's events go through it."""
     authorize: Authorize
+    attachments: tuple[Attachment, ...] = ()
+    """The user's files: written into the root call's sandbox before its hooks run."""
 
 
 @dataclass

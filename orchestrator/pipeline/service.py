@@ -202,6 +202,7 @@ class PipelineService:
             ids=self._ids,
             emit=lambda events: self._publish(turn, events),
             authorize=lambda agent_id: self.authorize(turn.owner, agent_id),
+            attachments=turn.attachments,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
         frame = CallFrame(

@@ -12,7 +12,7 @@ from tests.pipeline_rig import Rig
 from tests.unit.sandbox.fakes import FakeBackend, FakeExecHandle, FakeResult
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "claude" / "2.1.197" / "hello.in.jsonl"
-HOOKS = '''
+HOOKS = """
 async def create(ctx, messages, options):
     await ctx.sandbox.write_file("notes/from-hook.txt", "written by create")
     return {"messages": [{"role": "user", "content": "rewritten: " + messages[-1]["content"]}]}
@@ -22,7 +22,7 @@ async def next(ctx, payload, options):
     return {"data": {"tools": [t["tool"] for t in payload["tools"]],
                      "completion": payload["completion"]["content"],
                      "note": await ctx.sandbox.read_file("notes/from-hook.txt")}}
-'''
+"""
 
 
 class StdinRecorder(FakeExecHandle):
@@ -47,7 +47,9 @@ class RecordingBackend(FakeBackend):
 
 
 def claude_assistant(root: Path, *, lifecycle: str = "session") -> str:
-    write_connector(root, "fake", kind="anthropic", model="claude-sonnet-4-5", host="http://127.0.0.1:9", key_env="K")
+    write_connector(
+        root, "fake", kind="anthropic", model="claude-sonnet-4-5", host="http://127.0.0.1:9", key_env="K"
+    )
     write_assistant(
         root,
         "tests.claude",
@@ -76,7 +78,9 @@ async def test_runner_turn_with_hooks_on_the_sandbox(app_root: Path, store: Stor
     assert isinstance(data, dict)
     assert data["tools"] == ["Bash"] and data["completion"] == ran.result.content
     assert data["note"] == "written by create"
-    assert any(b"rewritten: say hello" in p for p in backend.stdin)  # the runner got the Create hook's messages
+    assert any(
+        b"rewritten: say hello" in p for p in backend.stdin
+    )  # the runner got the Create hook's messages
     chat = await store.chats.require("chat-r")
     assert chat.resume["claude:tests.claude"]  # the CLI session id, for the next turn to resume
     [(name, box)] = [(b.ref.name, b) for b in backend.boxes.values()]
@@ -85,7 +89,9 @@ async def test_runner_turn_with_hooks_on_the_sandbox(app_root: Path, store: Stor
     assert turn.usage.input_tokens > 0
 
 
-async def test_oneshot_sandbox_is_released_when_a_hook_fails(app_root: Path, store: Store, tmp_path: Path) -> None:
+async def test_oneshot_sandbox_is_released_when_a_hook_fails(
+    app_root: Path, store: Store, tmp_path: Path
+) -> None:
     backend = FakeBackend()
     rig = Rig.build(app_root, store, backend, data_dir=tmp_path / "d", environ={"K": "sk-ant-fake-key-0001"})
     write_assistant(
@@ -99,3 +105,34 @@ async def test_oneshot_sandbox_is_released_when_a_hook_fails(app_root: Path, sto
     await rig.service.aclose()
     assert ran.result.status == "error" and "OSError: disk on fire" in (ran.result.error or "")
     assert backend.boxes == {} and len(backend.removed) == 1
+
+
+async def test_attachments_land_in_the_workspace_before_the_hooks(
+    app_root: Path, store: Store, tmp_path: Path
+) -> None:
+    from orchestrator.pipeline import Attachment
+
+    backend = FakeBackend()
+    rig = Rig.build(app_root, store, backend, data_dir=tmp_path / "d")
+    write_assistant(
+        app_root,
+        "tests.attach",
+        package={"name": "attach"},
+        hooks=(
+            "async def create(ctx, messages, options):\n"
+            "    await ctx.send(await ctx.sandbox.read_file('attachments/notes.txt'))\n"
+            "    return {'delegate': {'agent_id': 'hooks.echo'}}\n"
+        ),
+        sandbox={"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "oneshot"},
+    )
+    turn = rig.turn("tests.attach", "read it").model_copy(
+        update={"attachments": (Attachment(name="notes.txt", content=b"attached words"),)}
+    )
+    handle = await rig.service.start(turn)
+    events = [e async for e in handle.events()]
+    result = await handle.result()
+    await rig.service.aclose()
+    assert result.status == "completed", result.error
+    texts = [e.props.content for e in events if e.type == "text" and e.thread_id is None]
+    assert texts == ["attached words"]
+    assert backend.boxes == {}  # oneshot: removed after the turn
