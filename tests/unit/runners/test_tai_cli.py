@@ -21,7 +21,7 @@ from tests.fakes.model_server import FakeModelServer
 
 CAGE_TAI = [sys.executable, "-m", "runners.tai.cli", "run"]
 KEY = "sk-tai-unit-secret-7781"
-FIX = [
+FIX: list[dict[str, Any]] = [
     {"tool": "read", "args": {"path": "calc.py"}},
     {"tool": "edit", "args": {"path": "calc.py", "old_string": "return a - b", "new_string": "return a + b"}},
     {"shell": "python3 -c 'import calc; assert calc.add(2, 3) == 5; print(\"tests passed\")'"},
