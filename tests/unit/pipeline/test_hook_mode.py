@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.store import Store
 from orchestrator.stream import LifecycleEvent, StreamStart
 from tests.fakes.assistants import write_assistant
 from tests.pipeline_rig import Rig
+from tests.unit.sandbox.fakes import FakeBackend
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 async def test_pure_hook_turn_is_well_formed_and_answers(rig: Rig) -> None:
@@ -98,3 +102,10 @@ async def test_sync_hook_runs_in_a_worker_thread_with_the_same_ctx(rig: Rig) -> 
     second = await rig.run("hooks.sync_memory", "b", chat_id="chat-sync")
     assert first.result.content == "count=1 thread=True"
     assert second.result.content == "count=2 thread=True"
+
+
+async def test_the_shipped_hook_example_runs_as_documented(store: Store, tmp_path: Path) -> None:
+    rig = Rig.build(REPO, store, FakeBackend(), data_dir=tmp_path / "d")
+    ran = await rig.run("examples.hooks", "quiet please")
+    await rig.service.aclose()
+    assert ran.result.content == "You said: QUIET PLEASE"

@@ -1,4 +1,22 @@
-"""Pure-hook example: `create` answers the user itself through `ctx.send`, no model involved."""
+"""Pure-hook example: `create` answers the user itself through `ctx.send`, no model involved.
+
+Hooks (sync or async; sync ones run in a worker thread, where `ctx` methods return results
+instead of awaitables):
+
+* `create(ctx, messages, options)` may return `{"messages": [...]}`, option overrides
+  (`connector`, `temperature`, `max_tokens`, `prompt_preset`, `disable_global_prompts`,
+  `mcp_servers`, `locale`, `metadata`, `uses`) or `{"delegate": {"agent_id", "messages"?,
+  "options"?}}`, which hands the turn to another assistant without calling the model.
+* `next(ctx, payload, options)` gets `payload = {messages, completion, tools, error}`
+  (`completion` is None in pure-hook mode) and may return `{"delegate": ...}` or `{"data": ...}`.
+
+`ctx`: `send(text | {"type", "props"})`; `memory.user|team|chat|context` with
+`get/set(key, value, ttl=None)/delete/has/keys` (`context` ends with the turn);
+`agent.call(id, messages, options)` and `agent.all|any|race([{agent_id, messages, options}])`,
+returning `{agent_id, content, response, error}`; `sandbox.exec/read_file/write_file` when the
+assistant has a sandbox; `assistant_id`, `owner`, `chat_id`, `turn_id`, `thread_id`, `metadata`,
+`locale`. An exception in a hook becomes an `error` event naming the assistant and the hook.
+"""
 
 from __future__ import annotations
 
