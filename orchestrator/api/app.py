@@ -95,10 +95,19 @@ def create_app(
         lifespan=_lifespan(runtime, api_config, metrics),
     )
     app.state.settings = settings
-    for module in (health, sessions, sandboxes, completions, streams):
+    for module in (
+        health,
+        sessions,
+        sandboxes,
+        completions,
+        streams,
+        admin_assistants,
+        admin_sandboxes,
+        admin_images,
+        admin_sessions,
+        admin_audit,
+    ):
         app.include_router(module.router)
-    for module in (admin_assistants, admin_sandboxes, admin_images, admin_sessions, admin_audit):
-        app.include_router(module.router, prefix="/v1/admin")
     install_error_handlers(app)
     app.add_middleware(RequestLog, metrics=metrics)
     return app

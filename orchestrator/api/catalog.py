@@ -52,30 +52,29 @@ class NewAssistant(AssistantBody):
     id: str = Field(min_length=1, max_length=128, pattern=ASSISTANT_ID)
 
 
-def _invalid(exc: ValidationError, assistant_id: str, section: str) -> ConfigErrors:
-    return ConfigErrors(
-        [
-            ConfigError(
-                str(e["msg"]),
-                file=f"assistant {assistant_id}",
-                key_path=".".join(map(str, (section, *e["loc"]))),
-            )
-            for e in exc.errors()
-        ]
-    )
-
-
 def _check(assistant_id: str, body: AssistantBody) -> None:
-    """Raises: ConfigError naming `package.<key>`, `prompts.<i>.<key>` or `sandbox.<key>`."""
-    for section, check in (
-        ("package", lambda: PackageSpec.model_validate(body.package)),
-        ("sandbox", lambda: body.sandbox is not None and SandboxSpec.model_validate(body.sandbox)),
-        ("prompts", lambda: [Prompt.model_validate(p) for p in body.prompts]),
-    ):
+    """Raises: ConfigError naming every bad `package.<key>`, `prompts.<i>.<key>` and `sandbox.<key>`."""
+    problems: list[ConfigError] = []
+    checks: list[tuple[tuple[str | int, ...], type[BaseModel], object]] = [
+        (("package",), PackageSpec, body.package),
+        *((("prompts", i), Prompt, p) for i, p in enumerate(body.prompts)),
+    ]
+    if body.sandbox is not None:
+        checks.append((("sandbox",), SandboxSpec, body.sandbox))
+    for where, model, data in checks:
         try:
-            check()
+            model.model_validate(data)
         except ValidationError as exc:
-            raise _invalid(exc, assistant_id, section) from None
+            problems += [
+                ConfigError(
+                    str(e["msg"]),
+                    file=f"assistant {assistant_id}",
+                    key_path=".".join(map(str, (*where, *e["loc"]))),
+                )
+                for e in exc.errors()
+            ]
+    if problems:
+        raise ConfigErrors(problems)
 
 
 def _file_summary(loader: AppLoader, assistant_id: str) -> AssistantDetail:

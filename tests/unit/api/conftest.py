@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator.api import ApiConfig, create_app
+from orchestrator.sandbox import ExecSpec, SandboxRef
 from orchestrator.settings import Settings
 from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_runtime, write_app
-from tests.unit.sandbox.fakes import FakeBackend
+from tests.unit.sandbox.fakes import FakeBackend, FakeResult
 
 
 @dataclass
@@ -27,6 +28,13 @@ class Served:
 
     def auth(self, name: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[name]}"}
+
+
+def echo_script(ref: SandboxRef, spec: ExecSpec) -> FakeResult:
+    """Every exec prints its argv; `false` fails with a message on stderr."""
+    if spec.argv[0] == "false":
+        return FakeResult(exit_code=1, stderr=b"it failed")
+    return FakeResult(stdout=[" ".join(spec.argv).encode(), f"user={spec.user or '-'}".encode()])
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:
@@ -47,7 +55,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     keys = create_keys(
         settings, {"admin": ("admin", "ops"), "alice": ("user", "alice"), "bob": ("user", "bob")}
     )
-    backend = FakeBackend()
+    backend = FakeBackend(script=echo_script)
     config = ApiConfig(rate_limit_per_minute=6000, rate_limit_burst=1000)
     server = ServerThread(create_app(settings, runtime=fake_runtime(backend), config=config)).start()
     try:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import httpx
 
-from tests.unit.api.conftest import Served
+from orchestrator.api import create_app
+from orchestrator.store import Store
+from orchestrator.stream import LifecycleEvent, StreamEnd
+from tests.unit.api.conftest import Served, make_settings
+from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.wsclient import SessionClient
 
 
 async def test_healthz_and_readyz_answer_ok(served: Served) -> None:
@@ -51,3 +59,21 @@ async def test_openapi_lists_the_routes(served: Served) -> None:
     ):
         assert path in spec["paths"], path
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+async def test_shutdown_ends_running_turns_with_stream_end_cancelled(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    keys = create_keys(settings, {"alice": ("user", "alice")})
+    server = ServerThread(create_app(settings, runtime=fake_runtime())).start()
+    ws = await SessionClient.open(server.ws_url, "long", keys["alice"], assistant_id="tests.echo")
+    await ws.control("session.ready")
+    await ws.send(type="user_message", text="slow 1000 0.05")
+    await ws.control("session.accepted")
+    await ws.until_seq(3)
+    await asyncio.to_thread(server.stop)
+    async with Store.from_settings(settings) as store:
+        events = await store.events.after("long")
+    last = events[-1]
+    assert isinstance(last, LifecycleEvent) and isinstance(last.props, StreamEnd)
+    assert last.props.status == "cancelled"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.api.catalog import AssistantBody, AssistantDetail, AssistantSummary, NewAssistant
 from orchestrator.api.dependencies import AdminDep, CatalogDep
 
-router = APIRouter(prefix="/assistants", tags=["admin"])
+router = APIRouter(prefix="/v1/admin/assistants", tags=["admin"])
 
 
 class Reloaded(BaseModel):

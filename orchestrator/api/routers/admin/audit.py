@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from orchestrator.api.dependencies import AdminDep, StoreDep
 from orchestrator.store import AuditRecord
 
-router = APIRouter(prefix="/audit", tags=["admin"])
+router = APIRouter(prefix="/v1/admin/audit", tags=["admin"])
 
 
 @router.get("", response_model=list[AuditRecord])

@@ -12,7 +12,7 @@ from orchestrator.api.event_stream import sse_response
 from orchestrator.api.workshop import BuildRequest, PruneResult, RunnerView
 from orchestrator.sandbox.images import BuildProgress, ImageInfo
 
-router = APIRouter(tags=["admin"])
+router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
 
 async def _progress(items: AsyncIterator[BuildProgress]) -> AsyncIterator[str]:

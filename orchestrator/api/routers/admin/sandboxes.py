@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from orchestrator.api.dependencies import AdminDep, FleetDep
 from orchestrator.api.fleet import ExecRequest, ExecResult, ReapedSandbox, SandboxView
 
-router = APIRouter(prefix="/sandboxes", tags=["admin"])
+router = APIRouter(prefix="/v1/admin/sandboxes", tags=["admin"])
 
 
 @router.get("", response_model=list[SandboxView])

@@ -12,7 +12,7 @@ from orchestrator.api.routers.sessions import EventPage
 from orchestrator.api.views import CHAT_ID, SessionView
 from orchestrator.store.events import MAX_READ
 
-router = APIRouter(prefix="/sessions", tags=["admin"])
+router = APIRouter(prefix="/v1/admin/sessions", tags=["admin"])
 ChatId = Annotated[str, Path(pattern=CHAT_ID)]
 
 
