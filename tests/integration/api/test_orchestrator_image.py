@@ -1,0 +1,141 @@
+"""The orchestrator image builds and serves, started the way compose.yaml starts it: engine socket
+mounted, a named data volume, the compose environment, the socket's group added."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+import pytest
+import yaml
+
+from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL
+
+ROOT = Path(__file__).resolve().parents[3]
+CONTEXT = (
+    "Dockerfile",
+    "pyproject.toml",
+    "README.md",
+    "agent.yml",
+    "orchestrator",
+    "runners",
+    "images",
+    "assistants",
+    "connectors",
+    "mcps",
+)
+SKIP = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+_DEFAULT = re.compile(r"\$\{(\w+):-([^}]*)\}")
+
+pytestmark = pytest.mark.slow
+
+
+def build_context() -> io.BytesIO:
+    """What `docker build .` sends (per .dockerignore), plus `extra-ca.pem` from CAGE_EXTRA_CA_CERTS."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in CONTEXT:
+            for path in [ROOT / name, *sorted((ROOT / name).rglob("*"))]:
+                if path.is_file() and not SKIP.intersection(path.parts) and path.suffix != ".pyc":
+                    tar.add(path, arcname=str(path.relative_to(ROOT)), recursive=False)
+        ca = os.environ.get("CAGE_EXTRA_CA_CERTS")
+        if ca:
+            tar.add(ca, arcname="extra-ca.pem")
+    buffer.seek(0)
+    return buffer
+
+
+def compose_service() -> dict[str, Any]:
+    """The `cage` service of compose.yaml with `${VAR:-default}` resolved to the defaults."""
+    text = _DEFAULT.sub(lambda m: m.group(2), (ROOT / "compose.yaml").read_text())
+    service: dict[str, Any] = yaml.safe_load(text)["services"]["cage"]
+    return service
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def orchestrator_image(docker_engine: docker.DockerClient) -> Iterator[str]:
+    tag = f"cage-test/orchestrator:{TEST_RUN_ID[:12]}"
+    base = os.environ.get("CAGE_BASE_IMAGE", "cage/base:bookworm")
+    docker_engine.images.build(
+        fileobj=build_context(),
+        custom_context=True,
+        tag=tag,
+        buildargs={"BASE_IMAGE": base},
+        rm=True,
+        forcerm=True,
+        labels={TEST_RUN_LABEL: TEST_RUN_ID},
+    )
+    yield tag
+    docker_engine.images.remove(tag, force=True)
+
+
+def test_the_image_answers_healthz_when_started_like_compose(
+    docker_engine: docker.DockerClient, orchestrator_image: str
+) -> None:
+    service = compose_service()
+    sock = "/var/run/docker.sock"
+    mounts = [v for v in service["volumes"] if not v.lstrip().startswith("#")]
+    assert f"{sock}:{sock}" in mounts and "cage-data:/data" in mounts
+    environment = {
+        **service["environment"],
+        "CAGE_BOOTSTRAP_ADMIN_KEY": "boot-key-for-the-image-test",
+        # reconcile only sandboxes of this test run: the engine is shared
+        "CAGE_SANDBOX_LABELS": f'{{"{TEST_RUN_LABEL}": "{TEST_RUN_ID}"}}',
+    }
+    volume = docker_engine.volumes.create(
+        f"cage-test-data-{TEST_RUN_ID[:12]}", labels={TEST_RUN_LABEL: TEST_RUN_ID}
+    )
+    port = free_port()
+    container = docker_engine.containers.run(
+        orchestrator_image,
+        detach=True,
+        environment=environment,
+        volumes={sock: {"bind": sock, "mode": "rw"}, volume.name: {"bind": "/data", "mode": "rw"}},
+        group_add=[str(Path(sock).stat().st_gid)],
+        ports={"8080/tcp": ("127.0.0.1", port)},
+        labels={TEST_RUN_LABEL: TEST_RUN_ID},
+    )
+    try:
+        health = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.5)
+        assert health is not None and health.json() == {"status": "ok"}, container.logs()[-2000:]
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        runners = httpx.get(
+            f"http://127.0.0.1:{port}/v1/admin/runners",
+            headers={"Authorization": "Bearer boot-key-for-the-image-test"},
+            timeout=10,
+        )
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5)
+        listing = container.exec_run(["ls", "/data"]).output.decode()
+        user = container.exec_run(["id", "-u"]).output.decode().strip()
+        logs = container.logs().decode()
+    finally:
+        container.remove(force=True)
+        volume.remove(force=True)
+    assert ready.json() == {"status": "ok", "database": "ok", "engine": "ok"}
+    assert runners.status_code == 200 and {r["name"] for r in runners.json()} >= {"claude", "tai"}
+    assert models.status_code == 401
+    assert "cage.db" in listing  # the database lives on the data volume
+    assert user == "10001"
+    assert '"event": "server ready"' in logs and "boot-key-for-the-image-test" not in logs
