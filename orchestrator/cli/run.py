@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,70 +25,83 @@ from orchestrator.cli.overrides import apply_env, apply_sets
 from orchestrator.cli.render import GithubRenderer, JsonlRenderer, Renderer, TextRenderer, dumps
 from orchestrator.dsl import Assistant
 from orchestrator.dsl.units import parse_duration
-from orchestrator.errors import CageError, CapacityError, ConfigError, NotFound, SandboxError, UsageError
-from orchestrator.pipeline.bridge import BridgeResult, StopReason, TurnLimits
-from orchestrator.pipeline.resume import JsonResumeStore
-from orchestrator.pipeline.runner_turn import RunnerTurnInput, new_chat_id, run_sandbox_turn
+from orchestrator.errors import NotFound, UsageError
+from orchestrator.pipeline import (
+    InputMessage,
+    PipelineService,
+    TurnHandle,
+    TurnInput,
+    TurnOptions,
+    TurnResult,
+)
+from orchestrator.pipeline.runner_turn import new_chat_id
 from orchestrator.services import Services
 from orchestrator.settings import Settings
-from orchestrator.stream import (
-    Event,
-    JSONLEncoder,
-    LifecycleEvent,
-    RandomIds,
-    SandboxStatus,
-    SessionEmitter,
-    TurnBuilder,
-)
+from orchestrator.store import Store
+from orchestrator.stream import ErrorEvent, Event, JSONLEncoder, LifecycleEvent, SandboxStatus
 
 EXIT_OK, EXIT_AGENT, EXIT_CONFIG, EXIT_INFRA, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 124, 130
 Output = Literal["text", "jsonl", "github"]
+LOCAL_OWNER = "local"
+"""The owner of every `cage run` turn: sandboxes, sessions and memory of local runs share it."""
 
 
-def exit_code_for(exc: CageError) -> int:
-    """2 for bad config or usage, 3 for sandbox and infrastructure failures, 1 for the rest."""
-    if isinstance(exc, ConfigError | UsageError):
-        return EXIT_CONFIG
-    if isinstance(exc, SandboxError | CapacityError):
+_CONFIG_CODES = {"ConfigError", "ConfigErrors", "UsageError", "NotFound", "invalid_options"}
+_INFRA_CODES = {
+    "SandboxError",
+    "SandboxNotFound",
+    "EngineUnavailable",
+    "ImageBuildError",
+    "PrepareError",
+    "WorkspaceError",
+    "CapacityError",
+}
+
+
+def exit_code_for(result: TurnResult, error_codes: Sequence[str], interrupted: bool) -> int:
+    """The documented exit code for how the turn ended."""
+    if result.status == "completed":
+        return EXIT_OK
+    if result.status == "cancelled" or interrupted:
+        return EXIT_INTERRUPTED
+    if result.stop_reason == "timeout" or "turn_timeout" in error_codes:
+        return EXIT_TIMEOUT
+    if any(code in _INFRA_CODES for code in error_codes):
         return EXIT_INFRA
+    if any(code in _CONFIG_CODES for code in error_codes):
+        return EXIT_CONFIG
     return EXIT_AGENT
 
 
 @dataclass
 class _Sink:
-    """Stamps events, feeds the renderer, and appends them to `events.jsonl` when asked."""
+    """Feeds the renderer and appends events to `events.jsonl` (events arrive stamped)."""
 
-    emitter: SessionEmitter
-    turn_id: str
     renderer: Renderer
     events_file: Path | None
     echo_status: bool
     events: list[Event] = field(default_factory=list)
 
-    async def __call__(self, batch: Sequence[Event]) -> None:
-        encoder = JSONLEncoder()
-        lines: list[str] = []
-        for event in batch:
-            stamped = self.emitter.stamp(event, turn_id=self.turn_id)
-            self.events.append(stamped)
-            self.renderer.feed(stamped)
-            lines.append(encoder.encode(stamped))
-            if (
-                self.echo_status
-                and isinstance(stamped, LifecycleEvent)
-                and isinstance(stamped.props, SandboxStatus)
-            ):
-                sys.stderr.write(f"cage: sandbox {stamped.props.phase} {stamped.props.message}\n")
-        if self.events_file is not None and lines:
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        self.renderer.feed(event)
+        if self.echo_status and isinstance(event, LifecycleEvent) and isinstance(event.props, SandboxStatus):
+            sys.stderr.write(f"cage: sandbox {event.props.phase} {event.props.message}\n")
+        if self.events_file is not None:
             with self.events_file.open("a", encoding="utf-8") as fh:
-                fh.writelines(lines)
+                fh.write(JSONLEncoder().encode(event))
+
+    @property
+    def error_codes(self) -> list[str]:
+        return [e.props.code for e in self.events if isinstance(e, ErrorEvent)]
 
 
-async def _watch_signals(cancel: anyio.Event, interrupted: list[bool]) -> None:
+async def _watch_signals(handle: TurnHandle, interrupted: list[bool]) -> None:
+    """First signal: graceful interrupt (the runner stops its turn); second: force."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             interrupted.append(True)
-            cancel.set()
+            await handle.interrupt(force=len(interrupted) > 1)
 
 
 @dataclass(frozen=True)
@@ -116,104 +128,80 @@ def _renderer(output: Output) -> Renderer:
 
 
 def _prepare(services: Services, opts: RunOptions) -> Assistant:
+    """The assistant with the command line's `--set`/`--env` applied, pinned in the loader."""
     try:
         assistant = services.loader.get(opts.assistant_id)
     except NotFound as exc:
         raise UsageError(f"no assistant {opts.assistant_id!r} in {services.settings.app_dir}") from exc
     if assistant.sandbox is None:
-        raise UsageError(
-            f"assistant {opts.assistant_id} has no sandbox.yao; `cage run` runs sandbox assistants"
-        )
+        if opts.sets or opts.env:
+            raise UsageError(f"--set/--env need a sandbox assistant; {opts.assistant_id} has no sandbox.yao")
+        return assistant
     spec = apply_env(apply_sets(assistant.sandbox, opts.sets, file=assistant.path / "sandbox.yao"), opts.env)
-    return assistant.model_copy(update={"sandbox": spec})
-
-
-def _exit_code(result: BridgeResult, interrupted: bool) -> int:
-    if interrupted or result.stopped is StopReason.CANCELLED:
-        return EXIT_INTERRUPTED
-    if result.stopped is StopReason.TIMEOUT:
-        return EXIT_TIMEOUT
-    return EXIT_OK if result.outcome.status == "completed" else EXIT_AGENT
+    changed = assistant.model_copy(update={"sandbox": spec})
+    services.loader.override(changed)
+    return changed
 
 
 async def run_job(settings: Settings, opts: RunOptions) -> int:
-    """Run the turn, render it, write the artifacts; return the exit code.
+    """Run the turn through the pipeline, render it, write the artifacts; return the exit code.
 
     Raises:
-        ConfigError, UsageError, NotFound: before anything ran (exit 2).
+        ConfigError, UsageError: before anything ran (exit 2).
         EngineUnavailable: no Docker engine (exit 3).
     """
     services = Services.from_settings(settings)
     assistant = _prepare(services, opts)
-    assert assistant.sandbox is not None
-    await services.backend.ping()
-    turn_id = f"turn-{uuid.uuid4().hex[:12]}"
+    if assistant.sandbox is not None:
+        await services.backend.ping()
+    store = Store.from_settings(settings)
+    await store.migrate()
+    pipeline = PipelineService.from_services(services, store)
     if opts.output_dir is not None:
         opts.output_dir.mkdir(parents=True, exist_ok=True)
         (opts.output_dir / "events.jsonl").write_text("", encoding="utf-8")
     renderer = _renderer(opts.output)
     sink = _Sink(
-        SessionEmitter(opts.chat_id),
-        turn_id,
-        renderer,
-        opts.output_dir / "events.jsonl" if opts.output_dir else None,
-        echo_status=opts.output == "jsonl",
+        renderer, opts.output_dir / "events.jsonl" if opts.output_dir else None, opts.output == "jsonl"
     )
-    builder = TurnBuilder(RandomIds(), runner=assistant.sandbox.runner.name)
     before = await anyio.to_thread.run_sync(WorkspaceSnapshot.take, opts.workspace)
     ownership = HostOwnership(opts.workspace)
     await anyio.to_thread.run_sync(ownership.lend)
     started = time.monotonic()
-    cancel, interrupted = anyio.Event(), list[bool]()
-    await sink(builder.stream_start(assistant.id, assistant_name=assistant.name, chat_id=opts.chat_id))
-    error: str | None = None
-    code = EXIT_AGENT
-    result: BridgeResult | None = None
+    interrupted: list[bool] = []
     try:
+        handle = await pipeline.start(
+            TurnInput(
+                assistant_id=assistant.id,
+                owner=LOCAL_OWNER,
+                chat_id=opts.chat_id,
+                messages=(InputMessage(content=opts.prompt),),
+                options=TurnOptions(host_workspace=opts.workspace, turn_timeout=opts.turn_timeout),
+            )
+        )
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_signals, cancel, interrupted)
-            try:
-                result = await run_sandbox_turn(
-                    RunnerTurnInput(
-                        assistant,
-                        opts.prompt,
-                        owner="local",
-                        chat_id=opts.chat_id,
-                        turn_id=turn_id,
-                        host_workspace=opts.workspace,
-                    ),
-                    loader=services.loader,
-                    manager=services.manager,
-                    resume=JsonResumeStore(settings.data_dir / "resume.json"),
-                    builder=builder,
-                    emit=sink,
-                    cancel=cancel,
-                    limits=TurnLimits(turn_timeout=opts.turn_timeout),
-                )
-            except CageError as exc:
-                error = str(exc)
-                code = exit_code_for(exc)
-                await sink(builder.error(error, type(exc).__name__))
-                await sink(builder.stream_end("error", error=error))
-            finally:
-                tg.cancel_scope.cancel()
+            tg.start_soon(_watch_signals, handle, interrupted)
+            async for event in handle.events():
+                sink(event)
+            result = await handle.result()
+            tg.cancel_scope.cancel()
     finally:
+        with anyio.CancelScope(shield=True):
+            await pipeline.aclose()
+            await store.aclose()
         await anyio.to_thread.run_sync(ownership.give_back)
-    if result is not None:
-        outcome = result.outcome
-        await sink(builder.stream_end(outcome.status, error=outcome.error, usage=outcome.usage))
-        code, error = _exit_code(result, bool(interrupted)), outcome.error
+    code = exit_code_for(result, sink.error_codes, bool(interrupted))
     after = await anyio.to_thread.run_sync(WorkspaceSnapshot.take, opts.workspace)
     patch, changed = await anyio.to_thread.run_sync(before.diff, after)
-    usage = result.outcome.usage if result else None
+    usage = result.usage
     summary = TurnSummary(
         assistant=assistant.id,
-        runner=assistant.sandbox.runner.name,
+        runner=assistant.sandbox.runner.name if assistant.sandbox else None,
         chat_id=opts.chat_id,
-        turn_id=turn_id,
-        status=result.outcome.status if result else "error",
-        stop_reason=result.outcome.stop_reason if result else None,
-        error=error,
+        turn_id=result.turn_id,
+        status=result.status,
+        stop_reason=result.stop_reason,
+        error=result.error,
         usage=usage,
         cost_usd=usage.cost_usd if usage else None,
         duration_ms=int((time.monotonic() - started) * 1000),
@@ -224,6 +212,8 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
     if opts.output_dir is not None:
         (opts.output_dir / "summary.json").write_text(dumps(summary), encoding="utf-8")
         (opts.output_dir / "changes.patch").write_text(patch, encoding="utf-8")
+    if result.status == "error" and result.error and opts.output == "jsonl":
+        sys.stderr.write(f"cage: {result.error}\n")
     return code
 
 

@@ -144,6 +144,12 @@ class AppLoader:
                 self._cache.popitem(last=False)
             return assistant
 
+    def override(self, assistant: Assistant) -> None:
+        """Pin a modified copy of an assistant (e.g. `cage run --set ...`) until the next `reload`."""
+        with self._lock:
+            self._cache[assistant.id] = assistant
+            self._cache.move_to_end(assistant.id)
+
     def cached_ids(self) -> list[str]:
         """Ids in the LRU cache, least recently used first."""
         with self._lock:

@@ -59,7 +59,7 @@ class TurnLimits:
     """Seconds the whole turn may take; then it is stopped like a cancel (outcome `error`)."""
     stall_timeout: float | None = None
     """Seconds without any output before `turn/stalled` is emitted and the turn stopped."""
-    linger_seconds: float = 5.0
+    linger_seconds: float = 10.0
     """Seconds a CLI may keep running after it reported the end of its turn."""
 
 
@@ -125,6 +125,8 @@ class _Turn:
         self.last_output = anyio.current_time()
         self.eof = anyio.Event()
         self.finished_at: float | None = None
+        self.killed_lingering = False
+        """The CLI reported the end of its turn and was killed for not exiting: not a failure."""
 
     async def pump(self) -> None:
         """Read stdout to EOF, translating as lines arrive."""
@@ -169,6 +171,7 @@ class _Turn:
                 return
             if self.finished_at is not None and now - self.finished_at > self.limits.linger_seconds:
                 log.info("bridge.kill_lingering", runner=self.adapter.name)
+                self.killed_lingering = True
                 await self.handle.aclose()
                 return
 
@@ -230,6 +233,8 @@ async def run_runner_turn(
         with anyio.CancelScope(shield=True):
             exit_code: int | None = await handle.wait()
     tail = stderr_tail(handle.stderr)
+    if state.killed_lingering:
+        exit_code = 0  # the turn was over; the kill was ours
     events = translator.close(exit_code, tail, cancelled=state.stopped is not None)
     if events:
         await emit(events)
