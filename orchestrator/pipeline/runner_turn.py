@@ -212,43 +212,5 @@ async def run_in_lease(
     return result
 
 
-async def run_sandbox_turn(
-    inp: RunnerTurnInput,
-    *,
-    loader: AppLoader,
-    manager: SandboxManager,
-    resume: ResumeStore,
-    builder: TurnBuilder,
-    emit: Emit,
-    cancel: anyio.Event | None = None,
-    limits: TurnLimits | None = None,
-) -> BridgeResult:
-    """Acquire the assistant's sandbox, run one runner turn in it, release it per lifecycle.
-
-    Raises:
-        ConfigError: the assistant has no sandbox, or its connector is unusable.
-        SandboxError, ImageBuildError, PrepareError, CapacityError: the sandbox could not be had.
-    """
-    lease = await acquire_sandbox(inp, manager=manager, builder=builder, emit=emit)
-    outcome = ReleaseOutcome.ERROR
-    try:
-        result = await run_in_lease(
-            inp,
-            lease,
-            loader=loader,
-            manager=manager,
-            resume=resume,
-            builder=builder,
-            emit=emit,
-            cancel=cancel,
-            limits=limits,
-        )
-        outcome = release_outcome(result.outcome.status)
-        return result
-    finally:
-        with anyio.CancelScope(shield=True):
-            await manager.release(lease, outcome)
-
-
 def new_chat_id() -> str:
     return f"chat-{uuid.uuid4().hex[:12]}"
