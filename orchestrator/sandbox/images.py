@@ -30,6 +30,8 @@ IMAGE_HASH_LABEL = "cage.image-hash"
 MANAGED_LABEL = "cage.managed"
 EXTRA_CA_FILE = "extra-ca.pem"
 """Name of the optional CA bundle in a build context (see the Dockerfiles)."""
+COMMON_DIR = "common"
+"""Folder of `images/` whose files go into every runner image's context (`cage-ca.sh`)."""
 SOURCE_DIR = "src"
 """Context folder holding Cage's own source for the `tai` image."""
 
@@ -250,16 +252,22 @@ def _source_files(root: Path) -> dict[str, bytes]:
 
 
 def extra_context_files(
-    image: RunnerImage, *, extra_ca_certs: Path | None, source_root: Path | None = None
+    image: RunnerImage,
+    *,
+    extra_ca_certs: Path | None,
+    source_root: Path | None = None,
+    images_dir: Path | None = None,
 ) -> dict[str, bytes]:
-    """Files the builder adds to the image's folder: the extra CA bundle and, for `tai`, the source.
+    """Files the builder adds to the image's folder: the shared scripts of `images/common/`, the
+    extra CA bundle, and, for `tai`, the source.
 
     Blocking (reads files): call it from a worker thread in async code.
 
     Raises:
         ImageBuildError: a configured CA bundle or the source tree is missing.
     """
-    files: dict[str, bytes] = {}
+    common = (images_dir or default_images_dir()) / COMMON_DIR
+    files: dict[str, bytes] = {p.name: p.read_bytes() for p in sorted(common.iterdir()) if p.is_file()}
     if extra_ca_certs is not None:
         if not extra_ca_certs.is_file():
             raise ImageBuildError(f"cage/{image.name}", f"extra CA bundle {extra_ca_certs} is not a file")

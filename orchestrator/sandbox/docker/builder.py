@@ -273,7 +273,10 @@ class DockerImageBuilder:
     def _plan(self, image: RunnerImage, base: BaseImage) -> tuple[BuildPlan, dict[str, bytes]]:
         """Blocking: read the context, hash it, return the plan and the full context files."""
         extra = extra_context_files(
-            image, extra_ca_certs=self._settings.extra_ca_certs, source_root=self._source_root
+            image,
+            extra_ca_certs=self._settings.extra_ca_certs,
+            source_root=self._source_root,
+            images_dir=self._images_dir,
         )
         plan = plan_build(image, base, images_dir=self._images_dir, extra_files=extra)
         files = context_files(self._images_dir / image.name)

@@ -60,7 +60,7 @@ def scratch_images(tmp_path: Path, image_docker: docker.DockerClient) -> Iterato
     marker = uuid.uuid4().hex
     folder = tmp_path / "images" / "tools"
     folder.mkdir(parents=True)
-    shutil.copy(default_images_dir() / "tools" / "cage-ca.sh", folder / "cage-ca.sh")
+    shutil.copy(default_images_dir() / "common" / "cage-ca.sh", folder / "cage-ca.sh")
     (folder / "Dockerfile").write_text(
         "ARG BASE_IMAGE=debian:bookworm-slim\n"
         "FROM ${BASE_IMAGE}\n"

@@ -65,9 +65,11 @@ def test_pinned_cli_versions_are_the_measured_ones() -> None:
     assert RUNNER_IMAGES["opencode"].cli_version == "1.18.33"
 
 
-def test_the_ca_script_is_identical_in_every_folder_so_layers_are_shared() -> None:
-    scripts = {(IMAGES / i.name / "cage-ca.sh").read_bytes() for i in RUNNER_IMAGES.values()}
-    assert len(scripts) == 1
+@pytest.mark.parametrize("image", list(RUNNER_IMAGES.values()), ids=lambda i: i.name)
+def test_every_context_gets_the_one_shared_ca_script(image: RunnerImage) -> None:
+    files = extra_context_files(image, extra_ca_certs=None, source_root=IMAGES.parent)
+    assert files["cage-ca.sh"] == (IMAGES / "common" / "cage-ca.sh").read_bytes()
+    assert not (IMAGES / image.name / "cage-ca.sh").exists()  # one copy: the layer is shared
 
 
 def test_runner_image_accepts_runner_names_aliases_and_image_names() -> None:
@@ -129,11 +131,12 @@ def test_extra_ca_bundle_goes_into_the_context_and_the_hash(tmp_path: Path) -> N
     bundle.write_bytes(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
     image = RUNNER_IMAGES["yaocode"]
     files = extra_context_files(image, extra_ca_certs=bundle)
-    assert files == {EXTRA_CA_FILE: bundle.read_bytes()}
+    common = extra_context_files(image, extra_ca_certs=None)
+    assert files == {**common, EXTRA_CA_FILE: bundle.read_bytes()}
     without = plan_build(image, BASE, images_dir=IMAGES, extra_files={})
     with_ca = plan_build(image, BASE, images_dir=IMAGES, extra_files=files)
     assert with_ca.image_hash != without.image_hash
-    assert extra_context_files(image, extra_ca_certs=None) == {}
+    assert EXTRA_CA_FILE not in common
 
 
 def test_a_missing_extra_ca_bundle_is_a_build_error(tmp_path: Path) -> None:
@@ -156,6 +159,7 @@ def test_tai_context_carries_the_project_source_without_caches(tmp_path: Path) -
     root = _fake_source(tmp_path)
     files = extra_context_files(RUNNER_IMAGES["tai"], extra_ca_certs=None, source_root=root)
     assert set(files) == {
+        "cage-ca.sh",
         "src/pyproject.toml",
         "src/README.md",
         "src/orchestrator/__init__.py",
