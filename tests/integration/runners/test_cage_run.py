@@ -32,7 +32,7 @@ def _repo(path: Path) -> Path:
 
 
 def _leftovers(client: docker.DockerClient, app: App, assistant: str) -> list[str]:
-    labels = [f"{k}={v}" for k, v in app.labels.items()] + [f"cage.assistant={assistant}"]
+    labels = [f"{k}={v}" for k, v in app.labels.items()] + [f"cage.assistant={assistant}", "cage.owner=local"]
     return [c.name for c in client.containers.list(all=True, filters={"label": labels})]
 
 

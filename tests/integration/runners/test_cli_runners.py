@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def _boxes(client: docker.DockerClient, app: App, assistant: str) -> list[docker.models.containers.Container]:
-    labels = [f"{k}={v}" for k, v in app.labels.items()] + [f"cage.assistant={assistant}"]
+    labels = [f"{k}={v}" for k, v in app.labels.items()] + [f"cage.assistant={assistant}", "cage.owner=local"]
     return client.containers.list(all=True, filters={"label": labels})
 
 
