@@ -30,6 +30,8 @@ from orchestrator.store import ChatRecord, RecordExists, Store
 from orchestrator.stream import Event
 
 log = structlog.get_logger(__name__)
+SETTLE_WAIT = 30.0
+"""Seconds a new message waits for the previous turn, already ended on the wire, to be persisted."""
 DELETE_WAIT = 10.0
 """Seconds a session delete waits for its cancelled turn to end."""
 
@@ -114,10 +116,7 @@ class Conversations:
         """
         if not messages:
             raise UsageError("a turn needs at least one message")
-        if self.turns.running(chat.id) is not None:
-            raise Conflict(
-                f"a turn is already running in session {chat.id!r}; interrupt it or wait for stream_end"
-            )
+        await self._settle(chat.id)
         opts = options or TurnOptions()
         spec = await self._catalog.sandbox_spec(chat.assistant_id)
         self._quota.check(
@@ -143,12 +142,30 @@ class Conversations:
         return handle
 
     def running(self, chat_id: str) -> TurnHandle | None:
-        return self.turns.running(chat_id)
+        """The turn running in `chat_id`, unless its `stream_end` is out already (it is persisting)."""
+        handle = self.turns.running(chat_id)
+        return None if handle is None or self._tracker.ended(handle.turn_id) else handle
+
+    async def _settle(self, chat_id: str) -> None:
+        """Raise Conflict while a turn runs in `chat_id`. A turn whose `stream_end` a client has
+        seen is over for that client; wait (bounded) for the pipeline to finish persisting it.
+        """
+        handle = self.turns.running(chat_id)
+        if handle is None:
+            return
+        if self._tracker.ended(handle.turn_id):
+            with anyio.move_on_after(SETTLE_WAIT):
+                await handle.result()
+            if self.turns.running(chat_id) is not handle:
+                return
+        raise Conflict(
+            f"a turn is already running in session {chat_id!r}; interrupt it or wait for stream_end"
+        )
 
     async def interrupt(self, principal: Principal, chat_id: str, *, force: bool) -> TurnHandle:
         """Raises: NotFound (no session, or no running turn)."""
         await self.get(principal, chat_id)
-        handle = self.turns.running(chat_id)
+        handle = self.running(chat_id)
         if handle is None:
             raise NotFound(f"no turn is running in session {chat_id!r}")
         await handle.interrupt(force=force)
@@ -157,7 +174,7 @@ class Conversations:
     async def interrupt_turn(self, principal: Principal, turn_id: str, *, force: bool) -> TurnHandle:
         """Raises: NotFound (no such running turn, or another owner's)."""
         handle = self.turns.turn(turn_id)
-        if handle is None:
+        if handle is None or self._tracker.ended(turn_id):
             raise NotFound(f"no running turn {turn_id!r}")
         chat = await self._store.chats.get(handle.chat_id)
         if chat is None or (not principal.is_admin and chat.owner != principal.owner):

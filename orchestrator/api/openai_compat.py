@@ -122,7 +122,7 @@ async def completion_chunks(
     include_usage = request.stream_options.include_usage if request.stream_options else False
     encoder = OpenAIChunkEncoder(model=request.model, include_usage=include_usage)
     async for event in handle.events():
-        tracker.saw(event.turn_id)
+        tracker.saw(event)
         text = encoder.encode(event)
         if text:
             yield text
@@ -137,6 +137,6 @@ async def completion(
     """The whole turn as one `chat.completion` (waits for `stream_end`)."""
     events = []
     async for event in handle.events():
-        tracker.saw(event.turn_id)
+        tracker.saw(event)
         events.append(event)
     return aggregate_completion(events, model=request.model)

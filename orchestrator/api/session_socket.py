@@ -122,7 +122,7 @@ class SessionSocket:
         with scope:
             try:
                 async for event in self._conversations.turns.subscribe(self._chat.id, after_seq=after_seq):
-                    self._tracker.saw(event.turn_id)
+                    self._tracker.saw(event)
                     async with self._send_lock:
                         await self._ws.send_text(self._encoder.encode(event))
             except WebSocketDisconnect:

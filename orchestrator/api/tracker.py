@@ -13,6 +13,7 @@ import structlog
 from orchestrator.api.metrics import Metrics
 from orchestrator.errors import CageError
 from orchestrator.pipeline import TurnHandle
+from orchestrator.stream import Event, LifecycleEvent, StreamEnd
 
 log = structlog.get_logger(__name__)
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
@@ -23,6 +24,7 @@ class _Turn:
     runner: str
     started: float
     first_seen: bool = False
+    ended: bool = False
 
 
 class TurnTracker:
@@ -52,12 +54,25 @@ class TurnTracker:
 
         self._spawn(watch)
 
-    def saw(self, turn_id: str) -> None:
-        """An event of `turn_id` reached a client; the first one per turn is measured."""
-        turn = self._turns.get(turn_id)
-        if turn is not None and not turn.first_seen:
+    def saw(self, event: Event) -> None:
+        """`event` reached a client; the first one per turn is measured, a root `stream_end` noted."""
+        turn = self._turns.get(event.turn_id)
+        if turn is None:
+            return
+        if not turn.first_seen:
             turn.first_seen = True
             self._metrics.first_event.labels(turn.runner).observe(self._clock() - turn.started)
+        if (
+            isinstance(event, LifecycleEvent)
+            and isinstance(event.props, StreamEnd)
+            and event.thread_id is None
+        ):
+            turn.ended = True
+
+    def ended(self, turn_id: str) -> bool:
+        """A client has seen this turn's `stream_end` (the pipeline may still be persisting it)."""
+        turn = self._turns.get(turn_id)
+        return turn is not None and turn.ended
 
     def running(self) -> int:
         return len(self._turns)

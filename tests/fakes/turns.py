@@ -101,8 +101,10 @@ class FakeTurn:
 class FakeTurnService:
     """Satisfies `TurnService` structurally; use as `async with FakeTurnService(store) as turns`."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, settle: float = 0.05) -> None:
         self.store = store
+        self.settle = settle
+        """Seconds between a turn's `stream_end` and its end (the real pipeline persists then)."""
         self.started: list[TurnInput] = []
         self._running: dict[str, FakeTurn] = {}
         self._turns: dict[str, FakeTurn] = {}
@@ -178,7 +180,8 @@ class FakeTurnService:
     async def _emit(self, handle: FakeTurn, events: list[Event]) -> None:
         emitter = self._emitters[handle.chat_id]
         stamped = emitter.stamp_all(events, turn_id=handle.turn_id)
-        await self.store.events.append(handle.chat_id, stamped)
+        with anyio.CancelScope(shield=True):  # a cancel lands between events, never inside a write
+            await self.store.events.append(handle.chat_id, stamped)
         for event in stamped:
             handle.push(event)
             for subscriber in list(self._subscribers[handle.chat_id]):
@@ -203,6 +206,7 @@ class FakeTurnService:
                 content = "".join(e.props.content for e in handle.emitted if isinstance(e, TextEvent))
                 end = next(e for e in reversed(handle.emitted) if isinstance(e, LifecycleEvent))
                 assert isinstance(end.props, StreamEnd)
+                await anyio.sleep(self.settle)
                 self._running.pop(handle.chat_id, None)
                 handle.finish(
                     TurnResult(

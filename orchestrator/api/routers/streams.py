@@ -53,7 +53,7 @@ class StreamRequest(BaseModel):
 async def _events(handle: TurnHandle, tracker: TurnTracker) -> AsyncIterator[str]:
     encoder = SSEEncoder()
     async for event in handle.events():
-        tracker.saw(event.turn_id)
+        tracker.saw(event)
         yield encoder.encode(event)
 
 

@@ -60,6 +60,8 @@ class SessionClient:
             frame = await self.next()
             if frame.get("type") == kind:
                 return frame
+            if frame.get("type") == "session.error":
+                raise AssertionError(f"waiting for {kind}, got {frame}")
 
     async def until_stream_end(self) -> Frame:
         """The next `stream_end` not returned yet, whether it was read already or is still to come."""
