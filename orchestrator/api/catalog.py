@@ -134,6 +134,18 @@ class Catalog:
         stored = await self._store.assistants.list(limit=1000)
         return {*await self.file_ids(), *(r.id for r in stored)}
 
+    async def exists(self, assistant_id: str) -> bool:
+        """Known on disk (rescanned: a directory added since the last scan counts) or in the database."""
+        if assistant_id in await self.file_ids() or await self._store.assistants.get(assistant_id):
+            return True
+        try:
+            await to_thread.run_sync(self._loader.get, assistant_id)
+        except NotFound:
+            return False
+        except ConfigError:
+            return True  # it exists; starting a turn reports what is wrong with it
+        return True
+
     async def summaries(self) -> list[AssistantSummary]:
         details = [await self.get(i) for i in await self.file_ids()]
         details += [_api_detail(r) for r in await self._store.assistants.list(limit=1000)]

@@ -74,7 +74,7 @@ class Conversations:
         if chat is None:
             if not assistant_id:
                 raise NotFound(f"session {chat_id!r} not found; pass assistant_id to create it")
-            if assistant_id not in await self._catalog.known_ids():
+            if not await self._catalog.exists(assistant_id):
                 raise NotFound(f"assistant {assistant_id!r} not found")
             try:
                 chat = await self._store.chats.create(principal.owner, assistant_id, chat_id=chat_id)

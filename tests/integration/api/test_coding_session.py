@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 from orchestrator.api import create_app
@@ -128,3 +129,30 @@ async def test_a_coding_session_over_the_websocket(served: tuple[ServerThread, d
     assert again.events == logged["events"]  # exactly the missed events, from the durable log
     everything = [e["seq"] for e in ws.events + again.events]
     assert everything == list(range(1, len(everything) + 1))  # no gap, no duplicate, across 4 turns
+
+
+def test_the_official_openai_client_against_the_pipeline(
+    served: tuple[ServerThread, dict[str, str]],
+    app: App,
+) -> None:
+    """LLM mode (the native loop on the fake model server): streamed and non-streamed, with usage."""
+    server, keys = served
+    chat_dir = app.root / "assistants" / "e2e" / "chat"
+    chat_dir.mkdir(parents=True)
+    (chat_dir / "package.yao").write_text('{"name": "e2e chat", "connector": "fake-claude-ws-coding"}')
+    (chat_dir / "prompts.yml").write_text("- role: system\n  content: Answer briefly.\n")
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key=keys["dev"], max_retries=0, timeout=120)
+    answer = client.chat.completions.create(model="e2e.chat", messages=[{"role": "user", "content": "hi"}])
+    chunks = list(
+        client.chat.completions.create(
+            model="e2e.chat",
+            messages=[{"role": "user", "content": "hi again"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert answer.choices[0].message.content == "done"
+    assert answer.usage is not None and answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "done"
+    usage = [c.usage for c in chunks if c.usage is not None]
+    assert len(usage) == 1 and usage[0].total_tokens > 0
