@@ -21,7 +21,7 @@ base-image: engine
 setup: venv base-image
 
 run: setup
-	$(BIN)/cage assistants
+	$(BIN)/cage serve
 
 lint: venv
 	$(BIN)/ruff check orchestrator runners tests bench

@@ -18,8 +18,6 @@ class ApiConfig(BaseSettings):
     """Seconds between websocket protocol pings; a client that misses a pong is dropped."""
     ws_max_message_bytes: int = 16 * 2**20
     """Largest websocket frame a client may send (attachments travel base64-encoded)."""
-    sse_keepalive: float = 15.0
-    """Seconds of silence after which an SSE stream sends a comment line to keep proxies open."""
     shutdown_grace: float = 10.0
     """Seconds running turns get to end with `stream_end` on shutdown."""
     exec_timeout: float = 60.0
