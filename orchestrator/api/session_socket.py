@@ -16,7 +16,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from orchestrator.api.auth import Principal
 from orchestrator.api.conversations import Conversations
-from orchestrator.api.dependencies import bearer_token
+from orchestrator.api.dependencies import authenticate, bearer_token
 from orchestrator.api.errors import field_errors, status_for
 from orchestrator.api.frames import (
     CancelFrame,
@@ -203,7 +203,7 @@ async def serve_session(
     """
     await websocket.accept()
     try:
-        principal = await state.auth.authenticate(bearer_token(websocket))
+        principal = await authenticate(state, bearer_token(websocket))
         chat = await state.conversations.open(principal, chat_id, assistant_id)
     except CageError as exc:
         frame = error_frame(exc)

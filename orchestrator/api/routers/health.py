@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.api.dependencies import StateDep
 from orchestrator.api.metrics import CONTENT_TYPE
 from orchestrator.errors import CageError
+from orchestrator.redaction import redact
 
 router = APIRouter(tags=["operations"])
 
@@ -31,7 +32,7 @@ async def _probe(check: Awaitable[object]) -> str:
     try:
         await check
     except CageError as exc:
-        return f"error: {exc}"
+        return f"error: {redact(str(exc))}"
     return "ok"
 
 
