@@ -12,8 +12,9 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
-# Optional extra CA bundle, as in the runner images; `extra-ca.pe[m]` matches nothing without one.
-COPY images/tools/cage-ca.sh extra-ca.pe[m] /tmp/cage-ca/
+# Optional extra CA bundle, as in the runner images (the same images/common/cage-ca.sh);
+# `extra-ca.pe[m]` matches nothing without one.
+COPY images/common/cage-ca.sh extra-ca.pe[m] /tmp/cage-ca/
 RUN sh /tmp/cage-ca/cage-ca.sh
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt LANG=C.UTF-8 \
