@@ -19,7 +19,7 @@ from orchestrator.api.config import ApiConfig
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.metrics import Metrics
 from orchestrator.api.requestlog import RequestLog
-from orchestrator.api.routers import completions, health, sandboxes, sessions, streams
+from orchestrator.api.routers import completions, health, memory, sandboxes, sessions, streams
 from orchestrator.api.routers.admin import assistants as admin_assistants
 from orchestrator.api.routers.admin import audit as admin_audit
 from orchestrator.api.routers.admin import images as admin_images
@@ -98,6 +98,7 @@ def create_app(
     for module in (
         health,
         sessions,
+        memory,
         sandboxes,
         completions,
         streams,

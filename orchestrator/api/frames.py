@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from orchestrator.api.views import MAX_SEQ
 from orchestrator.pipeline import Attachment
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -85,7 +86,7 @@ class ResumeFrame(BaseModel):
 
     model_config = _FROZEN
     type: Literal["resume"]
-    after_seq: int = Field(ge=0)
+    after_seq: int = Field(ge=0, le=MAX_SEQ)
 
 
 class PingFrame(BaseModel):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from orchestrator.api.auth import Principal
 from orchestrator.api.conversations import Conversations
 from orchestrator.api.tracker import TurnTracker
-from orchestrator.api.views import CHAT_ID
+from orchestrator.api.views import CHAT_ID, MAX_TOKENS
 from orchestrator.errors import UsageError
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
 from orchestrator.stream import CompletionWithError, OpenAIChunkEncoder, aggregate_completion
@@ -49,8 +49,8 @@ class ChatCompletionRequest(BaseModel):
     metadata: dict[str, str] | None = None
     """`chat_id` continues a session; `workspace_id` picks the sandbox workspace."""
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
 
 
 class Model(BaseModel):

@@ -12,6 +12,7 @@ from orchestrator.api.catalog import Catalog
 from orchestrator.api.config import ApiConfig
 from orchestrator.api.conversations import Conversations
 from orchestrator.api.fleet import Fleet
+from orchestrator.api.memories import Memories
 from orchestrator.api.metrics import Metrics
 from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.ratelimit import RateLimiter
@@ -34,6 +35,7 @@ class ApiState:
     conversations: Conversations
     fleet: Fleet
     workshop: Workshop
+    memories: Memories
 
     @classmethod
     def build(cls, runtime: Runtime, config: ApiConfig, metrics: Metrics, spawn: Spawn) -> ApiState:
@@ -52,6 +54,7 @@ class ApiState:
             output_bytes=config.exec_output_bytes,
         )
         metrics.watch_sandboxes(runtime.manager)
+        conversations = Conversations(runtime.store, runtime.turns, catalog, quota, tracker)
         return cls(
             runtime=runtime,
             config=config,
@@ -60,7 +63,8 @@ class ApiState:
             auth=Authenticator(runtime.store, settings, limiter),
             catalog=catalog,
             tracker=tracker,
-            conversations=Conversations(runtime.store, runtime.turns, catalog, quota, tracker),
+            conversations=conversations,
             fleet=fleet,
             workshop=Workshop(runtime.images, fleet, runtime.store, metrics, spawn),
+            memories=Memories(runtime.store, conversations),
         )

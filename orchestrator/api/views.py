@@ -10,6 +10,12 @@ from orchestrator.store import ChatRecord
 
 CHAT_ID = r"^[A-Za-z0-9_.-]{1,128}$"
 """Session ids: they name session sandboxes too, so only `[A-Za-z0-9_.-]`."""
+MAX_TOKENS = 10_000_000
+"""Largest `max_tokens` a request may ask for."""
+MAX_TURN_SECONDS = 7 * 86400
+"""Longest `turn_timeout` a request may ask for."""
+MAX_SEQ = 2**62
+"""Largest `after_seq` accepted (a 64-bit integer column holds every real seq)."""
 
 
 class SessionView(BaseModel):

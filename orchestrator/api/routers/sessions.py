@@ -13,7 +13,7 @@ from orchestrator.api.conversations import Conversations, session_view
 from orchestrator.api.dependencies import CallerDep, ConversationsDep, StateDep
 from orchestrator.api.event_stream import sse_response
 from orchestrator.api.session_socket import serve_session
-from orchestrator.api.views import CHAT_ID, SessionView
+from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
 from orchestrator.store.events import MAX_READ
 from orchestrator.stream import Event, SSEEncoder
 
@@ -45,7 +45,7 @@ async def session_events(
     chat_id: ChatId,
     principal: CallerDep,
     conversations: ConversationsDep,
-    after_seq: Annotated[int, Query(ge=0)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
 ) -> EventPage:
     events = await conversations.events(principal, chat_id, after_seq, limit)
@@ -68,8 +68,8 @@ async def follow_session(
     chat_id: ChatId,
     principal: CallerDep,
     conversations: ConversationsDep,
-    after_seq: Annotated[int | None, Query(ge=0)] = None,
-    last_event_id: Annotated[int | None, Header(ge=0)] = None,
+    after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
+    last_event_id: Annotated[int | None, Header(ge=0, le=MAX_SEQ)] = None,
 ) -> StreamingResponse:
     """Every event after `after_seq` (or `Last-Event-ID`, or from now), then live, as SSE."""
     chat = await conversations.get(principal, chat_id)
@@ -85,7 +85,7 @@ async def session_socket(
     chat_id: ChatId,
     state: StateDep,
     assistant_id: str | None = None,
-    after_seq: Annotated[int | None, Query(ge=0)] = None,
+    after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
 ) -> None:
     """The session websocket; see docs/api.md for the frames."""
     await serve_session(websocket, state, chat_id, assistant_id, after_seq)

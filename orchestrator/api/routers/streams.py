@@ -15,7 +15,7 @@ from orchestrator.api.event_stream import sse_response
 from orchestrator.api.frames import AttachmentFrame
 from orchestrator.api.openai_compat import headers_for
 from orchestrator.api.tracker import TurnTracker
-from orchestrator.api.views import CHAT_ID
+from orchestrator.api.views import CHAT_ID, MAX_TOKENS, MAX_TURN_SECONDS
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
 from orchestrator.stream import SSEEncoder
 
@@ -30,10 +30,10 @@ class RequestOptions(BaseModel):
     skip_history: bool = False
     connector: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     locale: str | None = None
     workspace_id: str | None = Field(default=None, pattern=CHAT_ID)
-    turn_timeout: float | None = Field(default=None, gt=0)
+    turn_timeout: float | None = Field(default=None, gt=0, le=MAX_TURN_SECONDS)
 
     def turn_options(self) -> TurnOptions:
         return TurnOptions(**self.model_dump())

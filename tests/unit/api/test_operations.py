@@ -77,3 +77,20 @@ async def test_shutdown_ends_running_turns_with_stream_end_cancelled(tmp_path: P
     assert isinstance(last, LifecycleEvent) and isinstance(last.props, StreamEnd)
     assert last.props.status == "cancelled"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_out_of_range_numbers_are_422_not_500(served: Served) -> None:
+    huge = 2**70
+    async with httpx.AsyncClient(base_url=served.url, headers=served.auth("alice")) as client:
+        await client.post(
+            "/v1/assistants/tests.echo/stream", json={"messages": [{"content": "hi"}], "chat_id": "n1"}
+        )
+        events = await client.get("/v1/sessions/n1/events", params={"after_seq": huge})
+        tokens = await client.post(
+            "/v1/chat/completions",
+            json={"model": "tests.echo", "messages": [{"role": "user", "content": "x"}], "max_tokens": huge},
+        )
+        ttl = await client.put("/v1/memory/k", json={"value": 1, "ttl_seconds": 1e300})
+    assert events.status_code == 422 and events.json()["fields"][0]["loc"] == "query.after_seq"
+    assert tokens.status_code == 422 and tokens.json()["error"]["param"] == "body.max_tokens"
+    assert ttl.status_code == 422

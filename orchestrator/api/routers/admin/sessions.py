@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from orchestrator.api.conversations import session_view
 from orchestrator.api.dependencies import AdminDep, ConversationsDep
 from orchestrator.api.routers.sessions import EventPage
-from orchestrator.api.views import CHAT_ID, SessionView
+from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
 from orchestrator.store.events import MAX_READ
 
 router = APIRouter(prefix="/v1/admin/sessions", tags=["admin"])
@@ -36,7 +36,7 @@ async def session_events(
     chat_id: ChatId,
     principal: AdminDep,
     conversations: ConversationsDep,
-    after_seq: Annotated[int, Query(ge=0)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
 ) -> EventPage:
     events = await conversations.events(principal, chat_id, after_seq, limit)
