@@ -126,6 +126,7 @@ class Conversations:
             chat_id=chat.id,
             workspace_id=opts.workspace_id,
         )
+        runner = await self._catalog.runner_of(chat.assistant_id)  # before start: no event is missed
         handle = await self.turns.start(
             TurnInput(
                 assistant_id=chat.assistant_id,
@@ -137,7 +138,7 @@ class Conversations:
                 metadata=metadata or {},
             )
         )
-        self._tracker.track(handle, await self._catalog.runner_of(chat.assistant_id))
+        self._tracker.track(handle, runner)
         log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
         return handle
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.unit.api.conftest import Served
+from orchestrator.api import create_app
+from tests.unit.api.conftest import Served, make_settings
+from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
 from tests.unit.api.wsclient import SessionClient, is_stream_end
 
 
@@ -185,6 +189,44 @@ async def test_refused_connections_say_why(
     error = await ws.control("session.error")
     with pytest.raises(ConnectionClosed) as closed:
         await ws.next()
+    await ws.close()
     await owner.close()
     assert error["code"] == code
     assert closed.value.rcvd is not None and closed.value.rcvd.code == close
+
+
+async def test_a_silent_client_is_dropped_and_its_turn_goes_on(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    keys = create_keys(settings, {"alice": ("user", "alice")})
+    server = ServerThread(create_app(settings, runtime=fake_runtime()), ws_ping_interval=0.3).start()
+    try:
+        ws = await SessionClient.open(server.ws_url, "quiet", keys["alice"], assistant_id="tests.echo")
+        await ws.control("session.ready")
+        await ws.send(type="user_message", text="slow 40 0.05")
+        turn_id = (await ws.control("session.accepted"))["turn_id"]
+        ws.conn.transport.pause_reading()  # no more reads: the server's pings go unanswered
+        async with httpx.AsyncClient(
+            base_url=server.base_url, headers={"Authorization": f"Bearer {keys['alice']}"}
+        ) as http:
+            dropped = await _eventually(http, "/metrics", lambda r: "cage_websocket_clients 0.0" in r.text)
+            ended = await _eventually(
+                http, "/v1/sessions/quiet", lambda r: r.json()["running_turn_id"] is None
+            )
+            events = (await http.get("/v1/sessions/quiet/events")).json()["events"]
+            metrics = (await http.get("/metrics")).text
+        ws.conn.transport.abort()
+    finally:
+        server.stop()
+    assert dropped and ended
+    assert events[-1]["turn_id"] == turn_id and events[-1]["props"]["status"] == "completed"
+    assert sum(e["type"] == "text" for e in events) == 40  # the whole turn ran without its client
+    assert 'cage_turns_total{runner="llm",status="completed"} 1.0' in metrics
+    assert 'cage_turn_first_event_seconds_count{runner="llm"} 1.0' in metrics
+
+
+async def _eventually(http: httpx.AsyncClient, path: str, check: Callable[[httpx.Response], bool]) -> bool:
+    for _ in range(100):
+        if check(await http.get(path)):
+            return True
+        await asyncio.sleep(0.1)
+    return False
