@@ -3,6 +3,7 @@ ones stored in the database. Only API-created assistants can be changed over the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from anyio import to_thread
@@ -37,6 +38,13 @@ class AssistantDetail(AssistantSummary):
     package: dict[str, JsonValue] = Field(default_factory=dict)
     prompts: JsonValue = None
     sandbox: dict[str, JsonValue] | None = None
+
+
+@dataclass(frozen=True)
+class TurnProfile:
+    sandbox: SandboxSpec | None
+    runner: str
+    """The runner name, or the mode (`llm`, `hook`) of an assistant without a sandbox."""
 
 
 class AssistantBody(BaseModel):
@@ -163,26 +171,23 @@ class Catalog:
             raise NotFound(f"assistant {assistant_id!r} not found")
         return _api_detail(record)
 
-    async def runner_of(self, assistant_id: str) -> str:
-        """The runner name for metrics; the mode when the assistant has no sandbox."""
+    async def profile(self, assistant_id: str) -> TurnProfile:
+        """What the API needs before a turn: the sandbox spec (quota) and the runner label (metrics).
+        An assistant that does not load has neither; the pipeline reports why."""
         try:
-            detail = await self.get(assistant_id)
+            assistant = await to_thread.run_sync(self._loader.get, assistant_id)
+        except ConfigError:
+            return TurnProfile(sandbox=None, runner="invalid")
         except NotFound:
-            return "unknown"
-        return detail.runner or detail.mode
-
-    async def sandbox_spec(self, assistant_id: str) -> SandboxSpec | None:
-        """The assistant's sandbox spec; None without one (or when it does not load)."""
-        if assistant_id in await self.file_ids():
-            try:
-                assistant = await to_thread.run_sync(self._loader.get, assistant_id)
-            except ConfigError:
-                return None
-            return assistant.sandbox
-        record = await self._store.assistants.get(assistant_id)
-        if record is None or record.sandbox is None:
-            return None
-        return SandboxSpec.model_validate(record.sandbox)
+            record = await self._store.assistants.get(assistant_id)
+            if record is None:
+                return TurnProfile(sandbox=None, runner="unknown")
+            detail = _api_detail(record)
+            spec = SandboxSpec.model_validate(record.sandbox) if record.sandbox is not None else None
+            return TurnProfile(sandbox=spec, runner=detail.runner or detail.mode)
+        if assistant.sandbox is not None:
+            return TurnProfile(sandbox=assistant.sandbox, runner=assistant.sandbox.runner.name)
+        return TurnProfile(sandbox=None, runner=assistant.mode.value)
 
     async def _writable(self, assistant_id: str) -> None:
         if is_system_id(assistant_id) or await to_thread.run_sync(self._loader.is_readonly, assistant_id):

@@ -118,15 +118,14 @@ class Conversations:
             raise UsageError("a turn needs at least one message")
         await self._settle(chat.id)
         opts = options or TurnOptions()
-        spec = await self._catalog.sandbox_spec(chat.assistant_id)
+        profile = await self._catalog.profile(chat.assistant_id)
         self._quota.check(
-            spec,
+            profile.sandbox,
             owner=chat.owner,
             assistant_id=chat.assistant_id,
             chat_id=chat.id,
             workspace_id=opts.workspace_id,
         )
-        runner = await self._catalog.runner_of(chat.assistant_id)  # before start: no event is missed
         handle = await self.turns.start(
             TurnInput(
                 assistant_id=chat.assistant_id,
@@ -138,7 +137,7 @@ class Conversations:
                 metadata=metadata or {},
             )
         )
-        self._tracker.track(handle, runner)
+        self._tracker.track(handle, profile.runner)
         log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
         return handle
 
