@@ -267,7 +267,8 @@ def extra_context_files(
         ImageBuildError: a configured CA bundle or the source tree is missing.
     """
     common = (images_dir or default_images_dir()) / COMMON_DIR
-    files: dict[str, bytes] = {p.name: p.read_bytes() for p in sorted(common.iterdir()) if p.is_file()}
+    shared = sorted(common.iterdir()) if common.is_dir() else []  # a custom images dir may have none
+    files: dict[str, bytes] = {p.name: p.read_bytes() for p in shared if p.is_file()}
     if extra_ca_certs is not None:
         if not extra_ca_certs.is_file():
             raise ImageBuildError(f"cage/{image.name}", f"extra CA bundle {extra_ca_certs} is not a file")
