@@ -144,6 +144,15 @@ class AppLoader:
                 self._cache.popitem(last=False)
             return assistant
 
+    def load_directory(self, directory: Path, assistant_id: str) -> Assistant:
+        """Load an assistant from a directory outside the app (API-created assistants), uncached.
+
+        Raises:
+            ConfigError: its files are invalid.
+        """
+        with self._lock:
+            return load_assistant(directory, assistant_id, self._state().ctx)
+
     def override(self, assistant: Assistant) -> None:
         """Pin a modified copy of an assistant (e.g. `cage run --set ...`) until the next `reload`."""
         with self._lock:

@@ -16,7 +16,9 @@ emitter, appended to the durable log and fanned out to `subscribe()`rs.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import anyio
 import structlog
@@ -25,6 +27,7 @@ from pydantic import ValidationError
 
 from orchestrator.dsl import AppLoader, Assistant, is_system_id
 from orchestrator.errors import CageError, Conflict, NotFound, UsageError
+from orchestrator.pipeline.api_assistants import load_api_assistant
 from orchestrator.pipeline.call import CallRunner, Finish
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
@@ -61,8 +64,10 @@ class PipelineService:
         resume: ResumeStore | None = None,
         ids: IdSource | None = None,
         close_grace: float = CLOSE_GRACE,
+        api_assistants_dir: Path | None = None,
     ) -> None:
         self.loader = loader
+        self._api_dir = api_assistants_dir
         self.manager = manager
         self.store = store
         self.hub = SessionHub(store)
@@ -87,7 +92,14 @@ class PipelineService:
         ids: IdSource | None = None,
     ) -> PipelineService:
         """The pipeline over a process's services and its (migrated) store."""
-        return cls(loader=services.loader, manager=services.manager, store=store, resume=resume, ids=ids)
+        return cls(
+            loader=services.loader,
+            manager=services.manager,
+            store=store,
+            resume=resume,
+            ids=ids,
+            api_assistants_dir=services.settings.data_dir / "api-assistants",
+        )
 
     # -- TurnService -----------------------------------------------------------------------------
 
@@ -153,13 +165,25 @@ class PipelineService:
         Raises:
             NotFound: no such assistant, or another owner's private one. ConfigError: broken files.
         """
-        assistant = await to_thread.run_sync(self.loader.get, assistant_id)
+        try:
+            assistant = await to_thread.run_sync(self.loader.get, assistant_id)
+        except NotFound:
+            return await self._api_assistant(owner, assistant_id)
         if is_system_id(assistant_id) or assistant.package.public:
             return assistant
         record = await self.store.assistants.get(assistant_id)
         if record is not None and record.owner != owner:
             raise NotFound(f"assistant {assistant_id!r} not found")
         return assistant
+
+    async def _api_assistant(self, owner: str, assistant_id: str) -> Assistant:
+        """An assistant created over the API: its owner's, or anyone's when its package is public."""
+        record = await self.store.assistants.get(assistant_id)
+        if record is None or (record.owner != owner and not record.package.get("public")):
+            raise NotFound(f"assistant {assistant_id!r} not found")
+        if self._api_dir is None:
+            self._api_dir = Path(tempfile.mkdtemp(prefix="cage-api-assistants-"))
+        return await to_thread.run_sync(load_api_assistant, record, self._api_dir, self.loader)
 
     def _options(self, turn: TurnInput) -> CallOptions:
         try:

@@ -113,3 +113,27 @@ async def test_create_delegation_never_calls_the_model(llm_rig: Rig, server: Fak
     thread = ran.thread_of("hooks.echo")
     assert ran.texts(thread) == ["echo: route me"]
     assert ran.result.content == "echo: route me"
+
+
+async def test_an_assistant_created_over_the_api_runs_for_its_owner_only(
+    llm_rig: Rig, server: FakeModelServer
+) -> None:
+    from orchestrator.errors import NotFound
+
+    package = {"name": "made over the API", "connector": "fake"}
+    prompts = [{"role": "system", "content": "You answer in one word."}]
+    await llm_rig.store.assistants.create("api.oneword", owner="alice", package=package, prompts=prompts, sandbox=None)
+    ran = await llm_rig.run("api.oneword", "hi there", chat_id="chat-api")
+    assert ran.result.status == "completed", ran.result.error
+    assert ran.starts()[None].assistant_id == "api.oneword"
+    [request] = [r for r in server.requests.all() if r.api == "openai-chat"]
+    assert "You answer in one word." in json.dumps(request.body["messages"])
+    with pytest.raises(NotFound):
+        await llm_rig.service.start(llm_rig.turn("api.oneword", "hi", owner="bob"))
+    # an update reaches the next turn
+    await llm_rig.store.assistants.replace(
+        "api.oneword", package=package, prompts=[{"role": "system", "content": "Now two words."}], sandbox=None
+    )
+    await llm_rig.run("api.oneword", "again", chat_id="chat-api-2")
+    assert "Now two words." in json.dumps(server.requests.all()[-1].body["messages"])
+    await llm_rig.service.aclose()
