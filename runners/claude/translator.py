@@ -29,6 +29,7 @@ from runners.claude.payload import clip, raw_payload, tool_output
 from runners.claude.session import RESUME_KEY
 from runners.claude.tools import semantic_type, summarize
 from runners.claude.usage import turn_usage
+from runners.lines import json_object
 
 log = structlog.get_logger(__name__)
 
@@ -114,16 +115,8 @@ class ClaudeTranslator:
 
     def feed(self, line: str) -> list[Event]:
         """Translate one stdout line. Blank, non-JSON and non-object lines are skipped."""
-        text = line.strip()
-        if not text:
-            return []
-        try:
-            message = json.loads(text)
-        except json.JSONDecodeError:
-            log.debug("claude.line_skipped", reason="not json", head=redact(text[:200]))
-            return []
-        if not isinstance(message, dict):
-            log.debug("claude.line_skipped", reason="not an object", head=redact(text[:200]))
+        message = json_object(line, runner="claude")
+        if message is None:
             return []
         self._out = []
         try:

@@ -31,6 +31,7 @@ from runners.base import TurnOutcome, TurnRequest
 from runners.codex.invocation import RESUME_KEY
 from runners.codex.items import ToolView, clip, tool_view
 from runners.codex.usage import ThreadTotals
+from runners.lines import json_object
 
 log = structlog.get_logger(__name__)
 
@@ -112,15 +113,8 @@ class CodexTranslator:
         return {RESUME_KEY: self._thread_id, **totals.to_resume()}
 
     def feed(self, line: str) -> list[Event]:
-        if not line.strip():
-            return []
-        try:
-            message = json.loads(line)
-        except ValueError:
-            log.debug("codex.malformed_line", length=len(line), head=redact(line[:80]))
-            return []
-        if not isinstance(message, dict):
-            log.debug("codex.not_an_object", length=len(line))
+        message = json_object(line, runner="codex")
+        if message is None:
             return []
         return self._translate(message, len(line))
 

@@ -10,13 +10,13 @@ back as a text part of the user message and is skipped.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import structlog
 
 from orchestrator.stream import Event, TurnBuilder
 from runners.base import TurnOutcome
+from runners.lines import json_object
 from runners.opencode.ledger import TurnLedger
 from runners.opencode.parts import RUNNER, as_dict, semantic_type, summary, tool_input, tool_result
 
@@ -61,16 +61,8 @@ class ServeTranslator:
         return self._ledger.resume_state()
 
     def feed(self, line: str) -> list[Event]:
-        text = line.strip()
-        if not text:
-            return []
-        try:
-            message = json.loads(text)
-        except ValueError:
-            log.debug("opencode.serve.malformed_line", length=len(text))
-            return []
-        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-            log.debug("opencode.serve.not_an_event", length=len(text))
+        message = json_object(line, runner="opencode")
+        if message is None or not isinstance(message.get("type"), str):
             return []
         self._ledger.seen_output = True
         props = as_dict(message.get("properties"))
