@@ -93,8 +93,61 @@ def _ports(value: Any) -> Any:
     return [{"port": v} if _is_port_number(v) else v for v in value]
 
 
+NEVER_ALLOWED: tuple[str, ...] = ("127.0.0.0/8", "169.254.0.0/16", "::1/128", "fe80::/10")
+"""Ranges no allowlist may open: the proxy's own loopback and link-local (cloud metadata)."""
+
+
+class AllowEntry(BaseModel):
+    """One parsed allowlist entry: a host name (maybe `*.`-wildcarded) or an IP network, and a port."""
+
+    model_config = _STRICT
+    text: str
+    """The entry as written, lower-cased."""
+    host: str | None = None
+    """A host name without its `*.`; None for an IP entry."""
+    wildcard: bool = False
+    """`*.example.com`: every subdomain of `host`, not `host` itself."""
+    network: str | None = None
+    """An IP network (`1.2.3.4/32`, `10.1.0.0/16`) for an IP entry."""
+    port: int | None = None
+    """None: any port."""
+
+
+def parse_allow_entry(entry: str) -> AllowEntry:
+    """`example.com`, `*.example.com`, `example.com:8443`, `1.2.3.4[:443]` or a CIDR.
+
+    Raises:
+        ValueError: not one of those forms, or a range no allowlist may open (`NEVER_ALLOWED`).
+    """
+    text = entry.strip().lower()
+    head, port = text, None
+    if text.count(":") == 1:  # host:port or v4:port; IPv6 entries (several colons) take no port
+        head, _, port_text = text.partition(":")
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise ValueError(f"{entry!r}: the port must be a number from 1 to 65535")
+        port = int(port_text)
+    try:
+        net = ipaddress.ip_network(head, strict=False)
+    except ValueError:
+        if head == "*" or not _HOST_RE.match(head):
+            raise ValueError(f"{entry!r} is not a host name, *.domain, host:port, IP or CIDR") from None
+        wildcard = head.startswith("*.")
+        return AllowEntry(text=text, host=head.removeprefix("*."), wildcard=wildcard, port=port)
+    for never in NEVER_ALLOWED:
+        blocked = ipaddress.ip_network(never)
+        if net.version == blocked.version and net.overlaps(blocked):
+            raise ValueError(
+                f"{entry!r}: loopback and link-local addresses (cloud metadata) are never reachable"
+            )
+    return AllowEntry(text=text, network=str(net), port=port)
+
+
 class NetworkAllowlist(BaseModel):
-    """Egress limited to these hosts (names, IPs or CIDRs); everything else is dropped."""
+    """Egress limited to these destinations; everything else is refused by the egress proxy.
+
+    Entries: `example.com` (that name only), `*.example.com` (its subdomains), `host:port` (that
+    port only; without one any port), IPs and CIDRs (raw-IP connections to them).
+    """
 
     model_config = _STRICT
     allow: tuple[str, ...] = Field(min_length=1)
@@ -103,11 +156,7 @@ class NetworkAllowlist(BaseModel):
     @classmethod
     def _hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
         for host in hosts:
-            try:
-                ipaddress.ip_network(host, strict=False)
-            except ValueError:
-                if not _HOST_RE.match(host):
-                    raise ValueError(f"not a host name, IP or CIDR: {host!r}") from None
+            parse_allow_entry(host)
         return hosts
 
 
