@@ -38,6 +38,7 @@ from orchestrator.stream.envelope import DeltaAction, Envelope
 from orchestrator.stream.events import Event, EventAdapter, dump_event, event_json, parse_event
 from orchestrator.stream.ids import CountingIds, IdSource, RandomIds
 from orchestrator.stream.lifecycle import (
+    EgressDenied,
     LifecycleEvent,
     LifecycleProps,
     MessageEnd,
@@ -63,6 +64,7 @@ __all__ = [
     "ContentType",
     "CountingIds",
     "DeltaAction",
+    "EgressDenied",
     "Envelope",
     "ErrorEvent",
     "ErrorProps",

@@ -39,6 +39,7 @@ from orchestrator.stream.content import (
 from orchestrator.stream.events import Event
 from orchestrator.stream.ids import IdSource
 from orchestrator.stream.lifecycle import (
+    EgressDenied,
     LifecycleEvent,
     LifecycleProps,
     MessageEnd,
@@ -366,6 +367,10 @@ class TurnBuilder:
         return [
             self._event(SandboxStatus(phase=phase, message=message, progress=progress, sandbox_id=sandbox_id))
         ]
+
+    def egress_denied(self, host: str, port: int | None = None, method: str | None = None) -> list[Event]:
+        self._live()
+        return [self._event(EgressDenied(host=host, port=port, method=method))]
 
     def permission_request(
         self,

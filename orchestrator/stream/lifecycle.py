@@ -91,6 +91,17 @@ class SandboxStatus(_Props):
     sandbox_id: str | None = None
 
 
+class EgressDenied(_Props):
+    """The egress proxy refused a connection from the turn's sandbox (`computer.network`)."""
+
+    event: Literal["sandbox/egress_denied"] = "sandbox/egress_denied"
+    host: str
+    """The host name (or IP) the sandbox asked for."""
+    port: int | None = None
+    method: str | None = None
+    """`CONNECT` for a tunnel (HTTPS), else the HTTP method."""
+
+
 class PermissionRequest(_Props):
     """The agent asks to use a tool the assistant's policy does not allow outright."""
 
@@ -135,6 +146,7 @@ LifecycleProps = Annotated[
     | TokenUsage
     | ResultSummary
     | SandboxStatus
+    | EgressDenied
     | PermissionRequest
     | PermissionResolved
     | TurnStalled
