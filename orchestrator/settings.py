@@ -48,6 +48,14 @@ class Settings(BaseSettings):
     """`off` disables API-key checks: local development only, logged loudly."""
     bootstrap_admin_key: str | None = None
     """An admin API key accepted on first start, before any key was created."""
+    gateway_host: str = ""
+    """Address the model gateway binds; empty: Docker's bridge (`docker0`) if present, else 0.0.0.0."""
+    gateway_port: int = 0
+    """Port of the model gateway; 0 picks a free one (read it from `ModelGateway.address`)."""
+    gateway_token_ttl: float = 24 * 3600.0
+    """Seconds a per-turn gateway token lives at most (it is revoked when its turn ends anyway)."""
+    allow_host_mcp: bool = False
+    """Let LLM-mode assistants start stdio MCP servers on the orchestrator host (trusted apps only)."""
 
     def resolved_database_url(self) -> str:
         if self.database_url:

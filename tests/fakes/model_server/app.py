@@ -19,7 +19,7 @@ from tests.fakes.model_server.openai_chat import CREATED, ChatApi
 from tests.fakes.model_server.openai_responses import ResponsesApi
 from tests.fakes.model_server.registry import ScenarioRegistry, UnknownScenarioError
 from tests.fakes.model_server.reply import build_reply, input_tokens
-from tests.fakes.model_server.request_log import RequestLog, safe_headers
+from tests.fakes.model_server.request_log import RequestLog, credential_digest, safe_headers
 from tests.fakes.model_server.scenario import Step
 from tests.fakes.model_server.wire import SseEvent, WireApi
 
@@ -101,6 +101,7 @@ def _completion(state: ServerState, api: WireApi) -> Any:
             "path": request.url.path,
             "query": request.url.query,
             "headers": safe_headers(request.headers),
+            "credential_sha256": credential_digest(request.headers),
             "api": api.name,
         }
         body = await _read_json(request)

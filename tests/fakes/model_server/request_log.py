@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,6 +21,16 @@ def safe_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items() if k.lower() not in SECRET_HEADERS}
 
 
+def credential_digest(headers: Mapping[str, str]) -> str | None:
+    """SHA-256 (hex) of the key the client sent (`x-api-key`, `api-key` or a bearer token), so tests
+    can check which key arrived without the log ever holding one."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    value = lowered.get("x-api-key") or lowered.get("api-key")
+    if value is None and lowered.get("authorization", "").lower().startswith("bearer "):
+        value = lowered["authorization"][7:].strip()
+    return hashlib.sha256(value.encode()).hexdigest() if value else None
+
+
 class RequestRecord(BaseModel):
     """One request and how the server answered it."""
 
@@ -29,6 +40,8 @@ class RequestRecord(BaseModel):
     path: str
     query: str = ""
     headers: dict[str, str]
+    credential_sha256: str | None = None
+    """`credential_digest` of the request's headers (model endpoints only)."""
     body: Any = None
     api: str
     """`anthropic`, `openai-chat`, `openai-responses`, `count_tokens`, `models`, `root` (`/`) or `unknown` (no such route)."""

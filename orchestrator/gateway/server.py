@@ -1,0 +1,206 @@
+"""`ModelGateway`: the gateway server inside the orchestrator process, and its per-turn grants.
+
+```python
+gateway = ModelGateway.from_settings(settings)
+access = await gateway.grant(sandbox="…", owner="alice", assistant_id="a.b", turn_id="t1",
+                             connector=connector, mcp_servers=servers)
+access.connector  # give this to the runner: the token as key, the gateway as base URL
+usage = gateway.revoke(access)  # at the end of the turn; the token is dead from here on
+await gateway.aclose()
+```
+The server is uvicorn on the process's event loop, started by the first `grant()` (or an
+explicit `start()`), so `cage serve`, `cage run` and every embedding of `PipelineService` get it
+without set-up. It never installs signal handlers: the process's own server or CLI owns those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import httpx
+import structlog
+import uvicorn
+
+from orchestrator.dsl import ConnectorSpec, McpServerSpec
+from orchestrator.errors import CageError
+from orchestrator.gateway.address import GatewayAddress, default_bind_host, sandbox_base_url
+from orchestrator.gateway.forwarding import GatewayApp
+from orchestrator.gateway.grants import DEFAULT_TTL, Grant, GrantRegistry, Upstream
+from orchestrator.gateway.rewrite import (
+    mcp_upstream,
+    model_upstream,
+    proxied,
+    sandbox_connector,
+    sandbox_mcp_server,
+)
+from orchestrator.settings import Settings
+from orchestrator.stream import Usage
+
+log = structlog.get_logger(__name__)
+
+_START_TIMEOUT = 10.0
+UPSTREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0)
+"""Reads may pause long (a model thinking, an idle MCP stream), connects may not."""
+
+
+class GatewayError(CageError):
+    """The gateway could not start (its address is taken or not available)."""
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers: a server embedded in a process that has its own."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+@dataclass(frozen=True)
+class SandboxAccess:
+    """What one turn gets: the token, and the connector and MCP servers rewritten to use it."""
+
+    token: str = field(repr=False)
+    grant: Grant
+    connector: ConnectorSpec | None
+    mcp_servers: tuple[McpServerSpec, ...]
+
+
+class ModelGateway:
+    """The credential-injecting reverse proxy for model connectors and HTTP MCP servers."""
+
+    def __init__(self, *, host: str = "", port: int = 0, token_ttl: float = DEFAULT_TTL) -> None:
+        self._host = host or default_bind_host()
+        self._port = port
+        self.registry = GrantRegistry(ttl=token_ttl)
+        self._address: GatewayAddress | None = None
+        self._server: _QuietServer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._lock = anyio.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ModelGateway:
+        return cls(
+            host=settings.gateway_host, port=settings.gateway_port, token_ttl=settings.gateway_token_ttl
+        )
+
+    @property
+    def address(self) -> GatewayAddress | None:
+        """Where it listens, once started (the egress relay and the docs need the real port)."""
+        return self._address
+
+    async def start(self) -> GatewayAddress:
+        """Bind and serve (idempotent).
+
+        Raises:
+            GatewayError: the address cannot be bound.
+        """
+        async with self._lock:
+            if self._address is not None:
+                return self._address
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self._host, self._port))
+            except OSError as exc:
+                sock.close()
+                where = f"{self._host}:{self._port}"
+                raise GatewayError(f"model gateway cannot bind {where}: {exc.strerror}") from exc
+            sock.listen(256)
+            sock.setblocking(False)
+            self._client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT, follow_redirects=False)
+            config = uvicorn.Config(
+                GatewayApp(self.registry, self._client),
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_keep_alive=30,
+                timeout_graceful_shutdown=5,
+            )
+            server = _QuietServer(config)
+            self._server = server
+            self._task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+            with anyio.move_on_after(_START_TIMEOUT):
+                while not server.started and not self._task.done():  # noqa: ASYNC110 - uvicorn has no event
+                    await anyio.sleep(0.01)
+            if not server.started:
+                await self._stop()
+                sock.close()
+                raise GatewayError("model gateway did not start")
+            self._address = GatewayAddress(self._host, sock.getsockname()[1])
+            log.info("gateway.started", host=self._address.host, port=self._address.port)
+            return self._address
+
+    async def grant(
+        self,
+        *,
+        sandbox: str,
+        owner: str,
+        assistant_id: str,
+        turn_id: str,
+        connector: ConnectorSpec | None,
+        mcp_servers: Sequence[McpServerSpec] = (),
+    ) -> SandboxAccess:
+        """A token for one turn in `sandbox`, bound to `connector` and the HTTP MCP servers.
+
+        Raises:
+            GatewayError: the gateway could not start.
+        """
+        address = await self.start()
+        upstreams: list[Upstream] = []
+        if connector is not None:
+            upstreams.append(model_upstream(connector))
+        upstreams += [mcp_upstream(s) for s in mcp_servers if proxied(s)]
+        token, grant = self.registry.issue(
+            sandbox=sandbox, owner=owner, assistant_id=assistant_id, turn_id=turn_id, upstreams=upstreams
+        )
+        root = sandbox_base_url(address)
+        return SandboxAccess(
+            token=token,
+            grant=grant,
+            connector=sandbox_connector(connector, token, root) if connector is not None else None,
+            mcp_servers=tuple(sandbox_mcp_server(s, token, root) if proxied(s) else s for s in mcp_servers),
+        )
+
+    def revoke(self, access: SandboxAccess) -> Usage:
+        """End the turn's token; logs and returns the usage metered through it."""
+        grant = access.grant
+        usage = self.registry.revoke(grant)
+        log.info(
+            "gateway.turn_usage",
+            owner=grant.owner,
+            assistant=grant.assistant_id,
+            turn_id=grant.turn_id,
+            sandbox=grant.sandbox,
+            requests=grant.requests,
+            input_tokens=usage.input_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            output_tokens=usage.output_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+        )
+        return usage
+
+    def revoke_sandbox(self, sandbox: str) -> int:
+        """Revoke every token of a sandbox that is going away."""
+        return self.registry.revoke_sandbox(sandbox)
+
+    async def aclose(self) -> None:
+        """Stop serving (open streams get a short grace) and close the upstream client."""
+        async with self._lock:
+            await self._stop()
+            self._address = None
+
+    async def _stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait({self._task})
+        self._server = self._task = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
