@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,7 +16,7 @@ class Settings(BaseSettings):
     app_dir: Path = Field(default_factory=Path.cwd)
     """The application directory: `assistants/`, `connectors/`, `agent.yml`."""
     data_dir: Path = Path(".cage")
-    """Where the SQLite file, checkpoints and local state live."""
+    """Where the SQLite file, checkpoints and local state live; unset, `<app_dir>/.cage` (never the cwd)."""
     database_url: str | None = None
     """SQLAlchemy URL; None means `sqlite+aiosqlite:///<data_dir>/cage.db`."""
     docker_host: str | None = None
@@ -41,7 +41,8 @@ class Settings(BaseSettings):
     """Seconds between two reaper sweeps."""
     assistant_cache_size: int = 256
     """Loaded assistants kept in the LRU cache."""
-    log_level: str = "INFO"
+    log_level: str = "WARNING"
+    """The one default for every command; the server image and compose file set INFO."""
     host: str = "127.0.0.1"
     port: int = 8080
     auth: str = "on"
@@ -56,6 +57,13 @@ class Settings(BaseSettings):
     """Seconds a per-turn gateway token lives at most (it is revoked when its turn ends anyway)."""
     allow_host_mcp: bool = False
     """Let LLM-mode assistants start stdio MCP servers on the orchestrator host (trusted apps only)."""
+
+    @model_validator(mode="after")
+    def _data_dir_follows_app_dir(self) -> Settings:
+        # Tied to the app, so `cage keys create` from a sub-directory and the server share one database.
+        if "data_dir" not in self.model_fields_set:
+            self.data_dir = self.app_dir / ".cage"
+        return self
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -1,53 +1,151 @@
-"""Root of the `cage` command line: global options and sub-command registration."""
+"""Root of the `cage` command line: global options, lazily loaded sub-commands, exit codes.
+
+Exit codes: 0 success, 1 a failed turn or other Cage error, 2 bad usage or configuration,
+3 infrastructure (engine, sandbox), 130 interrupted. Usage errors print one line and a hint,
+never a traceback. This module imports only typer: every sub-command is loaded on use
+(`orchestrator/cli/lazy.py`), so `cage --help` starts at the speed of typer itself.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
-import click
 import typer
 
-from orchestrator.cli import assistants, images, keys, run, schemas, serve
+from orchestrator.cli.lazy import LazyCommand, LazyGroup
 from orchestrator.errors import CageError, ConfigError, EngineUnavailable, SandboxError, UsageError
-from orchestrator.logs import configure_logging
-
-app = typer.Typer(
-    name="cage",
-    help="Cage: coding agents in per-assistant Docker containers, one stream protocol.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-app.add_typer(assistants.app, name="assistants")
-app.add_typer(images.app, name="images")
-app.command("validate")(assistants.validate)
-app.command("schemas")(schemas.schemas)
-app.command("run")(run.run)
-app.add_typer(keys.app, name="keys")
-app.command("serve")(serve.serve)
 
 EXIT_CONFIG = 2
 EXIT_INFRA = 3
+EXIT_INTERRUPTED = 130
+
+SERVER = "Server and operators"
+
+
+class CageGroup(LazyGroup):
+    """The root group: the sub-commands by module, with their one-line help."""
+
+    lazy_commands: ClassVar[dict[str, LazyCommand]] = {
+        "validate": LazyCommand(
+            "orchestrator.cli.assistants:validate",
+            "Load every assistant; exit 2 and list every error (file, key path, line) when any is wrong.",
+        ),
+        "assistants": LazyCommand(
+            "orchestrator.cli.assistants:app", "Inspect the assistants of the application directory."
+        ),
+        "run": LazyCommand(
+            "orchestrator.cli.run:run",
+            "Run one turn of a sandbox assistant against WORKSPACE (exit codes: see `docs/ci.md`).",
+        ),
+        "images": LazyCommand("orchestrator.cli.images:app", "Build, list and prune the runner images."),
+        "schemas": LazyCommand(
+            "orchestrator.cli.schemas:schemas",
+            "Generate the protocol, sandbox.yao and package.yao JSON Schemas (or check they are current).",
+        ),
+        "completion": LazyCommand(
+            "orchestrator.cli.completion:completion",
+            "Print the shell completion script for bash, zsh or fish.",
+        ),
+        "serve": LazyCommand(
+            "orchestrator.cli.serve:serve",
+            "Serve sessions (websocket), OpenAI-compatible chat, native SSE and the admin API.",
+            SERVER,
+        ),
+        "keys": LazyCommand("orchestrator.cli.keys:app", "Create, list and revoke API keys.", SERVER),
+    }
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"cage {version('cage')}")
+        except PackageNotFoundError:
+            typer.echo("cage (not installed as a package)")
+        raise typer.Exit(0)
+
+
+app = typer.Typer(
+    name="cage",
+    cls=CageGroup,
+    help="Cage: coding agents in per-assistant Docker containers, one stream protocol.",
+    invoke_without_command=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,  # plain click help for the root: no rich import before a sub-command runs
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 
 @app.callback()
 def _root(
     ctx: typer.Context,
     app_dir: Annotated[
-        Path | None, typer.Option("--app", envvar="CAGE_APP_DIR", help="Application directory.")
+        Path | None,
+        typer.Option(
+            "--app",
+            envvar="CAGE_APP_DIR",
+            help="Application directory (default: the nearest one from here upwards).",
+        ),
     ] = None,
-    log_level: Annotated[str, typer.Option(envvar="CAGE_LOG_LEVEL", help="Log level.")] = "WARNING",
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            envvar="CAGE_LOG_LEVEL",
+            help="DEBUG, INFO, WARNING or ERROR (default WARNING); applies to every sub-command.",
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version, help="Print the version and exit."),
+    ] = False,
 ) -> None:
-    configure_logging(log_level)
-    ctx.obj = {"app_dir": (app_dir or Path.cwd()).resolve()}
+    """Cage: coding agents in per-assistant Docker containers, one stream protocol."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+    from orchestrator.cli.appdir import resolve_app_dir
+
+    resolved = resolve_app_dir(app_dir, Path.cwd())
+    level = (log_level or "WARNING").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise UsageError(f"--log-level {log_level}: expected DEBUG, INFO, WARNING or ERROR")
+    # Every `Settings()` built by a sub-command (or a module it calls) reads the same values.
+    os.environ["CAGE_APP_DIR"] = str(resolved)
+    os.environ["CAGE_LOG_LEVEL"] = level
+    from orchestrator.logs import configure_logging
+
+    configure_logging(level)
+    ctx.obj = {"app_dir": resolved, "log_level": level}
 
 
-def main() -> None:
-    """Entry point: maps Cage errors to documented exit codes (2 config/usage, 3 infrastructure)."""
+def _usage_error(exc: typer.TyperException) -> int:
+    """One line naming the command and what is wrong, and where to read more."""
+    ctx: Any = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "cage"
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a group without its sub-command: the help, shown
+        if message := exc.format_message().strip():  # (rich help is printed while the error is built)
+            typer.echo(message, err=True)
+        return EXIT_CONFIG
+    typer.echo(f"{command}: {exc.format_message()}", err=True)
+    typer.echo(f"hint: `{command} --help` lists the arguments and options", err=True)
+    return EXIT_CONFIG
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: maps Cage errors to the documented exit codes (2 config/usage, 3 infrastructure)."""
+    command = typer.main.get_command(app)
+    if os.environ.get("_CAGE_COMPLETE"):  # a shell asks for completions: typer's shell classes
+        from typer._completion_classes import completion_init
+
+        completion_init()
     try:
-        code = app(standalone_mode=False)  # click returns the code of a `typer.Exit` here
+        code = command.main(argv, prog_name="cage", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except (ConfigError, UsageError) as exc:
         typer.echo(f"cage: {exc}", err=True)
@@ -58,12 +156,16 @@ def main() -> None:
     except CageError as exc:
         typer.echo(f"cage: {exc}", err=True)
         sys.exit(1)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(EXIT_CONFIG)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+    except typer.TyperException as exc:  # click's usage errors, vendored by typer >= 0.26
+        sys.exit(_usage_error(exc) if exc.exit_code == EXIT_CONFIG else _other_error(exc))
+
+
+def _other_error(exc: typer.TyperException) -> int:
+    typer.echo(f"cage: {exc.format_message()}", err=True)
+    return exc.exit_code or 1

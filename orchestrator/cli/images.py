@@ -12,11 +12,12 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.cli.listing import JsonOption, print_rows
 from orchestrator.sandbox.images import RUNNER_IMAGES, BuildProgress
 from orchestrator.services import Services
 from orchestrator.settings import Settings
 
-app = typer.Typer(help="Build, list and prune the runner images.", no_args_is_help=True)
+app = typer.Typer(help="Build, list and prune the runner images.", no_args_is_help=True, add_completion=False)
 
 
 class BuildDisplay:
@@ -67,20 +68,21 @@ def build(
 
 
 @app.command("list")
-def list_images() -> None:
+def list_images(as_json: JsonOption = False) -> None:
     """The Cage-built runner images on the engine."""
     services = Services.from_settings(Settings())
     infos = anyio.run(services.images.list_images)
-    table = Table("tag", "runner", "cli version", "size", "created")
-    for info in sorted(infos, key=lambda i: (i.runner, i.created)):
-        table.add_row(
-            info.tag,
-            info.runner,
-            info.cli_version or "-",
-            f"{info.size / 2**20:.0f} MiB",
-            info.created.strftime("%Y-%m-%d %H:%M"),
-        )
-    Console().print(table)
+    rows = [
+        {
+            "tag": info.tag,
+            "runner": info.runner,
+            "cli_version": info.cli_version,
+            "size": info.size if as_json else f"{info.size / 2**20:.0f} MiB",
+            "created": info.created.isoformat() if as_json else info.created.strftime("%Y-%m-%d %H:%M"),
+        }
+        for info in sorted(infos, key=lambda i: (i.runner, i.created))
+    ]
+    print_rows(rows, ("tag", "runner", "cli version", "size", "created"), as_json=as_json, no_wrap=("tag",))
 
 
 @app.command("prune")
