@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.dsl import AppLoader
+from orchestrator.gateway import ModelGateway
 from orchestrator.sandbox.backend import SandboxBackend
 from orchestrator.sandbox.images import ImageBuilder
 from orchestrator.sandbox.manager import SandboxManager
@@ -18,6 +19,8 @@ class Services:
     backend: SandboxBackend
     images: ImageBuilder
     manager: SandboxManager
+    gateway: ModelGateway
+    """The model gateway runners reach instead of the providers (started by the first turn)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Services:
@@ -33,4 +36,5 @@ class Services:
             backend=backend,
             images=images,
             manager=SandboxManager(backend, images, settings, extra_labels=settings.sandbox_labels),
+            gateway=ModelGateway.from_settings(settings),
         )

@@ -84,6 +84,7 @@ async def _runner(frame: CallFrame) -> Completion:
         frame.lease,
         loader=scope.loader,
         manager=scope.manager,
+        gateway=scope.gateway,
         resume=scope.resume,
         builder=frame.builder,
         emit=frame.emit,

@@ -9,6 +9,7 @@ from typing import Literal
 import anyio
 
 from orchestrator.dsl import AppLoader, Assistant
+from orchestrator.gateway import ModelGateway
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.hook_memory import HookMemory
@@ -61,6 +62,8 @@ class TurnScope:
     emit: Emit
     """Stamps, logs and fans out (the session hub); every call's events go through it."""
     authorize: Authorize
+    gateway: ModelGateway
+    """Issues the per-turn tokens runners use instead of the connector's key."""
     attachments: tuple[Attachment, ...] = ()
     """The user's files: written into the root call's sandbox before its hooks run."""
 

@@ -6,12 +6,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
 from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec
 from orchestrator.errors import ConfigError
+from orchestrator.gateway import ModelGateway, SandboxAccess
 from orchestrator.pipeline.bridge import BridgeResult, Emit, TurnLimits, run_runner_turn
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
@@ -20,19 +20,6 @@ from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxMa
 from orchestrator.stream import SandboxPhase, TurnBuilder
 from runners.base import TurnRequest
 from runners.registry import adapter_for
-
-CONTAINER_HOST_ALIAS = "host.docker.internal"
-_LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"}
-
-
-def container_url(url: str) -> str:
-    """A model URL as seen from inside a container: loopback hosts become the host-gateway alias."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if host not in _LOOPBACK:
-        return url
-    netloc = CONTAINER_HOST_ALIAS + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 class LeasedSandbox:
@@ -148,6 +135,7 @@ async def run_in_lease(
     *,
     loader: AppLoader,
     manager: SandboxManager,
+    gateway: ModelGateway,
     resume: ResumeStore,
     builder: TurnBuilder,
     emit: Emit,
@@ -156,8 +144,13 @@ async def run_in_lease(
 ) -> BridgeResult:
     """One CLI-runner turn in an acquired sandbox; stores the runner's resume state.
 
+    The CLI never sees the connector's key or the HTTP MCP servers' headers: it gets a token of
+    this turn and URLs at the model gateway, which adds them outside the box. The token is
+    revoked when the turn ends, whatever the CLI or its children still hold.
+
     Raises:
         ConfigError: the connector is unusable. SandboxError: the exec could not run.
+        GatewayError: the gateway could not start.
     """
     assistant = inp.assistant
     spec = assistant.sandbox
@@ -176,8 +169,38 @@ async def run_in_lease(
             cancel=cancel,
             limits=limits or turn_limits(inp),
         )
+    access = await gateway.grant(
+        sandbox=lease.identity.name,
+        owner=inp.owner,
+        assistant_id=assistant.id,
+        turn_id=inp.turn_id,
+        connector=runner_connector(assistant, loader),
+        mcp_servers=assistant.mcp_servers,
+    )
+    try:
+        return await _run_cli(inp, lease, access, manager=manager, resume=resume, builder=builder,
+                              emit=emit, cancel=cancel, limits=limits)
+    finally:
+        gateway.revoke(access)
+
+
+async def _run_cli(
+    inp: RunnerTurnInput,
+    lease: SandboxLease,
+    access: SandboxAccess,
+    *,
+    manager: SandboxManager,
+    resume: ResumeStore,
+    builder: TurnBuilder,
+    emit: Emit,
+    cancel: anyio.Event | None,
+    limits: TurnLimits | None,
+) -> BridgeResult:
+    assistant = inp.assistant
+    spec = assistant.sandbox
+    assert spec is not None
     adapter = adapter_for(spec.runner.name)
-    connector = runner_connector(assistant, loader)
+    connector = access.connector
     mount = lease.mount_path.rstrip("/")
     turn = TurnRequest(
         assistant_id=assistant.id,
@@ -187,14 +210,14 @@ async def run_in_lease(
         prompt=inp.prompt,
         system_prompt=system_prompt(assistant),
         connector=connector,
-        mcp_servers=assistant.mcp_servers,
+        mcp_servers=access.mcp_servers,
         options=dict(spec.runner.options),
         workdir=lease.work_dir,
         home=f"{mount}/.cage/home",
         state_dir=f"{mount}/.cage/state",
         resume=await resume.get(assistant.id, inp.chat_id, adapter.name),
         environment=dict(spec.environment),
-        model_url=container_url(connector.base_url) if connector is not None else None,
+        model_url=connector.base_url if connector is not None else None,
         lifecycle=spec.lifecycle.value,
     )
     result = await run_runner_turn(

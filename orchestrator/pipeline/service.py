@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from orchestrator.dsl import AppLoader, Assistant, is_system_id
 from orchestrator.errors import CageError, Conflict, NotFound, UsageError
+from orchestrator.gateway import ModelGateway
 from orchestrator.pipeline.api_assistants import load_api_assistant
 from orchestrator.pipeline.call import CallRunner, Finish
 from orchestrator.pipeline.call_result import CallResult
@@ -65,8 +66,11 @@ class PipelineService:
         ids: IdSource | None = None,
         close_grace: float = CLOSE_GRACE,
         api_assistants_dir: Path | None = None,
+        gateway: ModelGateway | None = None,
     ) -> None:
         self.loader = loader
+        self.gateway = gateway or ModelGateway()
+        """Closed with the service; runner turns get their model access through it."""
         self._api_dir = api_assistants_dir
         self.manager = manager
         self.store = store
@@ -99,6 +103,7 @@ class PipelineService:
             resume=resume,
             ids=ids,
             api_assistants_dir=services.settings.data_dir / "api-assistants",
+            gateway=services.gateway,
         )
 
     # -- TurnService -----------------------------------------------------------------------------
@@ -156,6 +161,7 @@ class PipelineService:
             await handle.interrupt(force=True)
         for task in list(self._tasks):
             await asyncio.wait({task})
+        await self.gateway.aclose()
 
     # -- stages before the turn ------------------------------------------------------------------
 
@@ -226,6 +232,7 @@ class PipelineService:
             ids=self._ids,
             emit=lambda events: self._publish(turn, events),
             authorize=lambda agent_id: self.authorize(turn.owner, agent_id),
+            gateway=self.gateway,
             attachments=turn.attachments,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
