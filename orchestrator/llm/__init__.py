@@ -4,7 +4,9 @@ Serves the `yaocode` runner (tools exec'd in the assistant's sandbox), the `tai`
 local subprocesses) and LLM mode (MCP tools, no sandbox). Import from `orchestrator.llm`.
 """
 
-from orchestrator.llm.anthropic_client import AnthropicClient
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from orchestrator.llm.assembly import StepAssembler
 from orchestrator.llm.checkpoint import Checkpoint, CheckpointSink, JsonFileCheckpoints, MemoryCheckpoints
 from orchestrator.llm.client import ClientSettings, ModelClient
@@ -34,8 +36,24 @@ from orchestrator.llm.messages import (
     ToolResultBlock,
     ToolSpec,
 )
-from orchestrator.llm.openai_client import OpenAIClient
 from orchestrator.llm.subagent import AgentTool
+
+if _TYPE_CHECKING:
+    from orchestrator.llm.anthropic_client import AnthropicClient
+    from orchestrator.llm.openai_client import OpenAIClient
+
+_SDK_CLIENTS = {
+    "AnthropicClient": "orchestrator.llm.anthropic_client",
+    "OpenAIClient": "orchestrator.llm.openai_client",
+}
+
+
+def __getattr__(name: str) -> object:
+    # The SDK clients load on first use: importing `anthropic` alone takes a second (issue 14).
+    if name in _SDK_CLIENTS:
+        return getattr(_importlib.import_module(_SDK_CLIENTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AgentLoop",

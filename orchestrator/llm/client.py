@@ -7,14 +7,12 @@ or is cut after it started — is turned into a `ModelError` here, so a model ca
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Protocol, TypeVar
 
-import anthropic
 import anyio
-import httpx2
-import openai
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from orchestrator.errors import ModelError
@@ -65,6 +63,14 @@ class ClientSettings(BaseModel):
         return out
 
 
+def _loaded(attribute: str, *modules: str) -> tuple[type[BaseException], ...]:
+    """`attribute` of each of `modules` already imported: an SDK nobody imported raised nothing.
+
+    Evaluated only when an exception passes, so this module imports no SDK (issue 14).
+    """
+    return tuple(getattr(sys.modules[m], attribute) for m in modules if m in sys.modules)
+
+
 def _retryable_status(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
@@ -74,19 +80,20 @@ def model_errors(provider: str, timeout: float) -> Iterator[None]:
     """Translate SDK, transport and timeout exceptions into `ModelError` (R9)."""
     try:
         yield
-    except (anthropic.APIStatusError, openai.APIStatusError) as exc:
-        status = exc.status_code
-        message = redact(f"request failed: {exc.message}")
+    except _loaded("APIStatusError", "anthropic", "openai") as exc:
+        status = exc.status_code  # type: ignore[attr-defined]
+        message = redact(f"request failed: {exc.message}")  # type: ignore[attr-defined]
         raise ModelError(provider, message, status=status, retryable=_retryable_status(status)) from exc
-    except (anthropic.APITimeoutError, openai.APITimeoutError) as exc:
+    except _loaded("APITimeoutError", "anthropic", "openai") as exc:
         raise ModelError(provider, f"request timed out after {timeout:g}s", retryable=True) from exc
-    except (anthropic.APIConnectionError, openai.APIConnectionError) as exc:
+    except _loaded("APIConnectionError", "anthropic", "openai") as exc:
         raise ModelError(provider, "connection failed", retryable=True) from exc
-    except (anthropic.APIError, openai.APIError) as exc:
-        raise ModelError(provider, redact(f"stream error: {exc.message}"), retryable=True) from exc
-    except httpx2.TimeoutException as exc:
+    except _loaded("APIError", "anthropic", "openai") as exc:
+        message = redact(f"stream error: {exc.message}")  # type: ignore[attr-defined]
+        raise ModelError(provider, message, retryable=True) from exc
+    except _loaded("TimeoutException", "httpx2") as exc:
         raise ModelError(provider, f"stream timed out after {timeout:g}s", retryable=True) from exc
-    except httpx2.HTTPError as exc:
+    except _loaded("HTTPError", "httpx2") as exc:
         raise ModelError(provider, f"stream interrupted ({type(exc).__name__})", retryable=True) from exc
     except TimeoutError as exc:
         raise ModelError(provider, f"no data from the model for {timeout:g}s", retryable=True) from exc

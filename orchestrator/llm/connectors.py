@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from orchestrator.dsl.connectors import ConnectorSpec, ConnectorType
-from orchestrator.llm.anthropic_client import AnthropicClient
 from orchestrator.llm.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT, ClientSettings, ModelClient
 from orchestrator.llm.messages import ModelOptions
-from orchestrator.llm.openai_client import OpenAIClient
 
 
 def client_settings(connector: ConnectorSpec) -> ClientSettings:
@@ -39,6 +37,11 @@ def model_options(connector: ConnectorSpec) -> ModelOptions:
 def client_for(connector: ConnectorSpec | ClientSettings) -> ModelClient:
     """The `ModelClient` for a connector (`anthropic` -> Messages API, `openai` -> Chat Completions)."""
     settings = connector if isinstance(connector, ClientSettings) else client_settings(connector)
+    # Each SDK is imported when a connector of its kind is used, never on start-up (issue 14).
     if settings.provider == ConnectorType.ANTHROPIC.value:
+        from orchestrator.llm.anthropic_client import AnthropicClient
+
         return AnthropicClient(settings)
+    from orchestrator.llm.openai_client import OpenAIClient
+
     return OpenAIClient(settings)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from orchestrator.dsl import AssistantMode, McpServerRef
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
-from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn
 from orchestrator.pipeline.runner_turn import RunnerTurnInput, run_in_lease, turn_limits
 from orchestrator.stream import StreamStatus, Usage
 
@@ -102,6 +101,9 @@ async def _runner(frame: CallFrame) -> Completion:
 
 
 async def _llm(frame: CallFrame) -> Completion:
+    # Imported here: a runner turn never loads the model SDKs or MCP (issue 14).
+    from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn
+
     scope, options = frame.scope, frame.options
     inp = LlmTurnInput(
         assistant=frame.assistant,
