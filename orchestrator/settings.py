@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network
 from pathlib import Path
 
 from pydantic import Field, model_validator
@@ -49,6 +50,18 @@ class Settings(BaseSettings):
     """`off` disables API-key checks: local development only, logged loudly."""
     bootstrap_admin_key: str | None = None
     """An admin API key accepted on first start, before any key was created."""
+    isolated_networks: bool = False
+    """Give every sandbox its own network behind the egress proxy (allowlists always get one)."""
+    egress_container: str = "cage-egress"
+    """Name of the shared egress proxy container."""
+    egress_network: str = "bridge"
+    """Network through which the proxy reaches the outside and the gateway (compose: its network)."""
+    egress_subnet_pool: IPv4Network = IPv4Network("10.213.0.0/16")
+    """Where the /28 subnets of sandbox networks come from; must not overlap the host's networks."""
+    egress_hosts: dict[str, str] = Field(default_factory=dict)
+    """Extra name -> address entries only the proxy resolves (JSON; `host-gateway` is the host)."""
+    gateway_relay_host: str = "host.docker.internal"
+    """Where the proxy's `cage-gateway` relay finds the gateway (compose: the orchestrator service)."""
     gateway_host: str = ""
     """Address the model gateway binds; empty: Docker's bridge (`docker0`) if present, else 0.0.0.0."""
     gateway_port: int = 0

@@ -7,9 +7,10 @@ from orchestrator.dsl.agentconfig import AgentConfig, RoleConnectors, Uses
 from orchestrator.dsl.assistant import Assistant, AssistantMode, Skill, is_system_id
 from orchestrator.dsl.connectors import ConnectorSpec, ConnectorType
 from orchestrator.dsl.document import Document, format_key_path
+from orchestrator.dsl.inert import ConfigWarning
 from orchestrator.dsl.jsonc import parse_jsonc
 from orchestrator.dsl.loader import AppLoader, LoadReport
-from orchestrator.dsl.mcp import McpOptions, McpServerRef, McpServerSpec
+from orchestrator.dsl.mcp import McpOptions, McpServerRef, McpServerSpec, ProcessTool
 from orchestrator.dsl.package import ModelOptions, PackageSpec, Prompt
 from orchestrator.dsl.sandbox import (
     ComputerSpec,
@@ -36,6 +37,7 @@ __all__ = [
     "Assistant",
     "AssistantMode",
     "ComputerSpec",
+    "ConfigWarning",
     "ConnectorSpec",
     "ConnectorType",
     "CopyStep",
@@ -54,6 +56,7 @@ __all__ = [
     "PackageSpec",
     "PortSpec",
     "PrepareStep",
+    "ProcessTool",
     "Prompt",
     "RoleConnector",
     "RoleConnectors",

@@ -1,10 +1,13 @@
 """`agent.yml`: the application's global agent defaults.
 
-Yao's keys (`uses`, `store`, `cache`, `system`, `models`, `kb`, `search`, `runner`) plus Cage's:
-`roles` (per-role connectors `default`, `light`, `heavy`, `vision`, `audio`, which
-`use::<role>` in a package resolves through), `fallback` (the assistant that takes over when the
-LLM tool loop fails) and `history_size`. Inline connector definitions under `connectors:` are
-read by the loader into the connector table, not into this model.
+Yao keeps it in `agent/agent.yml` (beside `agent/prompts.yml`, `kb.yml`, `search.yml` and
+`locales/`); a root `agent.yml` is Cage's shorthand for the same file. Yao's keys (`uses`,
+`store`, `cache`, `system`, `models`, `kb`, `search`, `runner`) plus Cage's: `roles` (per-role
+connectors `default`, `light`, `heavy`, `vision`, `audio`, which `use::<role>` in a package
+resolves through; Yao spells the same thing `system.<role>`, and both work), `fallback` (the
+assistant that takes over when the LLM tool loop fails) and `history_size`. Inline connector
+definitions under `connectors:` are read by the loader into the connector table, not into this
+model. Keys that load but do nothing in Cage are listed in `orchestrator.dsl.inert`.
 
 These values sit *under* each assistant's own fields: an assistant that sets a value wins.
 """
@@ -30,7 +33,8 @@ class Uses(BaseModel):
 
     model_config = _STRICT
     default: str | None = None
-    """Default connector for assistants that name none (below `roles.default`)."""
+    """Yao: the default assistant (Yao's own default `mohe`). Cage also accepts a connector id
+    here, used for assistants that name none (below `roles.default`)."""
     title: str | None = None
     prompt: str | None = None
     robot_prompt: str | None = None
@@ -43,6 +47,16 @@ class Uses(BaseModel):
     keyword: str | None = None
     querydsl: str | None = None
     rerank: str | None = None
+    inspiration: str | None = None
+    """Yao robot pipeline phase agents (`inspiration` ... `validation`)."""
+    goals: str | None = None
+    tasks: str | None = None
+    delivery: str | None = None
+    learning: str | None = None
+    host: str | None = None
+    validation: str | None = None
+    db: str | None = None
+    """In Yao's starter `agent.yml` only; Yao's loader does not read it."""
 
     def merged_over(self, base: Uses) -> Uses:
         """`self` on top of `base`: every value `self` sets wins."""
@@ -60,13 +74,20 @@ class StoreSetting(BaseModel):
     ttl: int | None = Field(default=None, ge=0)
     """Seconds a chat is kept."""
     optional: dict[str, Any] = Field(default_factory=dict)
+    expiration: str | None = None
+    """In Yao's sample `agent.yml` only; Yao reads `ttl`."""
 
 
 class SystemConnectors(BaseModel):
-    """Connectors of Yao's built-in system agents (`__yao.title`, `__yao.keyword`, ...)."""
+    """Yao's `system`: role-level connectors (`default`, `light`, `heavy`, `vision`, `audio`, the
+    same roles as Cage's `roles`) and connectors of its system agents (`__yao.title`, ...)."""
 
     model_config = _STRICT
     default: str | None = None
+    light: str | None = None
+    heavy: str | None = None
+    vision: str | None = None
+    audio: str | None = None
     keyword: str | None = None
     querydsl: str | None = None
     title: str | None = None
@@ -111,6 +132,8 @@ class AgentConfig(BaseModel):
     """Assistant that takes over when an LLM-mode tool loop fails or runs out of turns."""
     history_size: int | None = Field(default=None, ge=0)
     """Messages of history sent with a turn; default `store.max_size`, else 20."""
+    default_connector: str | None = Field(default=None, exclude=True)
+    """Set by the loader: `uses.default` when it names a connector (Cage's shorthand)."""
 
     @field_validator("runner")
     @classmethod
@@ -123,15 +146,16 @@ class AgentConfig(BaseModel):
         return name
 
     def role_connector(self, role: str) -> str | None:
-        """Connector id for `role`: `roles.<role>`, then `roles.default`, then `uses.default`.
+        """Connector id for `role`: `roles.<role>` or `system.<role>`, then the same for
+        `default`, then `uses.default` when it names a connector.
 
         Raises:
             ValueError: `role` is not one of `default`, `light`, `heavy`, `vision`, `audio`.
         """
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
-        found: str | None = getattr(self.roles, role)
-        return found or self.roles.default or self.uses.default
+        found: str | None = getattr(self.roles, role) or getattr(self.system, role)
+        return found or self.roles.default or self.system.default or self.default_connector
 
     def effective_history_size(self) -> int:
         """`history_size`, else `store.max_size`, else 20."""

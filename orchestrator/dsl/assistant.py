@@ -1,17 +1,22 @@
 """An assistant directory (`assistants/<a>/<b>/` -> id `a.b`) read into a frozen `Assistant`.
 
-Files: `package.yao` (required), `prompts.yml`, `prompts/<preset>.yml`, `locales/<lang>.yml`,
-`skills/<name>/...`, `src/index.py` (hooks: discovered, never run here) and `sandbox.yao`.
-Errors from independent files are collected, so one pass reports all of them.
+Files: `package.yao` (required), `prompts.yml`, `prompts/<preset>.yml` (nested folders give
+dotted presets: `prompts/chat/friendly.yml` -> `chat.friendly`), `locales/<lang>.yml`,
+`skills/<name>/...`, hooks (`src/index.ts` as in Yao, or Cage's `src/index.py`; discovered, never
+run here), other `src/**.ts` scripts (Yao processes `agents.<id>.<script>.<Function>`), an own
+`mcps/` folder (servers `agents.<id>.<name>`), `assets/` (`@assets/<file>` in prompts is replaced
+by the file's text, as in Yao) and `sandbox.yao`. Errors from independent files are collected, so
+one pass reports all of them; keys that load but have no effect become `warnings`.
 """
 
 from __future__ import annotations
 
+import difflib
 import enum
 import hashlib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,12 +25,15 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.dsl.agentconfig import USE_PREFIX, AgentConfig, Uses
-from orchestrator.dsl.connectors import ConnectorTable
+from orchestrator.dsl.agentdir import load_locale_dir, load_prompts
+from orchestrator.dsl.connectors import ConnectorTable, file_id
 from orchestrator.dsl.diagnostics import flatten, validate
 from orchestrator.dsl.document import Document, KeyPath, format_key_path
 from orchestrator.dsl.envexpand import EnvExpander
+from orchestrator.dsl.inert import MCP_FILE, PACKAGE, ConfigWarning, inert_keys, warning
 from orchestrator.dsl.jsonc import parse_jsonc
-from orchestrator.dsl.mcp import McpOptions, McpServerSpec, McpTable
+from orchestrator.dsl.locales import DEFAULT_LOCALE, Messages, merge, translate
+from orchestrator.dsl.mcp import AGENT_PROCESS_PREFIX, MCP_SUFFIXES, McpOptions, McpServerSpec, McpTable
 from orchestrator.dsl.package import PackageSpec, Prompt
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.dsl.sandboxfile import load_sandbox
@@ -47,7 +55,7 @@ class AssistantMode(enum.StrEnum):
     LLM = "llm"
     """Prompts and/or MCP servers, no sandbox: the native loop with MCP tools."""
     HOOK = "hook"
-    """Only `src/index.py`: the hooks do all the work."""
+    """Only hooks (`src/index.ts` or `src/index.py`): the hooks do all the work."""
 
 
 class Skill(BaseModel):
@@ -71,9 +79,19 @@ class Assistant(BaseModel):
     prompts: tuple[Prompt, ...] = ()
     presets: dict[str, tuple[Prompt, ...]] = Field(default_factory=dict)
     locales: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """The assistant's own `locales/` files, as written."""
+    messages: dict[str, Messages] = Field(default_factory=dict)
+    """Message tables per locale (dot keys, short codes, global messages under the assistant's)."""
+    global_prompts: tuple[Prompt, ...] = ()
+    """`agent/prompts.yml`, put before the assistant's prompts; empty with `disable_global_prompts`."""
     skills: tuple[Skill, ...] = ()
     hooks_path: Path | None = None
-    """`src/index.py` when present."""
+    """`src/index.ts` (Yao's TypeScript hooks) or `src/index.py` (Cage's Python hooks)."""
+    scripts: dict[str, Path] = Field(default_factory=dict)
+    """Other `src/**.ts` files by script id (`src/lib/util.ts` -> `lib.util`): Yao processes
+    `agents.<assistant>.<script>.<Function>`."""
+    warnings: tuple[ConfigWarning, ...] = ()
+    """Keys of its files that load but have no effect in Cage."""
     sandbox: SandboxSpec | None = None
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """Resolved servers, each narrowed to the tools/resources the package allows."""
@@ -90,6 +108,13 @@ class Assistant(BaseModel):
     @property
     def name(self) -> str:
         return self.package.name
+
+    @property
+    def hooks_language(self) -> str:
+        """`typescript`, `python`, or "" without hooks."""
+        if self.hooks_path is None:
+            return ""
+        return "typescript" if self.hooks_path.suffix == ".ts" else "python"
 
 
 def is_system_id(assistant_id: str) -> bool:
@@ -122,7 +147,29 @@ class AppContext:
     environ: Mapping[str, str]
     rel: Callable[[Path], Path]
     """Maps a file to the path shown in errors (relative to the app dir)."""
+    global_prompts: tuple[Prompt, ...] = ()
+    global_locales: Mapping[str, Messages] = field(default_factory=dict)
 
+
+def add_mcp_file(table: McpTable, server_id: str, path: Path, rel: Path, environ: Mapping[str, str],
+                 mapping: Path) -> list[ConfigWarning]:
+    """Load one `.mcp.yao` into `table`; the warnings it earns (inert keys, processes Cage cannot run)."""
+    try:
+        doc = read_document(path, rel)
+    except ConfigError as exc:
+        table.errors[server_id] = exc
+        return []
+    table.add(server_id, doc, environ=environ, mapping=mapping)
+    spec = table.specs.get(server_id)
+    if spec is None:
+        return []
+    notes = inert_keys(doc, MCP_FILE)
+    for tool in spec.process_tools:
+        if not tool.process.lower().startswith(AGENT_PROCESS_PREFIX):
+            notes.append(warning(doc, ("tools", tool.name), (
+                f"process {tool.process!r} has no equivalent in Cage (it runs only assistant scripts, "
+                "agents.<assistant>.<script>.<Function>); calling this tool fails")))
+    return notes
 
 def read_document(path: Path, rel: Path) -> Document:
     """Read and parse a `.yao` (JSONC) or `.yml`/`.yaml` file.
@@ -166,31 +213,38 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
         ConfigError: anything wrong in its files (`ConfigErrors` when several things are).
     """
     errors = _Collector()
+    notes: list[ConfigWarning] = []
     pkg_doc = read_document(directory / "package.yao", ctx.rel(directory / "package.yao"))
     sandbox_file = directory / "sandbox.yao"
-    package = errors.run(lambda: _package(pkg_doc, ctx, has_sandbox_file=sandbox_file.is_file()), None)
+    package = errors.run(lambda: _package(pkg_doc, ctx, notes, has_sandbox_file=sandbox_file.is_file()), None)
     sandbox: SandboxSpec | None = None
     if sandbox_file.is_file():
         sandbox = errors.run(lambda: _sandbox_file(sandbox_file, ctx), None)
     elif isinstance(pkg_doc.value, dict) and _embedded_v2(pkg_doc.value.get("sandbox")):
         sandbox = errors.run(lambda: _sandbox(pkg_doc, ctx, ("sandbox",)), None)
-    prompts = errors.run(lambda: _prompts_file(directory / "prompts.yml", ctx), None)
+    assets = directory / "assets"
+    prompts = errors.run(lambda: _prompts_file(directory / "prompts.yml", ctx, assets), None)
     no_presets: dict[str, tuple[Prompt, ...]] = {}
-    presets = errors.run(lambda: _presets(directory / "prompts", ctx), no_presets)
+    presets = errors.run(lambda: _presets(directory / "prompts", ctx, assets), no_presets)
     no_locales: dict[str, dict[str, Any]] = {}
     locales = errors.run(lambda: _locales(directory / "locales", ctx), no_locales)
+    hooks_path = errors.run(lambda: _hooks(directory, ctx), None)
     errors.raise_any()
     assert package is not None  # _package either returned or recorded an error raised above
 
+    messages = merge(ctx.global_locales, _own_messages(directory, ctx),
+                     {"name": package.name, "description": package.description,
+                      "capabilities": package.capabilities})
+    package = _localized(package, messages)
     connector = _resolve_connector(package.connector, pkg_doc, ctx)
-    mcp_servers = _resolve_mcp(package, pkg_doc, ctx)
-    hooks = directory / "src" / "index.py"
-    hooks_path = hooks if hooks.is_file() else None
+    local_mcps, local_notes = _local_mcps(directory, assistant_id, ctx)
+    notes.extend(local_notes)
+    mcp_servers = _resolve_mcp(package, pkg_doc, ctx, local_mcps, notes)
     all_prompts = prompts if prompts is not None else package.prompts
     mode = _mode(sandbox, all_prompts, mcp_servers, hooks_path)
     if mode is None:
-        raise ConfigError("nothing to run: add prompts.yml, mcp servers, sandbox.yao or src/index.py",
-                          file=pkg_doc.file)
+        raise ConfigError("nothing to run: add prompts.yml, mcp servers, sandbox.yao or src/index.ts "
+                          "(or src/index.py)", file=pkg_doc.file)
     return Assistant(
         id=assistant_id,
         path=directory,
@@ -198,8 +252,11 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
         prompts=all_prompts,
         presets={**package.prompt_presets, **presets},
         locales=locales,
+        messages=messages,
+        global_prompts=() if package.disable_global_prompts else ctx.global_prompts,
         skills=_skills(directory / "skills"),
         hooks_path=hooks_path,
+        scripts=_scripts(directory / "src"),
         sandbox=sandbox,
         mcp_servers=mcp_servers,
         mcp_options=package.mcp.options if package.mcp else McpOptions(),
@@ -210,11 +267,75 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
         fallback=ctx.agent.fallback,
         readonly=is_system_id(assistant_id) or package.readonly,
         mode=mode,
+        warnings=tuple(notes),
     )
+
+
+HOOK_FILES = ("index.ts", "index.py")
+
+
+def _hooks(directory: Path, ctx: AppContext) -> Path | None:
+    found = [directory / "src" / name for name in HOOK_FILES if (directory / "src" / name).is_file()]
+    if len(found) > 1:
+        raise ConfigError("src/index.ts and src/index.py both define hooks; keep one",
+                          file=ctx.rel(directory / "src"))
+    return found[0] if found else None
+
+
+def _scripts(src: Path) -> dict[str, Path]:
+    """`src/**.ts` except `index.ts` and `*_test.ts`, by Yao's script id (lower case, dotted)."""
+    if not src.is_dir():
+        return {}
+    out = {}
+    for file in sorted(src.rglob("*.ts")):
+        rel = file.relative_to(src).as_posix()
+        if rel == "index.ts" or rel.endswith(("_test.ts", ".d.ts")) or not file.is_file():
+            continue
+        out[rel[: -len(".ts")].replace("/", ".").lower()] = file
+    return out
+
+
+def _own_messages(directory: Path, ctx: AppContext) -> dict[str, Messages]:
+    try:
+        return load_locale_dir(directory / "locales", lambda p: read_document(p, ctx.rel(p)))
+    except ConfigError:
+        return {}  # _locales reported it
+
+
+_LOCALIZED = ("name", "description", "placeholder", "tags")
+
+
+def _localized(package: PackageSpec, messages: Mapping[str, Messages]) -> PackageSpec:
+    """The package's display fields with `{{ key }}` templates resolved in the default locale."""
+    data = package.model_dump(mode="json", include=set(_LOCALIZED), exclude_none=True)
+    done = translate(data, messages, DEFAULT_LOCALE)
+    if done == data:
+        return package
+    return PackageSpec.model_validate({**package.model_dump(exclude_unset=True, by_alias=True), **done})
+
+
+def _local_mcps(directory: Path, assistant_id: str, ctx: AppContext) -> tuple[McpTable, list[ConfigWarning]]:
+    """The assistant's own `mcps/` folder: servers `agents.<assistant>.<name>`."""
+    table = McpTable()
+    notes: list[ConfigWarning] = []
+    root = directory / "mcps"
+    if not root.is_dir():
+        return table, notes
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if not path.is_file() or not rel.endswith(MCP_SUFFIXES) or rel.startswith("mapping/"):
+            continue
+        name = file_id(rel, MCP_SUFFIXES)
+        mapping = root / "mapping" / name.replace(".", "/")
+        notes.extend(add_mcp_file(table, f"agents.{assistant_id}.{name}", path, ctx.rel(path), ctx.environ,
+                                  mapping))
+    return table, notes
 
 
 def _mode(sandbox: SandboxSpec | None, prompts: tuple[Prompt, ...], mcp: tuple[McpServerSpec, ...],
           hooks: Path | None) -> AssistantMode | None:
+    # An assistant that declares MCP servers none of which resolved still counts as LLM mode when
+    # it has prompts; without prompts, servers or hooks there is nothing to run.
     if sandbox is not None:
         return AssistantMode.RUNNER
     if prompts or mcp:
@@ -228,7 +349,8 @@ def _embedded_v2(value: Any) -> bool:
     return isinstance(value, dict) and value.get("version") == "2.0"
 
 
-def _package(doc: Document, ctx: AppContext, *, has_sandbox_file: bool) -> PackageSpec:
+def _package(doc: Document, ctx: AppContext, notes: list[ConfigWarning], *,
+             has_sandbox_file: bool) -> PackageSpec:
     if not isinstance(doc.value, dict):
         raise ConfigError("package.yao must hold an object", file=doc.file, line=doc.line_for(()))
     data = dict(doc.value)
@@ -237,10 +359,24 @@ def _package(doc: Document, ctx: AppContext, *, has_sandbox_file: bool) -> Packa
         if not isinstance(embedded, dict):
             raise ConfigError("must be an object with version \"2.0\"", file=doc.file, key_path="sandbox",
                               line=doc.line_for(("sandbox",)))
-        # Yao's path B: only version "2.0" counts; older sandbox blocks are ignored with a note.
-        log.warning("dsl.sandbox_ignored", file=str(doc.file), version=str(embedded.get("version")))
+        # Yao's path B: only version "2.0" counts; older (V1) sandbox blocks are ignored, as in Yao.
+        notes.append(warning(doc, ("sandbox",), (
+            "has no effect: a sandbox without version \"2.0\" is Yao's deprecated V1 form, ignored by "
+            "Yao and Cage; use sandbox.yao")))
     EnvExpander(ctx.environ, doc).expand_in(data, ("connector",))
-    return validate(PackageSpec, data, doc)
+    package = validate(PackageSpec, data, doc)
+    notes.extend(inert_keys(doc, PACKAGE))
+    extra = package.mcp.options.model_extra if package.mcp else None
+    known = list(McpOptions.model_fields)
+    for key in sorted(extra or {}):
+        where = ("mcp", "options", key)
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:  # Yao's map takes any key, but a near miss of a key Cage reads is a typo
+            raise ConfigError(f"unknown key (did you mean {close[0]}?)", file=doc.file,
+                              key_path=format_key_path(where), line=doc.line_for(where))
+        notes.append(warning(doc, where, "has no effect in Cage: the LLM tool loop reads max_turn, "
+                                         "tool_loop and max_retries only"))
+    return package
 
 
 def _sandbox(doc: Document, ctx: AppContext, prefix: KeyPath = ()) -> SandboxSpec:
@@ -259,34 +395,51 @@ def _sandbox_file(path: Path, ctx: AppContext) -> SandboxSpec:
     return _sandbox(read_document(path, ctx.rel(path)), ctx)
 
 
-def _prompt_list(doc: Document) -> tuple[Prompt, ...]:
-    if doc.value is None:
-        return ()
-    if not isinstance(doc.value, list):
-        raise ConfigError("must be a list of {role, content} messages", file=doc.file, line=doc.line_for(()))
-    return tuple(validate(Prompt, item, doc, (i,)) for i, item in enumerate(doc.value))
+_ASSET = re.compile(r"@assets/([^\s]+\.(?:md|yml|yaml|json|txt))")
 
 
-def _prompts_file(path: Path, ctx: AppContext) -> tuple[Prompt, ...] | None:
+def _read_prompts(path: Path, ctx: AppContext, assets: Path) -> tuple[Prompt, ...]:
+    """A prompts file with Yao's `@assets/<file>` references replaced by the file's text."""
+    doc = read_document(path, ctx.rel(path))
+    if assets.is_dir() and "@assets/" in path.read_text(encoding="utf-8", errors="replace"):
+        root = assets.resolve()
+
+        def inline(match: re.Match[str]) -> str:
+            target = (assets / match.group(1)).resolve()
+            if not target.is_relative_to(root) or not target.is_file():
+                return match.group(0)
+            return target.read_text(encoding="utf-8", errors="replace")
+
+        def walk(value: Any) -> Any:
+            if isinstance(value, str):
+                return _ASSET.sub(inline, value)
+            if isinstance(value, list):
+                return [walk(v) for v in value]
+            if isinstance(value, dict):
+                return {k: walk(v) for k, v in value.items()}
+            return value
+
+        doc = Document(file=doc.file, value=walk(doc.value), lines=doc.lines)
+    return load_prompts(doc)
+
+
+def _prompts_file(path: Path, ctx: AppContext, assets: Path) -> tuple[Prompt, ...] | None:
     if not path.is_file():
         return None
-    return _prompt_list(read_document(path, ctx.rel(path)))
+    return _read_prompts(path, ctx, assets)
 
 
-def _preset_file(path: Path, ctx: AppContext) -> tuple[Prompt, ...]:
-    return _prompt_list(read_document(path, ctx.rel(path)))
-
-
-def _presets(directory: Path, ctx: AppContext) -> dict[str, tuple[Prompt, ...]]:
+def _presets(directory: Path, ctx: AppContext, assets: Path) -> dict[str, tuple[Prompt, ...]]:
+    """`prompts/**.yml` by preset name: the relative path without extension, `/` -> `.`."""
     if not directory.is_dir():
         return {}
     errors = _Collector()
     out: dict[str, tuple[Prompt, ...]] = {}
-    for file in sorted(directory.iterdir()):
+    for file in sorted(directory.rglob("*")):
         if file.is_file() and file.suffix in (".yml", ".yaml"):
-            found = errors.run(partial(_preset_file, file, ctx), None)
+            found = errors.run(partial(_read_prompts, file, ctx, assets), None)
             if found is not None:
-                out[file.stem] = found
+                out[file.relative_to(directory).with_suffix("").as_posix().replace("/", ".")] = found
     errors.raise_any()
     return out
 
@@ -354,7 +507,10 @@ def _resolve_connector(value: str | None, doc: Document, ctx: AppContext) -> str
     return default
 
 
-def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext) -> tuple[McpServerSpec, ...]:
+def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext, local: McpTable,
+                 notes: list[ConfigWarning]) -> tuple[McpServerSpec, ...]:
+    """The package's servers: its own `mcps/` first, then the app's. An undefined server is a
+    warning (Yao loads such an assistant and fails the call); one that fails to load is an error."""
     if package.mcp is None:
         return ()
     out = []
@@ -366,12 +522,14 @@ def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext) -> tuple[
             return ConfigError(message, file=doc.file, key_path=format_key_path(where),
                                line=doc.line_for(where))
 
-        if ref.server_id not in ctx.mcps:
-            errors.errors.append(
-                error(f"MCP server {ref.server_id!r} is not defined (mcps/{ref.server_id}.mcp.yao)"))
+        table = local if ref.server_id in local else ctx.mcps
+        if ref.server_id not in table:
+            notes.append(warning(doc, where, (
+                f"MCP server {ref.server_id!r} is not defined (mcps/ of the app or of the assistant); "
+                "the assistant runs without it")))
             continue
         try:
-            server = ctx.mcps.get(ref.server_id)
+            server = table.get(ref.server_id)
         except ConfigError as exc:
             errors.errors.append(error(f"MCP server {ref.server_id!r} cannot be used: {exc}"))
             continue

@@ -1,8 +1,11 @@
 """Model connectors: `connectors/<id>.conn.yao` files and inline `connectors:` in `agent.yml`.
 
 Yao's shape: `{"label", "type": "openai" | "anthropic", "options": {"model", "key", "host",
-"proxy"?, ...}}`. A file in a sub-folder gets a dotted id (`connectors/openai/gpt4.conn.yao` ->
-`openai.gpt4`). A connector that fails to load (typically a missing `$ENV` variable) is an error
+"proxy"?, ...}}`. Ids are derived as Yao derives them (`file_id`): a file in a sub-folder gets a
+dotted id and dots inside names become `_` (`connectors/claude/sonnet-3.5.conn.yao` ->
+`claude.sonnet-3_5`). Yao's non-model connectors (`mysql`, `redis`, `mongo`, ...) load as unusable
+entries with a warning: Cage has nothing to connect them to. A connector that fails to load
+(typically a missing `$ENV` variable) is an error
 for that connector only: `ConnectorTable.get` raises the stored `ConfigError` when it is used.
 """
 
@@ -25,6 +28,24 @@ from orchestrator.errors import ConfigError, NotFound
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 CONNECTOR_SUFFIX = ".conn.yao"
+CONNECTOR_SUFFIXES = (".conn.yao", ".conn.jsonc", ".conn.json")
+NON_MODEL_TYPES = frozenset({"mysql", "sqlite", "sqlite3", "postgres", "hdb", "redis", "mongo", "moapi",
+                             "fastembed", "disabled"})
+"""Yao connector types that are not chat models (databases, stores, embeddings)."""
+
+
+def file_id(rel_path: str, suffixes: tuple[str, ...]) -> str:
+    """Yao's id of a DSL file relative to its root folder (gou `share.SpecName`).
+
+    `claude/sonnet-3.5.conn.yao` -> `claude.sonnet-3_5`; `a.b/c.conn.yao` -> `a_b.c`.
+    """
+    parts = rel_path.split("/")
+    name = parts[-1]
+    for suffix in suffixes:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return ".".join([*(p.replace(".", "_") for p in parts[:-1]), name.replace(".", "_")])
 
 
 class ConnectorType(enum.StrEnum):
@@ -56,6 +77,11 @@ class Capabilities(BaseModel):
     json_mode: bool = Field(default=True, alias="json")
     multimodal: bool = False
     temperature_adjustable: bool = True
+    stt: bool = False
+    embedding: bool = False
+    image_generation: bool = False
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
 
 
 class ConnectorOptions(BaseModel):
@@ -82,6 +108,10 @@ class ConnectorOptions(BaseModel):
     capabilities: Capabilities | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra request headers; values support `$ENV.` and are treated as secrets."""
+    protocols: tuple[str, ...] = ()
+    """Yao: wire protocols the endpoint speaks; Cage picks the client from `type`."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Yao: extra request body fields; not sent by Cage."""
 
 
 class ConnectorFile(BaseModel):
@@ -98,6 +128,10 @@ class ConnectorFile(BaseModel):
     sort: int = 0
     version: str = ""
     options: ConnectorOptions = ConnectorOptions()
+    auth_mode: str = ""
+    """Yao's authentication mode; Cage sends the key as the provider expects."""
+    supported_params: dict[str, Any] = Field(default_factory=dict)
+    """Yao's parameter capability table; not read by Cage."""
 
 
 class ConnectorSpec(BaseModel):
@@ -203,11 +237,26 @@ class ConnectorTable:
             raise self.errors[conn_id]
         raise NotFound(f"connector {conn_id!r} is not defined")
 
-    def add(self, conn_id: str, doc: Document, *, environ: Mapping[str, str], prefix: KeyPath = ()) -> None:
-        """Load one definition; a failure is stored against `conn_id` instead of raised."""
+    def add(self, conn_id: str, doc: Document, *, environ: Mapping[str, str], prefix: KeyPath = ()) -> str:
+        """Load one definition; a failure is stored against `conn_id` instead of raised.
+
+        Returns the connector type when it is one of Yao's non-model types (stored as unusable),
+        else "".
+        """
         self.specs.pop(conn_id, None)
         self.errors.pop(conn_id, None)
+        node: Any = doc.value
+        for part in prefix:
+            node = node.get(part) if isinstance(node, dict) else None
+        kind = node.get("type") if isinstance(node, dict) else None
+        if isinstance(kind, str) and kind in NON_MODEL_TYPES:
+            where = (*prefix, "type")
+            self.errors[conn_id] = ConfigError(
+                f"connector type {kind!r} is not a model connector; Cage uses only openai and anthropic",
+                file=doc.file, key_path=format_key_path(where), line=doc.line_for(where))
+            return kind
         try:
             self.specs[conn_id] = build_connector(conn_id, doc, environ=environ, prefix=prefix)
         except ConfigError as exc:
             self.errors[conn_id] = exc
+        return ""

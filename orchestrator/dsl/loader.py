@@ -1,4 +1,4 @@
-"""The application directory: `assistants/`, `connectors/`, `mcps/`, `agent.yml`.
+"""The application directory: `assistants/`, `connectors/`, `mcps/`, `agent/` (or a root `agent.yml`).
 
 `AppLoader` discovers assistants (plus the system assistants shipped in `builtin/`), loads them
 on demand into an LRU cache, and holds the app-wide tables (agent defaults, connectors, MCP
@@ -15,23 +15,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.dsl.agentconfig import AgentConfig
+from orchestrator.dsl.agentdir import load_global_layer
 from orchestrator.dsl.assistant import (
     AppContext,
     Assistant,
+    add_mcp_file,
     assistant_id_for,
     is_system_id,
     load_assistant,
     read_document,
 )
-from orchestrator.dsl.connectors import CONNECTOR_SUFFIX, ConnectorSpec, ConnectorTable
-from orchestrator.dsl.diagnostics import flatten, validate
+from orchestrator.dsl.connectors import CONNECTOR_SUFFIXES, ConnectorSpec, ConnectorTable, file_id
+from orchestrator.dsl.diagnostics import flatten
 from orchestrator.dsl.document import Document
-from orchestrator.dsl.mcp import MCP_SUFFIX, McpServerSpec, McpTable
+from orchestrator.dsl.inert import CONNECTOR, ConfigWarning, inert_keys, warning
+from orchestrator.dsl.mcp import MCP_SUFFIXES, McpServerSpec, McpTable
 from orchestrator.errors import ConfigError, Forbidden, NotFound
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 """System assistants shipped with Cage (`__yao.loop_fallback`, ...)."""
-AGENT_FILE = "agent.yml"
 _SKIP_DIRS = ("node_modules", "__pycache__")
 
 
@@ -42,6 +44,8 @@ class LoadReport:
     assistants: tuple[Assistant, ...]
     errors: tuple[ConfigError, ...]
     """Assistant and app-level errors (one bad assistant never hides the others)."""
+    warnings: tuple[ConfigWarning, ...] = ()
+    """Keys and files that load but have no effect in Cage (app-level, then per assistant)."""
     connector_errors: Mapping[str, ConfigError] = field(default_factory=dict)
     """Connectors that cannot be used (e.g. their `$ENV` key is unset); the app still loads."""
     mcp_errors: Mapping[str, ConfigError] = field(default_factory=dict)
@@ -55,6 +59,9 @@ class LoadReport:
 class _App:
     ctx: AppContext
     warnings: tuple[ConfigError, ...]
+    """App-level problems, reported as errors."""
+    notes: tuple[ConfigWarning, ...] = ()
+    """App-level keys that have no effect."""
 
 
 class AppLoader:
@@ -83,7 +90,7 @@ class AppLoader:
     # -- app-wide tables -----------------------------------------------------------------------
     @property
     def agent_config(self) -> AgentConfig:
-        """`agent.yml` (defaults when the file is absent).
+        """`agent/agent.yml` or `agent.yml` (Yao's defaults when both are absent).
 
         Raises:
             ConfigError: `agent.yml` is invalid.
@@ -187,14 +194,19 @@ class AppLoader:
             dirs = self._discover()
             errors.extend(self._dir_errors)
             loaded: list[Assistant] = []
+            notes: list[ConfigWarning] = [*app.notes]
             for assistant_id in sorted(dirs):
                 try:
-                    loaded.append(self.get(assistant_id))
+                    assistant = self.get(assistant_id)
                 except ConfigError as exc:
                     errors.extend(flatten(exc))
+                    continue
+                loaded.append(assistant)
+                notes.extend(assistant.warnings)
             return LoadReport(
                 assistants=tuple(loaded),
                 errors=tuple(errors),
+                warnings=tuple(notes),
                 connector_errors=dict(app.ctx.connectors.errors),
                 mcp_errors=dict(app.ctx.mcps.errors),
             )
@@ -258,46 +270,35 @@ class AppLoader:
             return self._app
 
     def _load_app(self) -> _App:
-        warnings: list[ConfigError] = []
+        problems: list[ConfigError] = []
         connectors = ConnectorTable()
         mcps = McpTable()
-        for conn_id, path in _files(self.app_dir / "connectors", CONNECTOR_SUFFIX, warnings):
+        notes: list[ConfigWarning] = []
+        for conn_id, path in _files(self.app_dir / "connectors", CONNECTOR_SUFFIXES):
             try:
-                connectors.add(conn_id, read_document(path, self._rel(path)), environ=self._environ)
+                doc = read_document(path, self._rel(path))
             except ConfigError as exc:
                 connectors.errors[conn_id] = exc
-        for server_id, path in _files(self.app_dir / "mcps", MCP_SUFFIX, warnings):
-            try:
-                mcps.add(server_id, read_document(path, self._rel(path)), environ=self._environ)
-            except ConfigError as exc:
-                mcps.errors[server_id] = exc
-        agent = self._agent_config(connectors, warnings)
-        ctx = AppContext(app_dir=self.app_dir, agent=agent, connectors=connectors, mcps=mcps,
-                         environ=self._environ, rel=self._rel)
-        return _App(ctx=ctx, warnings=tuple(warnings))
-
-    def _agent_config(self, connectors: ConnectorTable, warnings: list[ConfigError]) -> AgentConfig:
-        path = self.app_dir / AGENT_FILE
-        if not path.is_file():
-            return AgentConfig()
-        doc = read_document(path, self._rel(path))
-        data = {} if doc.value is None else doc.value
-        if not isinstance(data, dict):
-            raise ConfigError("agent.yml must hold a mapping", file=doc.file, line=doc.line_for(()))
-        data = dict(data)
-        inline = data.pop("connectors", None)
-        if inline is not None:
-            self._inline_connectors(inline, doc, connectors, warnings)
-        agent = validate(AgentConfig, data, doc)
-        for role in ("default", "light", "heavy", "vision", "audio"):
-            conn = getattr(agent.roles, role)
-            if conn and conn not in connectors:
-                warnings.append(ConfigError(f"connector {conn!r} is not defined", file=doc.file,
-                                            key_path=f"roles.{role}", line=doc.line_for(("roles", role))))
-        if agent.uses.default and agent.uses.default not in connectors:
-            warnings.append(ConfigError(f"connector {agent.uses.default!r} is not defined", file=doc.file,
-                                        key_path="uses.default", line=doc.line_for(("uses", "default"))))
-        return agent
+                continue
+            kind = connectors.add(conn_id, doc, environ=self._environ)
+            if kind:
+                notes.append(warning(doc, ("type",), (
+                    f"connector {conn_id!r} ({kind}) has no effect in Cage: Cage uses only model "
+                    "connectors (openai, anthropic)")))
+            elif conn_id in connectors.specs:
+                notes.extend(inert_keys(doc, CONNECTOR))
+        for server_id, path in _files(self.app_dir / "mcps", MCP_SUFFIXES):
+            mapping = self.app_dir / "mcps" / "mapping" / server_id.replace(".", "/")
+            notes.extend(add_mcp_file(mcps, server_id, path, self._rel(path), self._environ, mapping))
+        layer = load_global_layer(self.app_dir, connectors, self._environ,
+                                  lambda path: read_document(path, self._rel(path)),
+                                  lambda inline, doc: self._inline_connectors(inline, doc, connectors,
+                                                                              problems))
+        problems.extend(layer.problems)
+        ctx = AppContext(app_dir=self.app_dir, agent=layer.agent, connectors=connectors, mcps=mcps,
+                         environ=self._environ, rel=self._rel, global_prompts=layer.prompts,
+                         global_locales=layer.locales)
+        return _App(ctx=ctx, warnings=tuple(problems), notes=(*layer.warnings, *notes))
 
     def _inline_connectors(self, inline: object, doc: Document, connectors: ConnectorTable,
                            warnings: list[ConfigError]) -> None:
@@ -314,18 +315,13 @@ class AppLoader:
             connectors.add(str(conn_id), doc, environ=self._environ, prefix=("connectors", conn_id))
 
 
-def _files(root: Path, suffix: str, warnings: list[ConfigError]) -> list[tuple[str, Path]]:
-    """`(dotted id, path)` for every `*<suffix>` file under `root`."""
+def _files(root: Path, suffixes: tuple[str, ...]) -> list[tuple[str, Path]]:
+    """`(id, path)` for every file under `root` ending in one of `suffixes`, ids as Yao derives them."""
     if not root.is_dir():
         return []
     out = []
-    for path in sorted(root.rglob(f"*{suffix}")):
-        if not path.is_file():
-            continue
-        parts = (*path.relative_to(root).parent.parts, path.name[: -len(suffix)])
-        if any(not p or "." in p for p in parts):
-            warnings.append(ConfigError(f"file name cannot form an id (no '.' inside names): {path.name}",
-                                        file=path.relative_to(root.parent)))
-            continue
-        out.append((".".join(parts), path))
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and rel.endswith(suffixes) and not rel.startswith("mapping/"):
+            out.append((file_id(rel, suffixes), path))
     return out

@@ -1,10 +1,15 @@
 """MCP servers: `mcps/<id>.mcp.yao` (Yao/gou's MCP client DSL) and the references to them.
 
-A file names a transport: `stdio` (`command`, `arguments`, `env`) or `http`/`sse` (`url`,
-`authorization_token`, `headers`). Strings support `$ENV.`; the token, `env` and `headers`
-values count as secrets. A package refers to servers by `server_id`, optionally narrowing the
-tools and resources it may use. Like connectors, a server that fails to load is an error only
-for the assistants that use it.
+A file names a transport: `stdio` (`command`, `arguments`, `env`), `http`/`sse` (`url`,
+`authorization_token`, `headers`), or Yao's `process`, whose `tools` map tool names to processes
+(input schemas in `mapping/<id path>/schemes/<tool>.in.yao` beside the file). Cage can call the
+processes an assistant's own scripts define (`agents.<assistant>.<script>.<Function>`); any other
+process is named in a load warning and fails when called. Ids are derived as Yao derives them:
+`mcps/a/b.mcp.yao` -> `a.b`, and an assistant's own `mcps/` folder gives
+`agents.<assistant>.<name>`. Strings support `$ENV.`; the token, `env` and `headers` values count
+as secrets. A package refers to servers by `server_id`, optionally narrowing the tools and
+resources it may use. Like connectors, a server that fails to load is an error only for the
+assistants that use it.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import copy
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -20,12 +26,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from orchestrator.dsl.diagnostics import validate
 from orchestrator.dsl.document import Document
 from orchestrator.dsl.envexpand import EnvExpander
+from orchestrator.dsl.jsonc import parse_jsonc
 from orchestrator.dsl.units import Duration
 from orchestrator.errors import ConfigError, NotFound
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 MCP_SUFFIX = ".mcp.yao"
-Transport = Literal["stdio", "http", "sse"]
+MCP_SUFFIXES = (".mcp.yao", ".mcp.jsonc", ".mcp.json")
+Transport = Literal["stdio", "http", "sse", "process"]
+AGENT_PROCESS_PREFIX = "agents."
 
 
 class McpFile(BaseModel):
@@ -58,14 +67,40 @@ class McpFile(BaseModel):
     arguments: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     timeout: Duration | None = None
+    type: str = ""
+    """Yao's client type (`standard`, `agent`, `system`); informational."""
+    endpoint: str = ""
+    """Yao: API path appended to `url`."""
+    dependencies: dict[str, str] = Field(default_factory=dict)
+    """Yao registry constraints on other MCP clients; not resolved by Cage."""
+    capabilities: dict[str, Any] | None = None
+    """Server capabilities a `process` server announces; Cage derives them from the mappings."""
+    tools: dict[str, str] = Field(default_factory=dict)
+    """`process` transport: tool name -> process name."""
+    resources: dict[str, str] = Field(default_factory=dict)
+    """`process` transport: resource name -> process name."""
+    prompts: dict[str, str] = Field(default_factory=dict)
+    """`process` transport: prompt name -> process name."""
 
     @model_validator(mode="after")
     def _transport_fields(self) -> McpFile:
         if self.transport == "stdio" and not self.command:
             raise ValueError("transport stdio needs a command")
-        if self.transport != "stdio" and not self.url:
+        if self.transport in ("http", "sse") and not self.url:
             raise ValueError(f"transport {self.transport} needs a url")
+        if self.transport == "process" and not self.tools:
+            raise ValueError("transport process needs tools (tool name -> process)")
         return self
+
+
+class ProcessTool(BaseModel):
+    """One tool of a `process` server: the process it calls and the schema the model sees."""
+
+    model_config = _STRICT
+    name: str
+    process: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
 
 
 class McpServerSpec(BaseModel):
@@ -82,6 +117,8 @@ class McpServerSpec(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     """Includes `Authorization: Bearer <token>` when the file sets `authorization_token`."""
     timeout: timedelta | None = None
+    process_tools: tuple[ProcessTool, ...] = ()
+    """`process` transport: the tools and the processes they call."""
     tools: tuple[str, ...] = ()
     """Tools the assistant may call; empty means all."""
     resources: tuple[str, ...] = ()
@@ -115,9 +152,13 @@ class McpServerRef(BaseModel):
 
 
 class McpOptions(BaseModel):
-    """`mcp.options` in `package.yao`: the LLM-mode tool loop."""
+    """`mcp.options` in `package.yao`: the LLM-mode tool loop.
 
-    model_config = _STRICT
+    Yao types this map as free-form, so keys other than these load too (`timeout`, ...); the
+    loader names each of them in a warning, as Cage does not read them.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
     max_turn: int = Field(default=5, ge=1, le=100)
     """Rounds of tool calls before handing over to the fallback assistant."""
     tool_loop: bool = True
@@ -134,8 +175,32 @@ class McpConfig(BaseModel):
     options: McpOptions = McpOptions()
 
 
-def build_mcp_server(server_id: str, doc: Document, *, environ: Mapping[str, str]) -> McpServerSpec:
+def _process_tools(raw: McpFile, doc: Document, mapping: Path | None) -> tuple[ProcessTool, ...]:
+    out = []
+    for name, process in sorted(raw.tools.items()):
+        schema: dict[str, Any] = {"type": "object"}
+        file = mapping / "schemes" / f"{name}.in.yao" if mapping is not None else None
+        if file is not None and file.is_file():
+            try:
+                loaded = parse_jsonc(file.read_text(encoding="utf-8"), file=doc.file.parent / file.name).value
+            except (OSError, UnicodeDecodeError):
+                loaded = None
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"input schema of tool {name!r} must be a JSON object", file=doc.file,
+                                  key_path=f"tools.{name}", line=doc.line_for(("tools", name)))
+            schema = loaded
+        description = schema.get("description")
+        out.append(ProcessTool(name=name, process=process, input_schema=schema,
+                               description=description if isinstance(description, str) else ""))
+    return tuple(out)
+
+
+def build_mcp_server(
+    server_id: str, doc: Document, *, environ: Mapping[str, str], mapping: Path | None = None
+) -> McpServerSpec:
     """Validate an `.mcp.yao` document and expand its `$ENV.` values.
+
+    `mapping` is the folder holding a `process` server's `schemes/<tool>.in.yao` input schemas.
 
     Raises:
         ConfigError: invalid keys or a `$ENV` variable that is not set.
@@ -162,6 +227,7 @@ def build_mcp_server(server_id: str, doc: Document, *, environ: Mapping[str, str
         url=url,
         headers=headers,
         timeout=raw.timeout,
+        process_tools=_process_tools(raw, doc, mapping) if raw.transport == "process" else (),
     )
 
 
@@ -191,11 +257,12 @@ class McpTable:
             raise self.errors[server_id]
         raise NotFound(f"MCP server {server_id!r} is not defined")
 
-    def add(self, server_id: str, doc: Document, *, environ: Mapping[str, str]) -> None:
+    def add(self, server_id: str, doc: Document, *, environ: Mapping[str, str],
+            mapping: Path | None = None) -> None:
         """Load one file; a failure is stored against `server_id` instead of raised."""
         self.specs.pop(server_id, None)
         self.errors.pop(server_id, None)
         try:
-            self.specs[server_id] = build_mcp_server(server_id, doc, environ=environ)
+            self.specs[server_id] = build_mcp_server(server_id, doc, environ=environ, mapping=mapping)
         except ConfigError as exc:
             self.errors[server_id] = exc

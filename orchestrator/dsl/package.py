@@ -1,7 +1,10 @@
 """`package.yao`: an assistant's metadata and model settings (Yao's `AssistantModel` keys).
 
-Every key Yao's loader reads is accepted, so real Yao assistants load; keys Yao fills in itself
-(`assistant_id`, `path`, `locales`, `prompt_presets` from files, ...) are accepted too. Cage adds
+Every key Yao's loader reads is accepted, in the shapes Yao's converters accept (`db`/`kb` as a
+list, `modes` as one string, prompts as a YAML string or with structured content), so real Yao
+assistants load; keys Yao fills in itself (`assistant_id`, `path`, `locales`, ...) and older keys
+Yao's own applications still carry (`hooks`, `option`, `version`) are accepted too. Keys that load
+but do nothing in Cage are named in load warnings (`orchestrator.dsl.inert`). Cage adds
 `history_size` and reads an embedded `sandbox` with `version: "2.0"` (Yao's path B; a
 `sandbox.yao` file wins). Any other key is an error.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.dsl.agentconfig import Uses
@@ -25,7 +29,25 @@ class Prompt(BaseModel):
     model_config = _STRICT
     role: Literal["system", "user", "assistant", "developer"]
     content: str
+    """Text; structured content (a list of `{type: text, text}` parts) is joined into text."""
     name: str = ""
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _content(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            v = [v]
+        if isinstance(v, list):
+            parts = []
+            for part in v:
+                if isinstance(part, str):
+                    parts.append(part)
+                elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                    parts.append(part["text"])
+                else:
+                    raise ValueError("structured content must be a list of {type: text, text} parts")
+            return "\n".join(parts)
+        return v
 
 
 class ModelOptions(BaseModel):
@@ -70,12 +92,16 @@ class ConnectorChoice(BaseModel):
 
 
 class KnowledgeBase(BaseModel):
+    """`kb`: an object, or (Yao's older shape) the list of collections."""
+
     model_config = _STRICT
     collections: tuple[str, ...] = ()
     options: dict[str, Any] = Field(default_factory=dict)
 
 
 class Database(BaseModel):
+    """`db`: an object, or (Yao's older shape) the list of models."""
+
     model_config = _STRICT
     models: tuple[str, ...] = ()
     options: dict[str, Any] = Field(default_factory=dict)
@@ -108,6 +134,9 @@ class PackageSpec(BaseModel):
     prompt_presets: dict[str, tuple[Prompt, ...]] = Field(default_factory=dict)
     """Inline presets; files in `prompts/` replace presets of the same name."""
     disable_global_prompts: bool = False
+    """Leave out the global prompts of `agent/prompts.yml`."""
+    capabilities: str = ""
+    """What the assistant can do, in words (Yao uses it for robot orchestration); `{{ capabilities }}`."""
     modes: tuple[str, ...] | None = None
     """Chat modes the assistant supports (`chat`, `task`); null means all."""
     default_mode: str = ""
@@ -139,8 +168,35 @@ class PackageSpec(BaseModel):
     """Set by the loader from the directory; a value in the file is ignored."""
     created_at: int | str | None = None
     updated_at: int | str | None = None
+    dependencies: dict[str, str] = Field(default_factory=dict)
+    """Yao registry: MCP clients this assistant needs, name -> version constraint."""
+    locales: dict[str, Any] | None = None
+    """Filled by Yao's loader from `locales/`; a value in the file is ignored."""
+    hooks: dict[str, str] | None = None
+    """Older Yao packages name their hook functions here; both run the `Create`/`Next` of `src/index.ts`."""
+    option: dict[str, Any] | None = None
+    """Older spelling in some Yao packages; Yao reads only `options`."""
+    version: str = ""
+    """Package version (metadata)."""
 
-    @field_validator("tags", mode="before")
+    @field_validator("tags", "modes", mode="before")
     @classmethod
-    def _tags(cls, v: Any) -> Any:
+    def _one_string(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+    @field_validator("kb", "db", mode="before")
+    @classmethod
+    def _list_shape(cls, v: Any, info: Any) -> Any:
+        if isinstance(v, list):
+            return {"collections" if info.field_name == "kb" else "models": v}
+        return v
+
+    @field_validator("prompts", mode="before")
+    @classmethod
+    def _yaml_prompts(cls, v: Any) -> Any:
+        if isinstance(v, str):  # Yao accepts the prompts as one YAML string
+            try:
+                return yaml.safe_load(v) or []
+            except yaml.YAMLError:
+                raise ValueError("prompts as a string must be YAML: a list of {role, content}") from None
+        return v

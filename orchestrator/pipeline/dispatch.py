@@ -115,6 +115,7 @@ async def _llm(frame: CallFrame) -> Completion:
         max_tokens=options.max_tokens,
         prompt_preset=options.prompt_preset,
         disable_global_prompts=bool(options.disable_global_prompts),
+        global_prompts=frame.assistant.global_prompts,
         mcp_servers=tuple(McpServerRef.model_validate(s) for s in options.mcp_servers or ()),
     )
     frame.stage = "llm"

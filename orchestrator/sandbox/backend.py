@@ -18,6 +18,7 @@ from typing import Literal, Protocol, Self, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.errors import StreamLimitError
+from orchestrator.sandbox.network import EgressPolicy
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -146,6 +147,10 @@ class CreateSpec(BaseModel):
     extra_hosts: Mapping[str, str] = Field(default_factory=dict)
     """Host name -> address; `host-gateway` means the engine's host."""
     ports: tuple[PortBinding, ...] = ()
+    egress: EgressPolicy | None = None
+    """Isolated: a network of its own whose only way out is the egress proxy (`network` is ignored)."""
+    gateway_relay: str | None = None
+    """`host:port` the proxy's `cage-gateway` relay forwards to (the model gateway), when isolated."""
 
     @field_validator("env")
     @classmethod

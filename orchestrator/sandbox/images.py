@@ -90,6 +90,10 @@ RUNNER_IMAGES: Mapping[str, RunnerImage] = {
 }
 assert set(RUNNER_IMAGES) == set(KNOWN_RUNNERS), "every runner needs an image"
 
+EGRESS_IMAGE = RunnerImage(runner="egress", name="egress", cli_version="squid")
+"""The egress proxy (`images/egress/`): built by the same builder, never a runner, never pruned
+(its Dockerfile labels it `cage.image=egress`, not `cage.runner`)."""
+
 
 def runner_image(name: str) -> RunnerImage:
     """The image for a runner name (Yao aliases accepted) or an image name (`tools`).

@@ -6,10 +6,10 @@ starts, and `kill` of one's own processes is allowed without CAP_KILL. The works
 handed to `sandbox` by the backend from outside the container (`VolumeMount.owner`), so CHOWN is not
 needed either. `no-new-privileges` stops setuid binaries in an image from getting root back.
 
-Network: `none` gives the container only a loopback interface; `bridge` (default) is the engine's
-NAT network plus `host.docker.internal` for the fake model server / MCP bridge on the host. An
-egress allowlist needs a filtering proxy or per-container firewall rules that the Docker backend
-does not set up yet, so it is refused with a `ConfigError` rather than silently ignored.
+Network: on the shared network (`Settings.isolated_networks` off), `none` gives the container only
+a loopback interface and `bridge` is the engine's NAT network plus `host.docker.internal`. An
+isolated sandbox (the setting on, or any egress allowlist) ignores these two fields: the manager
+gives it a network of its own behind the egress proxy (`orchestrator.sandbox.network`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.dsl.sandbox import ComputerSpec, NetworkAllowlist
-from orchestrator.errors import ConfigError
+from orchestrator.dsl.sandbox import ComputerSpec
 from orchestrator.sandbox.backend import PortBinding, ResourceLimits
 
 DEFAULT_MEMORY = 2 * 2**30
@@ -54,14 +53,7 @@ def hardening(computer: ComputerSpec, *, source: Path) -> Hardening:
     """Limits and security options for `computer`; `source` names sandbox.yao in errors.
 
     Raises:
-        ConfigError: `computer.network` is an allowlist (not enforced by the Docker backend yet).
     """
-    if isinstance(computer.network, NetworkAllowlist):
-        raise ConfigError(
-            "an egress allowlist is not supported by the docker backend yet; use 'none' or 'bridge'",
-            file=source,
-            key_path="computer.network",
-        )
     limits = ResourceLimits(
         memory_bytes=computer.memory or DEFAULT_MEMORY,
         nano_cpus=round(computer.cpus * 1e9) if computer.cpus else None,
@@ -73,7 +65,7 @@ def hardening(computer: ComputerSpec, *, source: Path) -> Hardening:
         limits=limits,
         read_only=computer.read_only,
         tmpfs={"/tmp": TMPFS_OPTIONS} if computer.read_only else {},
-        network=computer.network,
+        network="bridge" if bridge else "none",  # an allowlist is isolated: see the manager
         runtime=computer.runtime,
         extra_hosts={HOST_ALIAS: "host-gateway"} if bridge else {},
         ports=tuple(

@@ -40,6 +40,7 @@ from orchestrator.sandbox.images import ImageBuilder, ProgressCallback
 from orchestrator.sandbox.labels import CONFIG_HASH, MANAGED, SANDBOX, SandboxLabels, sandbox_labels
 from orchestrator.sandbox.limits import MAIN_COMMAND, SANDBOX_USER, Hardening, hardening
 from orchestrator.sandbox.locks import KeyedLocks
+from orchestrator.sandbox.network import proxy_env, sandbox_egress
 from orchestrator.sandbox.prepare import PrepareContext, run_prepare
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
 from orchestrator.sandbox.workspace import workspace_mount
@@ -127,6 +128,8 @@ class SandboxManager:
             max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner, clock=clock
         )
         self._leases: set[str] = set()
+        self.gateway_port: int | None = None
+        """The running model gateway's port: isolated sandboxes reach it through the proxy's relay."""
 
     async def acquire(
         self, request: SandboxRequest, *, on_progress: ProgressCallback | None = None
@@ -360,6 +363,7 @@ class SandboxManager:
                 extra_hosts=hard.extra_hosts,
                 ports=hard.ports,
             )
+            create = self._isolate(create, spec)
             ref = await self.backend.create(create)
             try:
                 await self.backend.start(ref)
@@ -385,6 +389,20 @@ class SandboxManager:
         )
         log.info("sandbox created", sandbox=identity.name, image=image)
         return ref
+
+    def _isolate(self, create: CreateSpec, spec: SandboxSpec) -> CreateSpec:
+        """A network of its own behind the egress proxy, when the spec or the settings ask for one.
+
+        No `host.docker.internal` then, and the proxy variables in every process's environment.
+        """
+        egress = sandbox_egress(spec.computer.network, isolated=self.settings.isolated_networks)
+        if egress is None:
+            return create
+        port = self.gateway_port
+        relay = f"{self.settings.gateway_relay_host}:{port}" if port else None
+        env = {**proxy_env(), **create.env}
+        update = {"egress": egress, "gateway_relay": relay, "extra_hosts": {}, "env": env}
+        return create.model_copy(update=update)
 
     async def _after_turn(self, name: str, *, remove: bool) -> None:
         box = self.registry.get(name)

@@ -101,6 +101,19 @@ def egress_policy(network: Literal["none", "bridge"] | NetworkAllowlist) -> Egre
     return EgressPolicy(mode=network)
 
 
+def sandbox_egress(
+    network: Literal["none", "bridge"] | NetworkAllowlist, *, isolated: bool
+) -> EgressPolicy | None:
+    """The policy of an isolated sandbox, or None for one on the engine's shared network.
+
+    An allowlist is always isolated (only the proxy can enforce it); `none` and `bridge` are when
+    the operator turned isolation on (`Settings.isolated_networks`).
+    """
+    if isolated or isinstance(network, NetworkAllowlist):
+        return egress_policy(network)
+    return None
+
+
 def proxy_env() -> Mapping[str, str]:
     """Proxy variables for every process in an isolated box, in both spellings (curl reads only
     the lower-case `http_proxy`; Go and Node tools read either)."""

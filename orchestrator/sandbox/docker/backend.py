@@ -35,6 +35,7 @@ from orchestrator.sandbox.backend import (
     VolumeMount,
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
+from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import PID_DIR, DockerExecHandle, signal_script, wrap_argv
 from orchestrator.settings import Settings
@@ -72,6 +73,7 @@ class DockerBackend:
         self._client: Any = None
         self._client_lock = threading.Lock()
         self.stream_limiter = anyio.CapacityLimiter(settings.max_streams)
+        self.egress = DockerEgress(self._api, settings)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DockerBackend:
@@ -148,6 +150,17 @@ class DockerBackend:
         return ResourceUsage(memory_bytes=mem, pids=pids)
 
     async def create(self, spec: CreateSpec) -> SandboxRef:
+        if spec.egress is None:
+            return await self._create_container(spec)
+        network = await self.egress.attach(spec.name, spec.egress, gateway=spec.gateway_relay)
+        try:
+            return await self._create_container(spec.model_copy(update={"egress": None, "network": network}))
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.egress.detach(spec.name)
+            raise
+
+    async def _create_container(self, spec: CreateSpec) -> SandboxRef:
         with engine_errors(spec.name, not_found=f"image {spec.image}"):
             container_id = await self._call(self._create_sync, spec)
         try:
@@ -257,9 +270,10 @@ class DockerBackend:
             with engine_errors(ref.name or ref.id):
                 await self._call(self._sync, "remove_container", ref.id, force=force, v=True)
         except SandboxError as exc:
-            if isinstance(exc, SandboxNotFound) or "already in progress" in str(exc):
-                return
-            raise
+            if not (isinstance(exc, SandboxNotFound) or "already in progress" in str(exc)):
+                raise
+        if ref.name:
+            await self.egress.detach(ref.name)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
         pid_file = f"{PID_DIR}/{secrets.token_hex(8)}.pid"

@@ -176,6 +176,13 @@ class DockerImageBuilder:
         base_image = await self._base(self._settings.base_image)
         return await self._ensure(image, base_image, force=force, on_progress=on_progress)
 
+    async def ensure_image(
+        self, image: RunnerImage, *, on_progress: ProgressCallback | None = None
+    ) -> ImageRef:
+        """A non-runner image of `images/` (the egress proxy) on the default base, built if missing."""
+        base_image = await self._base(self._settings.base_image)
+        return await self._ensure(image, base_image, force=False, on_progress=on_progress)
+
     async def list_images(self) -> list[ImageInfo]:
         """Every image this builder (or another Cage) built, one entry per `cage/*` tag."""
         client = await self._client()

@@ -178,14 +178,9 @@ CASES: list[tuple[str, dict[str, str], str]] = [
         "assistants/a/package.yao:2: connector: environment variable CAGE_TEST_CONN is not set",
     ),
     (
-        "package-mcp-unknown",
-        {"assistants/a/package.yao": '{"name": "A", "mcp": {"servers": [\n "tools",\n "nope"]}}'},
-        "assistants/a/package.yao:3: mcp.servers[1]: MCP server 'nope' is not defined (mcps/nope.mcp.yao)",
-    ),
-    (
         "package-mcp-option",
         {"assistants/a/package.yao": '{"name": "A", "mcp": {\n "options": {"max_turns": 3}}}'},
-        "assistants/a/package.yao:2: mcp.options.max_turns: unknown key",
+        "assistants/a/package.yao:2: mcp.options.max_turns: unknown key (did you mean max_turn?)",
     ),
     (
         "package-temperature",
@@ -218,7 +213,7 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     (
         "nothing-to-run",
         {"assistants/a/package.yao": '{"name": "A"}', "assistants/a/prompts.yml": ""},
-        "assistants/a/package.yao: nothing to run: add prompts.yml, mcp servers, sandbox.yao or src/index.py",
+        "assistants/a/package.yao: nothing to run: add prompts.yml, mcp servers, sandbox.yao or src/index.ts",
     ),
     (
         "prompt-role",
@@ -304,7 +299,7 @@ CASES: list[tuple[str, dict[str, str], str]] = [
     (
         "mcp-transport",
         {"mcps/tools.mcp.yao": '{"transport": "grpc", "command": "x"}'},
-        "mcps/tools.mcp.yao:1: transport: Input should be 'stdio', 'http' or 'sse'",
+        "mcps/tools.mcp.yao:1: transport: Input should be 'stdio', 'http', 'sse' or 'process'",
     ),
     (
         "bad-dir-name",

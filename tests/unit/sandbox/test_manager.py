@@ -204,16 +204,6 @@ async def test_session_without_chat_is_a_usage_error(manager: SandboxManager, tm
         await manager.acquire(make_request(tmp_path, make_spec(lifecycle="session")))
 
 
-async def test_network_allowlist_is_refused_loudly(
-    manager: SandboxManager, backend: FakeBackend, tmp_path: Path
-) -> None:
-    spec = make_spec(computer={"network": {"allow": ["api.example.com"]}})
-    with pytest.raises(ConfigError) as info:
-        await manager.acquire(make_request(tmp_path, spec))
-    assert info.value.key_path == "computer.network" and "not supported" in str(info.value)
-    assert backend.created == 0
-
-
 async def test_hardening_defaults_and_overrides(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path
 ) -> None:

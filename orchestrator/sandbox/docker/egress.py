@@ -1,0 +1,372 @@
+"""Per-sandbox networks and the shared egress proxy on the Docker engine.
+
+* Every isolated sandbox gets a network of its own: `internal` (no route out, no NAT), with
+  `inhibit_ipv4` so the host's bridge interface has no address the box could reach the host's
+  services on, and a small subnet (/28) from `Settings.egress_subnet_pool` so a hundred boxes never
+  exhaust the engine's default address pools. Its only other member is the proxy. Inter-container
+  traffic stays on inside it (the box must reach the proxy); it cannot reach another box, because
+  no other box is on its network and the proxy does not route (and refuses every sandbox subnet).
+* The proxy is one long-lived container (`Settings.egress_container`, squid, `images/egress/`) on
+  `Settings.egress_network` (the outside, and the gateway's host). It joins each sandbox network
+  with the aliases `cage-egress` and `cage-gateway`.
+* The proxy's configuration is rendered from the engine's state, not from this process's memory:
+  every sandbox network carries its policy and gateway in labels, so two Cage processes sharing one
+  engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
+  under an `flock`, and the result is read back to check this process's network is in it.
+* Denials: a daemon thread follows the proxy's stdout and feeds `EgressDenials`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import ipaddress
+import os
+import tarfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker.errors
+import docker.types
+import structlog
+from anyio import to_thread
+
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox.docker.builder import DockerImageBuilder
+from orchestrator.sandbox.docker.errors import engine_errors
+from orchestrator.sandbox.egress.denials import EgressDenials
+from orchestrator.sandbox.egress.squid import SandboxNet, render
+from orchestrator.sandbox.images import EGRESS_IMAGE
+from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS, EgressPolicy
+from orchestrator.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+EGRESS_LABEL = "cage.egress"
+"""On sandbox networks (`network`) and on the proxy container (`proxy`)."""
+POLICY_LABEL = "cage.egress.policy"
+GATEWAY_LABEL = "cage.egress.gateway"
+SANDBOX_LABEL = "cage.egress.sandbox"
+CONFIG_LABEL = "cage.egress.config"
+"""On the proxy container: a digest of what it was created with (image, outside network, hosts)."""
+NETWORK_SUFFIX = "-net"
+SUBNET_PREFIX = 28
+SQUID_CONF = "/etc/squid/squid.conf"
+_CREATE_TRIES = 8
+_LOCK_POLL = 0.1
+_HOST_ALIAS = "host.docker.internal"
+
+
+def network_name(sandbox: str) -> str:
+    """The network of sandbox `sandbox` (container names are unique, so network names are)."""
+    return f"{sandbox}{NETWORK_SUFFIX}"
+
+
+def _conf_tar(text: str) -> bytes:
+    buf = io.BytesIO()
+    data = text.encode()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("squid.conf")
+        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    """Blocking exclusive lock; call from a worker thread."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+class DockerEgress:
+    """Creates and removes sandbox networks and keeps the shared proxy configured for them."""
+
+    def __init__(
+        self,
+        api: Callable[[], Any],
+        settings: Settings,
+        *,
+        ensure_image: Callable[[], Awaitable[str]] | None = None,
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._ensure_image = ensure_image or self._build_image
+        self.denials = EgressDenials()
+        self._lock = anyio.Lock()
+        self._follower: threading.Thread | None = None
+        self._pool = settings.egress_subnet_pool
+
+    # --- public ------------------------------------------------------------------------------
+
+    async def attach(self, sandbox: str, policy: EgressPolicy, *, gateway: str | None) -> str:
+        """Create `sandbox`'s network, join the proxy to it, reconfigure the proxy; the network name.
+
+        `gateway` is `host:port` of the model gateway as the proxy reaches it (None: no relay).
+
+        Raises:
+            SandboxError: the engine refused (no free subnet, the proxy failed to start).
+            ConfigError: the egress settings are unusable.
+        """
+        image = await self._ensure_image()
+        async with self._lock:
+            proxy = await to_thread.run_sync(self._ensure_proxy, image)
+            name, subnet = await to_thread.run_sync(self._create_network, sandbox, policy, gateway)
+            try:
+                await to_thread.run_sync(self._connect, proxy, name)
+                await to_thread.run_sync(self._reconfigure, proxy, name)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await to_thread.run_sync(self._remove_network, name)
+                raise
+        self.denials.track(sandbox, subnet, policy.mode)
+        self._start_follower()
+        log.info("egress.attached", sandbox=sandbox, network=name, subnet=subnet, policy=policy.mode)
+        return name
+
+    async def detach(self, sandbox: str) -> None:
+        """Remove `sandbox`'s network (after its container is gone); a missing network is fine.
+
+        Never raises for the engine: a network it refuses to remove now is left to `sweep`.
+        """
+        self.denials.forget(sandbox)
+        try:
+            await to_thread.run_sync(self._remove_network, network_name(sandbox))
+        except SandboxError as exc:
+            log.warning("egress.detach_failed", sandbox=sandbox, error=str(exc))
+
+    async def sweep(self) -> list[str]:
+        """Remove sandbox networks whose sandbox container is gone (removed behind Cage's back)."""
+        return await to_thread.run_sync(self._sweep)
+
+    # --- proxy container -----------------------------------------------------------------------
+
+    async def _build_image(self) -> str:
+        """The proxy image's tag, built by the runner image builder when missing."""
+        return (await DockerImageBuilder(self._settings).ensure_image(EGRESS_IMAGE)).tag
+
+    def _proxy_config(self, image: str) -> str:
+        s = self._settings
+        text = repr((image, s.egress_network, sorted(s.egress_hosts.items())))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def _ensure_proxy(self, image: str) -> str:
+        """The proxy's container id, created or started as needed."""
+        api = self._api()
+        name = self._settings.egress_container
+        digest = self._proxy_config(image)
+        with engine_errors(name):
+            try:
+                data = api.inspect_container(name)
+            except docker.errors.NotFound:
+                data = None
+            if data is not None:
+                labels = (data.get("Config") or {}).get("Labels") or {}
+                attached = set((data.get("NetworkSettings") or {}).get("Networks") or {})
+                stale = labels.get(CONFIG_LABEL) != digest
+                if stale and attached <= {self._settings.egress_network}:
+                    log.info("egress.proxy.recreate", container=name)
+                    api.remove_container(name, force=True)
+                    data = None
+                elif stale:
+                    log.warning("egress.proxy.stale", container=name, reason="sandbox networks attached")
+            if data is None:
+                data = self._create_proxy(name, image, digest)
+            if not (data.get("State") or {}).get("Running"):
+                api.start(data["Id"])
+        return str(data["Id"])
+
+    def _create_proxy(self, name: str, image: str, digest: str) -> dict[str, Any]:
+        api = self._api()
+        s = self._settings
+        hosts = {_HOST_ALIAS: "host-gateway", **s.egress_hosts}
+        host_config = api.create_host_config(
+            network_mode=s.egress_network,
+            extra_hosts=hosts,
+            restart_policy={"Name": "unless-stopped"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            mem_limit=256 * 2**20,
+            pids_limit=256,
+            init=True,
+        )
+        try:
+            created = api.create_container(
+                image=image,
+                name=name,
+                labels={"cage.managed": "true", EGRESS_LABEL: "proxy", CONFIG_LABEL: digest},
+                host_config=host_config,
+            )
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # another process created it meanwhile
+                data: dict[str, Any] = api.inspect_container(name)
+                return data
+            raise
+        log.info("egress.proxy.created", container=name, image=image, network=s.egress_network)
+        result: dict[str, Any] = api.inspect_container(created["Id"])
+        return result
+
+    # --- networks ------------------------------------------------------------------------------
+
+    def _used_subnets(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        used = []
+        for net in self._api().networks():
+            for cfg in (net.get("IPAM") or {}).get("Config") or []:
+                if cfg.get("Subnet"):
+                    used.append(ipaddress.ip_network(cfg["Subnet"], strict=False))
+        return used
+
+    def _free_subnets(self) -> Iterator[str]:
+        used = [u for u in self._used_subnets() if isinstance(u, ipaddress.IPv4Network)]
+        for candidate in self._pool.subnets(new_prefix=SUBNET_PREFIX):
+            if not any(candidate.overlaps(u) for u in used):
+                yield str(candidate)
+
+    def _create_network(self, sandbox: str, policy: EgressPolicy, gateway: str | None) -> tuple[str, str]:
+        api = self._api()
+        name = network_name(sandbox)
+        labels = {
+            "cage.managed": "true",
+            EGRESS_LABEL: "network",
+            SANDBOX_LABEL: sandbox,
+            POLICY_LABEL: policy.key(),
+            **({GATEWAY_LABEL: gateway} if gateway else {}),
+        }
+        with engine_errors(name):
+            try:
+                existing = api.inspect_network(name)
+            except docker.errors.NotFound:
+                existing = None
+            if existing is not None:  # a leftover of a box removed behind Cage's back
+                self._remove_network(name)
+            last: Exception | None = None
+            for tries, subnet in enumerate(self._free_subnets()):
+                if tries >= _CREATE_TRIES:
+                    break
+                ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet)])
+                try:
+                    api.create_network(
+                        name,
+                        driver="bridge",
+                        internal=True,
+                        ipam=ipam,
+                        labels=labels,
+                        options={
+                            "com.docker.network.bridge.inhibit_ipv4": "true",
+                            "com.docker.network.bridge.enable_ip_masquerade": "false",
+                        },
+                    )
+                    return name, subnet
+                except docker.errors.APIError as exc:  # a concurrent creator took it: try the next one
+                    if "overlap" not in str(exc).lower():
+                        raise
+                    last = exc
+        raise SandboxError(sandbox, f"no free subnet left in {self._pool} for its network ({last})")
+
+    def _connect(self, proxy: str, network: str) -> None:
+        with engine_errors(network):
+            self._api().connect_container_to_network(proxy, network, aliases=[PROXY_ALIAS, GATEWAY_ALIAS])
+
+    def _remove_network(self, name: str) -> None:
+        api = self._api()
+        with engine_errors(name):
+            with contextlib.suppress(docker.errors.APIError):  # not connected, or the network is gone
+                api.disconnect_container_from_network(self._settings.egress_container, name, force=True)
+            try:
+                api.remove_network(name)
+            except docker.errors.NotFound:
+                return
+
+    def _sandbox_nets(self) -> list[SandboxNet]:
+        nets: list[SandboxNet] = []
+        for net in self._api().networks(filters={"label": f"{EGRESS_LABEL}=network"}):
+            labels = net.get("Labels") or {}
+            configs = (net.get("IPAM") or {}).get("Config") or []
+            if not configs or not configs[0].get("Subnet"):
+                continue
+            try:
+                policy = EgressPolicy.from_key(labels.get(POLICY_LABEL, ""))
+            except ValueError:
+                policy = EgressPolicy(mode="none")  # unreadable: the safe reading
+            nets.append(
+                SandboxNet(
+                    name=str(net["Name"]),
+                    subnet=str(configs[0]["Subnet"]),
+                    policy=policy,
+                    gateway=labels.get(GATEWAY_LABEL) or None,
+                )
+            )
+        return nets
+
+    def _sweep(self) -> list[str]:
+        api = self._api()
+        removed: list[str] = []
+        with engine_errors("egress networks"):
+            for net in api.networks(filters={"label": f"{EGRESS_LABEL}=network"}):
+                sandbox = (net.get("Labels") or {}).get(SANDBOX_LABEL, "")
+                try:
+                    api.inspect_container(sandbox)
+                    continue
+                except docker.errors.NotFound:
+                    pass
+                self._remove_network(str(net["Name"]))
+                removed.append(str(net["Name"]))
+        return removed
+
+    # --- configuration ---------------------------------------------------------------------------
+
+    def _reconfigure(self, proxy: str, network: str) -> None:
+        """Render squid.conf from every sandbox network, write it, SIGHUP squid; under an flock."""
+        api = self._api()
+        lock = self._settings.data_dir / "locks" / "egress.lock"
+        with _flock(lock), engine_errors(self._settings.egress_container):
+            text = render(self._sandbox_nets(), pool=str(self._pool))
+            if f"# {network}:" not in text:
+                raise SandboxError(network, "the network vanished before the proxy was configured")
+            api.put_archive(proxy, str(Path(SQUID_CONF).parent), _conf_tar(text))
+            api.kill(proxy, signal="SIGHUP")
+        log.debug("egress.reconfigured", network=network)
+
+    # --- denials -----------------------------------------------------------------------------------
+
+    def _start_follower(self) -> None:
+        if self._follower is not None and self._follower.is_alive():
+            return
+        self._follower = threading.Thread(target=self._follow, name="cage-egress-log", daemon=True)
+        self._follower.start()
+
+    def _follow(self) -> None:
+        """Read the proxy's stdout from now on, forever; reconnect when the stream ends."""
+        since = int(time.time())
+        while True:
+            try:
+                stream = self._api().logs(
+                    self._settings.egress_container,
+                    stdout=True,
+                    stderr=False,
+                    stream=True,
+                    follow=True,
+                    since=since,
+                )
+                partial = b""
+                for chunk in stream:
+                    lines = (partial + chunk).split(b"\n")
+                    partial = lines.pop()
+                    for line in lines:
+                        self.denials.feed(line.decode("utf-8", errors="replace"))
+                    since = int(time.time())
+            except Exception as exc:  # noqa: BLE001 - a follower must survive any engine hiccup
+                log.debug("egress.follow.retry", error=str(exc))
+            time.sleep(1.0)

@@ -1,0 +1,136 @@
+"""Render the egress proxy's squid.conf from the isolated sandbox networks that exist.
+
+Pure text: no engine, no I/O. Each sandbox network has a subnet of its own, so squid tells
+sandboxes apart by client address (`src` ACL on the subnet) and applies that sandbox's policy:
+
+- Port `PROXY_PORT` (forward proxy): `none` allows nothing; `bridge` allows any destination whose
+  addresses are all outside `BLOCKED_RANGES`; an allowlist allows exactly its entries (`dstdomain -n`
+  for names, so a raw-IP request never matches a name; `dstdom_regex` for `*.` subdomains; `dst`
+  for IP entries; `port` for `host:port`). Loopback, link-local and every sandbox subnet are
+  refused first, in every mode.
+- Port `GATEWAY_PORT` (reverse proxy, "accel"): relays to the model gateway that the sandbox's own
+  orchestrator runs (`cache_peer ... originserver`); never anywhere else.
+
+Denied requests are logged with the `cage` log format (`DENIAL_FORMAT`), one line each, to stdout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from orchestrator.dsl.sandbox import AllowEntry
+from orchestrator.sandbox.network import (
+    ALWAYS_BLOCKED,
+    BLOCKED_RANGES,
+    GATEWAY_PORT,
+    PROXY_PORT,
+    EgressPolicy,
+)
+
+DENIAL_FORMAT = "%ts %>a %Ss %>Hs %rm %>rd %>rP"
+"""Fields of each access log line: time, client IP, squid status, HTTP status, method, host, port."""
+_SAFE = re.compile(r"[^a-z0-9]")
+
+
+@dataclass(frozen=True)
+class SandboxNet:
+    """One isolated sandbox network as the proxy sees it."""
+
+    name: str
+    """The engine's network name (readable in the config, for debugging)."""
+    subnet: str
+    """The network's only subnet (CIDR): the sandbox's client addresses."""
+    policy: EgressPolicy
+    gateway: str | None = None
+    """`host:port` of the model gateway as the proxy reaches it; None: no relay for this sandbox."""
+
+
+def _acl_id(name: str) -> str:
+    """A short, squid-safe ACL name unique to `name`."""
+    return "sb_" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def _regex_host(host: str) -> str:
+    return re.escape(host).replace("\\-", "-")
+
+
+def _entry_acls(sb: str, index: int, entry: AllowEntry) -> tuple[list[str], list[str]]:
+    """ACL lines for one allowlist entry and the names to AND on its `http_access` line."""
+    lines: list[str] = []
+    names: list[str] = []
+    target = f"{sb}_e{index}"
+    if entry.network is not None:
+        lines.append(f"acl {target} dst {entry.network}")
+    elif entry.wildcard:
+        assert entry.host is not None
+        lines.append(f"acl {target} dstdom_regex -n -i \\.{_regex_host(entry.host)}$")
+    else:
+        lines.append(f"acl {target} dstdomain -n {entry.host}")
+    names.append(target)
+    if entry.port is not None:
+        lines.append(f"acl {target}_port port {entry.port}")
+        names.append(f"{target}_port")
+    return lines, names
+
+
+def render(nets: Iterable[SandboxNet], *, pool: str) -> str:
+    """squid.conf for `nets`; `pool` is the CIDR all sandbox subnets come from (never a destination)."""
+    nets = sorted(nets, key=lambda n: n.name)
+    out = [
+        "# Rendered by Cage (orchestrator.sandbox.egress.squid); rewritten on every sandbox network change.",
+        "pid_filename /run/squid/squid.pid",
+        f"http_port {PROXY_PORT} name=forward",
+        f"http_port {GATEWAY_PORT} accel defaultsite=cage-gateway name=gateway",
+        "visible_hostname cage-egress",
+        "cache deny all",
+        "cache_mem 0",
+        "pinger_enable off",
+        "via off",
+        "forwarded_for delete",
+        "httpd_suppress_version_string on",
+        "shutdown_lifetime 1 seconds",
+        "client_persistent_connections on",
+        "read_timeout 30 minutes",
+        f"logformat cage {DENIAL_FORMAT}",
+        "access_log stdio:/dev/stdout cage",
+        "cache_log stdio:/dev/stderr",
+        "acl forward myportname forward",
+        "acl gateway myportname gateway",
+        "acl CONNECT method CONNECT",
+        f"acl cage_never dst {' '.join((*ALWAYS_BLOCKED, pool))}",
+        f"acl cage_blocked dst {' '.join(BLOCKED_RANGES)}",
+    ]
+    peers: dict[str, str] = {}
+    to_gateway: list[str] = []
+    access: list[str] = []
+    relay: list[str] = []
+    for net in nets:
+        sb = _acl_id(net.name)
+        out.append(f"# {net.name}: {net.policy.key()}")
+        out.append(f"acl {sb} src {net.subnet}")
+        if net.gateway is not None:
+            peer = peers.setdefault(net.gateway, f"gw_{_SAFE.sub('_', net.gateway.lower())}")
+            relay.append(f"cache_peer_access {peer} allow gateway {sb}")
+            to_gateway.append(f"http_access allow gateway {sb}")
+        if net.policy.mode == "bridge":
+            access.append(f"http_access allow forward {sb} !cage_blocked")
+        elif net.policy.mode == "allow":
+            for index, entry in enumerate(net.policy.allow):
+                lines, names = _entry_acls(sb, index, entry)
+                out.extend(lines)
+                access.append(f"http_access allow forward {sb} {' '.join(names)}")
+    for gateway, peer in sorted(peers.items()):
+        host, _, port = gateway.rpartition(":")
+        out.append(f"cache_peer {host} parent {port} 0 no-query no-digest originserver name={peer}")
+    out.extend(relay)
+    out.extend(f"cache_peer_access {peer} deny all" for peer in sorted(peers.values()))
+    out.append("never_direct allow gateway")
+    out.extend(to_gateway)
+    out.append("http_access deny gateway")
+    out.append("http_access deny cage_never")
+    out.extend(access)
+    out.append("http_access deny all")
+    return "\n".join(out) + "\n"

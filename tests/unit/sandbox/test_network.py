@@ -1,0 +1,184 @@
+"""Egress policy, squid rendering and denial parsing (pure), and the manager's isolation of a box."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import ValidationError
+
+from orchestrator.dsl.sandbox import NetworkAllowlist, SandboxSpec, parse_allow_entry
+from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
+from orchestrator.sandbox.egress.squid import SandboxNet, render
+from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
+from orchestrator.sandbox.network import (
+    EgressPolicy,
+    egress_policy,
+    gateway_base_url,
+    in_ranges,
+    proxy_env,
+    sandbox_egress,
+)
+from orchestrator.settings import Settings
+from tests.unit.sandbox.fakes import FakeBackend, FakeImageBuilder
+
+
+@pytest.mark.parametrize(
+    ("entry", "host", "wildcard", "network", "port"),
+    [
+        ("api.openai.com", "api.openai.com", False, None, None),
+        ("*.GitHub.com", "github.com", True, None, None),
+        ("pypi.org:443", "pypi.org", False, None, 443),
+        ("1.2.3.4", None, False, "1.2.3.4/32", None),
+        ("1.2.3.4:8080", None, False, "1.2.3.4/32", 8080),
+        ("10.1.0.0/16", None, False, "10.1.0.0/16", None),
+    ],
+)
+def test_allow_entries_parse(
+    entry: str, host: str | None, wildcard: bool, network: str | None, port: int | None
+) -> None:
+    parsed = parse_allow_entry(entry)
+    assert (parsed.host, parsed.wildcard, parsed.network, parsed.port) == (host, wildcard, network, port)
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ("169.254.169.254", "link-local"),
+        ("127.0.0.1:80", "loopback"),
+        ("169.254.0.0/15", "link-local"),
+        ("*", "not a host name"),
+        ("host:0", "port"),
+        ("host:70000", "port"),
+        ("a b", "not a host name"),
+    ],
+)
+def test_bad_allow_entries_are_refused_by_the_dsl(entry: str, reason: str) -> None:
+    with pytest.raises(ValidationError, match=reason):
+        NetworkAllowlist(allow=(entry,))
+
+
+def test_policy_keys_round_trip() -> None:
+    for network in ("none", "bridge", NetworkAllowlist(allow=("a.example", "*.b.example:443", "10.0.0.0/8"))):
+        policy = egress_policy(network)
+        assert EgressPolicy.from_key(policy.key()) == policy
+    with pytest.raises(ValueError, match="not an egress policy"):
+        EgressPolicy.from_key("allow:")
+
+
+def test_only_allowlists_or_the_setting_isolate() -> None:
+    assert sandbox_egress("bridge", isolated=False) is None
+    assert sandbox_egress("none", isolated=True) == EgressPolicy(mode="none")
+    listed = sandbox_egress(NetworkAllowlist(allow=("x.example",)), isolated=False)
+    assert listed is not None and listed.mode == "allow"
+
+
+def test_proxy_env_has_both_spellings_and_bypasses_the_gateway() -> None:
+    env = proxy_env()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        assert env[name] == env[name.lower()]
+    assert "cage-gateway" in env["NO_PROXY"].split(",") and env["HTTPS_PROXY"] == "http://cage-egress:3128"
+    assert gateway_base_url() == "http://cage-gateway:8089"
+    assert in_ranges("169.254.169.254", ("169.254.0.0/16",)) and not in_ranges("8.8.8.8", ("10.0.0.0/8",))
+
+
+def _config() -> str:
+    allow = egress_policy(NetworkAllowlist(allow=("allowed.test:8080", "*.example.com", "203.0.113.7")))
+    return render(
+        [
+            SandboxNet("a-net", "10.213.0.16/28", allow, "host.docker.internal:4000"),
+            SandboxNet("b-net", "10.213.0.32/28", egress_policy("bridge"), "host.docker.internal:4000"),
+            SandboxNet("c-net", "10.213.0.48/28", egress_policy("none")),
+        ],
+        pool="10.213.0.0/16",
+    )
+
+
+def test_render_gives_each_subnet_its_own_rules() -> None:
+    lines = _config().splitlines()
+    access = [line for line in lines if line.startswith("http_access")]
+    assert access[-1] == "http_access deny all"
+    never = access.index("http_access deny cage_never")
+    assert all("forward" not in line for line in access[:never])  # only gateway rules come before it
+    forward = [line for line in access if line.startswith("http_access allow forward")]
+    assert len(forward) == 4  # three allowlist entries, one bridge rule, nothing for `none`
+    assert any(line.endswith("!cage_blocked") for line in forward)
+    assert any("dstdomain -n allowed.test" in line for line in lines)
+    assert any("dstdom_regex -n -i \\.example\\.com$" in line for line in lines)
+    assert any(line.endswith("dst 203.0.113.7/32") for line in lines)
+    assert any(line.endswith("port 8080") for line in lines)
+    never_acl = next(line for line in lines if line.startswith("acl cage_never"))
+    assert "169.254.0.0/16" in never_acl and "10.213.0.0/16" in never_acl
+
+
+def test_render_relays_the_gateway_only_for_boxes_that_have_one() -> None:
+    lines = _config().splitlines()
+    peers = [line for line in lines if line.startswith("cache_peer ")]
+    assert peers == [
+        "cache_peer host.docker.internal parent 4000 0 no-query no-digest originserver "
+        "name=gw_host_docker_internal_4000"
+    ]
+    relayed = [line for line in lines if line.startswith("http_access allow gateway")]
+    assert len(relayed) == 2  # a-net and b-net; c-net has no gateway
+    assert "http_access deny gateway" in lines
+
+
+def test_denied_lines_parse_and_others_do_not() -> None:
+    assert parse_line("1796147422 10.213.0.19 TCP_DENIED 403 CONNECT evil.example 443") == (
+        "10.213.0.19",
+        "evil.example",
+        443,
+        "CONNECT",
+    )
+    assert parse_line("1796147422 10.213.0.19 TCP_MISS 200 GET ok.example 80") is None
+    assert parse_line("2026/12/01 17:50:19| Accepting HTTP Socket connections") is None
+    assert parse_line("") is None
+
+
+async def test_denials_reach_the_subscriber_of_their_sandbox_only() -> None:
+    hub = EgressDenials()
+    hub.track("box-a", "10.213.0.16/28", "allow")
+    hub.track("box-b", "10.213.0.32/28", "bridge")
+    with hub.subscribe("box-a") as a, hub.subscribe("box-b") as b:
+
+        def follow() -> None:  # the follower feeds from a thread of its own
+            hub.feed("1 10.213.0.18 TCP_DENIED 403 GET x.example 80")
+            hub.feed("1 10.213.0.99 TCP_DENIED 403 GET unknown.example 80")  # another process's box
+
+        await anyio.to_thread.run_sync(follow)
+        assert a.receive_nowait() == Denial(sandbox="box-a", host="x.example", port=80, method="GET")
+        with pytest.raises(anyio.WouldBlock):
+            b.receive_nowait()
+    assert hub.counts == {"allow": 1}
+
+
+def _request(tmp_path: Path, network: Any) -> SandboxRequest:
+    spec = SandboxSpec.model_validate(
+        {"version": "2.0", "runner": {"name": "claude"}, "computer": {"network": network}}
+    )
+    return SandboxRequest(owner="alice", assistant_id="tests.net", assistant_dir=tmp_path, spec=spec)
+
+
+async def test_the_manager_isolates_allowlists_and_keeps_the_flat_default(tmp_path: Path) -> None:
+    backend = FakeBackend()
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path))
+    manager.gateway_port = 4321
+    listed = await manager.acquire(_request(tmp_path, {"allow": ["api.example.com", "*.github.com:443"]}))
+    spec = backend.boxes[listed.ref.id].spec
+    assert spec.egress is not None and spec.egress.key() == "allow:api.example.com,*.github.com:443"
+    assert spec.gateway_relay == "host.docker.internal:4321"
+    assert spec.extra_hosts == {}  # the host is reachable only when the allowlist names it
+    assert spec.env["HTTPS_PROXY"] == spec.env["http_proxy"] == "http://cage-egress:3128"
+    flat = await manager.acquire(_request(tmp_path / "flat", "bridge"))
+    flat_spec = backend.boxes[flat.ref.id].spec
+    assert flat_spec.egress is None and "HTTPS_PROXY" not in flat_spec.env
+
+
+async def test_the_setting_isolates_every_box(tmp_path: Path) -> None:
+    backend = FakeBackend()
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path, isolated_networks=True))
+    lease = await manager.acquire(_request(tmp_path, "bridge"))
+    spec = backend.boxes[lease.ref.id].spec
+    assert spec.egress == EgressPolicy(mode="bridge") and spec.gateway_relay is None
