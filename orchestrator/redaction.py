@@ -13,7 +13,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
 
 MASK = "***"
 _MIN_SECRET_LEN = 6
@@ -81,3 +85,33 @@ def redact_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(redact_value(v) for v in value)
     return value
+
+
+def redact_json(value: Any) -> Any:
+    """Redact every string inside JSON data (keys and non-strings untouched, so a tool's input
+    keeps its shape: `{"max_tokens": 5}` stays a number)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {k: redact_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(redact_json(v) for v in value)
+    return value
+
+
+def redact_model(model: M) -> M:
+    """`model` with every string field (nested models and JSON fields included) redacted; the same
+    object when nothing needed masking, so the common case costs no copy."""
+    changed: dict[str, Any] = {}
+    for name, value in model.__dict__.items():
+        if isinstance(value, str):
+            masked: Any = redact(value)
+        elif isinstance(value, BaseModel):
+            masked = redact_model(value)
+        elif isinstance(value, Mapping | list | tuple):
+            masked = redact_json(value)
+        else:
+            continue
+        if masked != value:
+            changed[name] = masked
+    return model.model_copy(update=changed) if changed else model

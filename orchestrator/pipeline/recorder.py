@@ -11,6 +11,7 @@ import uuid
 
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.contract import InputMessage, TurnInput
+from orchestrator.redaction import redact
 from orchestrator.store import NewMessage, Store
 from orchestrator.store import TurnInput as PersistedTurn
 from orchestrator.stream import Event, Usage
@@ -43,7 +44,10 @@ class TurnRecorder:
         if not result.content:
             return self.inputs
         answer = NewMessage(
-            id=new_message_id(), role="assistant", content=result.content, assistant_id=result.assistant_id
+            id=new_message_id(),
+            role="assistant",
+            content=redact(result.content),  # the answer is stored and served again: the last line too
+            assistant_id=result.assistant_id,
         )
         return (*self.inputs, answer)
 

@@ -42,6 +42,7 @@ from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.recorder import TurnRecorder
 from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.redaction import redact
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.services import Services
 from orchestrator.store import RecordExists, Store
@@ -263,8 +264,8 @@ class PipelineService:
                         turn_id=turn.turn_id,
                         chat_id=turn.chat_id,
                         status=result.status,
-                        content=result.content,
-                        error=result.error,
+                        content=redact(result.content) if result.content else result.content,
+                        error=redact(result.error) if result.error else result.error,
                         stop_reason=result.stop_reason,
                         usage=result.usage,
                         data=result.data,

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from orchestrator.errors import ProtocolError
+from orchestrator.redaction import redact_model
 from orchestrator.stream.events import Event
 
 
@@ -61,7 +62,12 @@ class SessionEmitter:
         return self._last_ts
 
     def stamp(self, event: Event, *, turn_id: str) -> Event:
-        """A copy of `event` with its envelope filled in.
+        """A copy of `event` with its envelope filled in and its props redacted.
+
+        Every event leaving Cage (log, websocket, SSE, OpenAI chunks, `cage run`) is stamped here,
+        so this is the redactor's last line: text, thinking, tool inputs and outputs, message
+        content. It is not the defence (keys never enter a sandbox; see docs/security.md): a
+        secret split across two deltas or encoded by the agent passes.
 
         Raises:
             ProtocolError: the event was stamped already (a replayed event must not be renumbered).
@@ -70,7 +76,13 @@ class SessionEmitter:
             raise ProtocolError([f"event already stamped with seq {event.seq}"])
         ts = max(self._clock(), self._last_ts)
         stamped = event.model_copy(
-            update={"seq": self._next_seq, "ts": ts, "session_id": self._session_id, "turn_id": turn_id}
+            update={
+                "seq": self._next_seq,
+                "ts": ts,
+                "session_id": self._session_id,
+                "turn_id": turn_id,
+                "props": redact_model(event.props),
+            }
         )
         self._next_seq += 1
         self._last_ts = ts

@@ -60,3 +60,28 @@ def test_stamping_a_stamped_event_is_refused() -> None:
 def test_next_seq_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         SessionEmitter("s", next_seq=0)
+
+
+def test_every_stamped_event_is_redacted_text_thinking_tool_input_and_message_end() -> None:
+    from orchestrator.redaction import register_secret
+
+    secret = "canary-secret-5be1f07d"
+    register_secret(secret)
+    b = TurnBuilder(CountingIds(), clock=lambda: 0)
+    events = (
+        b.stream_start("a.b")
+        + b.thinking(f"I will print {secret}")
+        + b.text(f"the key is {secret}")
+        + b.tool_started("t1", "Bash", {"command": f"echo {secret}", "timeout": 5})
+        + b.tool_input_delta("t1", f'{{"command": "{secret}"')
+        + b.tool_finished("t1", "done")
+        + b.stream_end()
+    )
+    assert any(secret in e.model_dump_json() for e in events)  # the builder alone lets them through
+    stamped = SessionEmitter("s").stamp_all(events, turn_id="t")
+    assert all(secret not in e.model_dump_json() for e in stamped)
+    inputs = [e.props.input for e in stamped if e.type == "execute" and e.props.input]
+    assert inputs and all(i == {"command": "echo ***", "timeout": 5} for i in inputs)  # shape and numbers kept
+    ends = [e for e in stamped if e.type == "event" and e.props.event == "message_end"]
+    assert ends and all("***" in e.model_dump_json() for e in ends[:2])
+    assert validate_stream(stamped) == []
