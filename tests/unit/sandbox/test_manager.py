@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from orchestrator.dsl.sandbox import SandboxSpec
-from orchestrator.errors import CapacityError, ConfigError, UsageError, WorkspaceError
+from orchestrator.errors import CapacityError, UsageError, WorkspaceError
 from orchestrator.redaction import redact
 from orchestrator.sandbox.backend import SandboxStatus
 from orchestrator.sandbox.labels import CONFIG_HASH, LIFECYCLE, SANDBOX
