@@ -48,6 +48,6 @@ USER cage
 WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8080
-HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
+HEALTHCHECK --interval=15s --timeout=6s --start-period=20s --retries=3 \
+    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/readyz', timeout=5)"]
 CMD ["cage", "serve"]

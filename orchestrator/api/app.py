@@ -1,15 +1,15 @@
 """`create_app(settings)`: the FastAPI application, its routers, and a lifespan owning everything.
 
-Start: migrate the database, reconcile sandboxes left by a previous process, start the reaper.
+Start: migrate the database, reconcile sandboxes left by a previous process, start the reaper
+(background work runs under a `Supervisor`, so no exception in it can end the runtime).
 Stop: running turns end with `stream_end` cancelled (`TurnService.aclose`, bounded by
 `CAGE_SHUTDOWN_GRACE`), then the reaper stops and the runtime closes (database, engine client).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
 
 import anyio
 import structlog
@@ -17,7 +17,9 @@ from fastapi import FastAPI
 
 from orchestrator.api.config import ApiConfig
 from orchestrator.api.errors import install_error_handlers
+from orchestrator.api.gate import Gate
 from orchestrator.api.metrics import Metrics
+from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.requestlog import RequestLog
 from orchestrator.api.routers import completions, health, memory, sandboxes, sessions, streams
 from orchestrator.api.routers.admin import assistants as admin_assistants
@@ -25,8 +27,10 @@ from orchestrator.api.routers.admin import audit as admin_audit
 from orchestrator.api.routers.admin import images as admin_images
 from orchestrator.api.routers.admin import sandboxes as admin_sandboxes
 from orchestrator.api.routers.admin import sessions as admin_sessions
+from orchestrator.api.routers.admin import teams as admin_teams
 from orchestrator.api.runtime import Runtime, RuntimeFactory
 from orchestrator.api.state import ApiState
+from orchestrator.api.supervisor import Supervisor
 from orchestrator.errors import EngineUnavailable
 from orchestrator.sandbox import Reaper, reconcile
 from orchestrator.settings import Settings
@@ -50,20 +54,20 @@ def _lifespan(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings: Settings = app.state.settings
         async with factory(settings) as runtime, anyio.create_task_group() as tg:
-
-            def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-                tg.start_soon(work)
-
+            supervisor = Supervisor(tg)
             await runtime.store.migrate()
-            state = ApiState.build(runtime, config, metrics, spawn)
+            state = ApiState.build(runtime, config, metrics, supervisor)
             app.state.api = state
             state.auth.announce()
             await _reconcile(state)
-            tg.start_soon(Reaper(runtime.manager).run)
+            reaper = Reaper(runtime.manager)
+            supervisor.every(reaper.interval, reaper.sweep, name="reaper")
+            supervisor.serving = True
             log.info("server ready", app_dir=str(settings.app_dir))
             try:
                 yield
             finally:
+                supervisor.serving = False
                 await _shutdown(runtime, config)
                 tg.cancel_scope.cancel()
 
@@ -106,9 +110,21 @@ def create_app(
         admin_sandboxes,
         admin_images,
         admin_sessions,
+        admin_teams,
         admin_audit,
     ):
         app.include_router(module.router)
     install_error_handlers(app)
+    failures = RateLimiter(
+        per_minute=api_config.failed_auth_per_minute,
+        burst=api_config.failed_auth_burst,
+        subject="this client address (too many failed requests)",
+    )
+    app.add_middleware(
+        Gate,
+        max_body_bytes=api_config.max_body_bytes,
+        max_attachment_body_bytes=api_config.max_attachment_body_bytes,
+        failures=failures,
+    )
     app.add_middleware(RequestLog, metrics=metrics)
     return app

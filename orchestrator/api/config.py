@@ -14,10 +14,21 @@ class ApiConfig(BaseSettings):
     """Requests one API key may make per minute, sustained (a token bucket refilled continuously)."""
     rate_limit_burst: int = 120
     """Requests one API key may make at once before the per-minute rate applies."""
+    failed_auth_per_minute: float = 60.0
+    """Unauthenticated or failed requests one client address may make per minute (then 429)."""
+    failed_auth_burst: int = 30
+    """Unauthenticated or failed requests one client address may make at once."""
+    max_body_bytes: int = 1 * 2**20
+    """Largest request body on most routes (413 past it, before the body is read)."""
+    max_attachment_body_bytes: int = 16 * 2**20
+    """Largest request body on the routes that carry attachments (`/v1/assistants/{id}/stream`,
+    `/v1/chat/completions`)."""
     ws_ping_interval: float = 20.0
     """Seconds between websocket protocol pings; a client that misses a pong is dropped."""
     ws_max_message_bytes: int = 16 * 2**20
     """Largest websocket frame a client may send (attachments travel base64-encoded)."""
+    readiness_timeout: float = 2.0
+    """Seconds `/readyz` waits for the database and for the engine before answering 503."""
     shutdown_grace: float = 10.0
     """Seconds running turns get to end with `stream_end` on shutdown."""
     exec_timeout: float = 60.0

@@ -13,6 +13,7 @@ from orchestrator.api.catalog import Catalog
 from orchestrator.api.conversations import Conversations
 from orchestrator.api.errors import KeyRateLimited
 from orchestrator.api.fleet import Fleet
+from orchestrator.api.gate import principal_of
 from orchestrator.api.state import ApiState
 from orchestrator.api.workshop import Workshop
 from orchestrator.store import Store
@@ -39,8 +40,11 @@ async def authenticate(state: ApiState, token: str | None) -> Principal:
 async def caller(
     request: Request, state: StateDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
-    principal = await authenticate(state, creds.credentials if creds else None)
-    request.state.principal = principal
+    """The principal the `Gate` authenticated before the body was read; routes it did not cover
+    (none today) authenticate here."""
+    principal = principal_of(request.scope)
+    if principal is None:
+        principal = await authenticate(state, creds.credentials if creds else None)
     return principal
 
 

@@ -60,11 +60,12 @@ _STATUS: dict[type[CageError], int] = {
 
 
 class KeyRateLimited(RateLimited):
-    """One API key made more requests than its rate allows; `retry_after` says when to come back."""
+    """One API key (or one client address, for failed requests) made more requests than its rate
+    allows; `retry_after` says when to come back."""
 
-    def __init__(self, retry_after: float) -> None:
+    def __init__(self, retry_after: float, subject: str = "this API key") -> None:
         self.retry_after = retry_after
-        super().__init__(f"rate limit exceeded for this API key; retry in {retry_after:.1f}s")
+        super().__init__(f"rate limit exceeded for {subject}; retry in {retry_after:.1f}s")
 
 
 OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")

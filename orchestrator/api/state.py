@@ -3,9 +3,7 @@ the routers' dependencies from `app.state.api`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
 
 from orchestrator.api.auth import Authenticator
 from orchestrator.api.catalog import Catalog
@@ -17,10 +15,9 @@ from orchestrator.api.metrics import Metrics
 from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.runtime import Runtime
+from orchestrator.api.supervisor import Supervisor
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.workshop import Workshop
-
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
 @dataclass(frozen=True)
@@ -36,10 +33,12 @@ class ApiState:
     fleet: Fleet
     workshop: Workshop
     memories: Memories
+    supervisor: Supervisor
 
     @classmethod
-    def build(cls, runtime: Runtime, config: ApiConfig, metrics: Metrics, spawn: Spawn) -> ApiState:
-        """Wire the services; `spawn` starts background work in the app's task group."""
+    def build(cls, runtime: Runtime, config: ApiConfig, metrics: Metrics, supervisor: Supervisor) -> ApiState:
+        """Wire the services; `supervisor` runs background work in the app's task group."""
+        spawn = supervisor.spawn
         settings = runtime.settings
         limiter = RateLimiter(per_minute=config.rate_limit_per_minute, burst=config.rate_limit_burst)
         catalog = Catalog(runtime.loader, runtime.store)
@@ -67,4 +66,5 @@ class ApiState:
             fleet=fleet,
             workshop=Workshop(runtime.images, fleet, runtime.store, metrics, spawn),
             memories=Memories(runtime.store, conversations),
+            supervisor=supervisor,
         )

@@ -46,6 +46,8 @@ class TurnTracker:
                 status = (await handle.result()).status
             except CageError as exc:
                 log.warning("turn ended with an error", turn_id=handle.turn_id, error=type(exc).__name__)
+            except Exception as exc:  # a watch never takes the server down
+                log.error("turn watch failed", turn_id=handle.turn_id, error=type(exc).__name__, exc_info=exc)
             finally:
                 turn = self._turns.pop(handle.turn_id, None)
                 if turn is not None:

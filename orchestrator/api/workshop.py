@@ -99,11 +99,14 @@ class Workshop:
             with send:
                 try:
                     ref = await self._images.build(image.runner, force=request.force, on_progress=report)
-                except CageError as exc:
-                    self._metrics.image_builds.labels(image.runner, "error").inc()
-                    await report(
-                        BuildProgress(tag=f"cage/{image.name}", phase="error", message=redact(str(exc)))
+                except Exception as exc:  # a failed build ends the build, not the server
+                    if not isinstance(exc, CageError):
+                        log.error("image build failed", runner=image.runner, exc_info=exc)
+                    message = (
+                        redact(str(exc)) if isinstance(exc, CageError) else "internal error (see the log)"
                     )
+                    self._metrics.image_builds.labels(image.runner, "error").inc()
+                    await report(BuildProgress(tag=f"cage/{image.name}", phase="error", message=message))
                     return
                 self._metrics.image_builds.labels(image.runner, "ok").inc()
                 await report(BuildProgress(tag=ref.tag, phase="done", message=ref.image_hash))

@@ -68,8 +68,10 @@ class PipelineService:
         close_grace: float = CLOSE_GRACE,
         api_assistants_dir: Path | None = None,
         gateway: ModelGateway | None = None,
+        allow_host_mcp: bool = False,
     ) -> None:
         self.loader = loader
+        self._allow_host_mcp = allow_host_mcp
         self.gateway = gateway or ModelGateway()
         """Closed with the service; runner turns get their model access through it."""
         self._api_dir = api_assistants_dir
@@ -105,6 +107,7 @@ class PipelineService:
             ids=ids,
             api_assistants_dir=services.settings.data_dir / "api-assistants",
             gateway=services.gateway,
+            allow_host_mcp=services.settings.allow_host_mcp,
         )
 
     # -- TurnService -----------------------------------------------------------------------------
@@ -115,6 +118,7 @@ class PipelineService:
         Raises:
             NotFound: unknown assistant, one the owner may not use, or another owner's chat.
             Conflict: a turn is already running in this chat, or the service is closing.
+            Forbidden: `metadata.team_id` names a team the owner is not a member of.
             ConfigError: the assistant's configuration is broken.
             UsageError: the options or metadata are not valid.
         """
@@ -128,6 +132,7 @@ class PipelineService:
             assistant = await self.authorize(turn.owner, turn.assistant_id)
             options = self._options(turn)
             await self._ensure_chat(turn)
+            team = await self._team(turn)
             start_seq = await self.hub.begin(chat_id)
         except BaseException:
             self._reserved.discard(chat_id)
@@ -135,7 +140,7 @@ class PipelineService:
         handle = RunningTurn(self.hub, turn, start_seq)
         self._by_chat[chat_id] = handle
         self._by_turn[turn.turn_id] = handle
-        task = asyncio.get_running_loop().create_task(self._run(handle, assistant, options))
+        task = asyncio.get_running_loop().create_task(self._run(handle, assistant, options, team))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
@@ -208,14 +213,24 @@ class PipelineService:
         if chat.owner != turn.owner:
             raise NotFound(f"chat {turn.chat_id!r} not found")
 
+    async def _team(self, turn: TurnInput) -> str:
+        """The turn's team space, from the owner's memberships; `metadata.team_id` may only pick
+        one of the owner's own teams.
+
+        Raises:
+            Forbidden: the metadata names a team the owner is not a member of.
+        """
+        asked = turn.metadata.get("team_id")
+        return await self.store.teams.team_for(turn.owner, str(asked) if asked else None)
+
     # -- the turn --------------------------------------------------------------------------------
 
-    async def _run(self, handle: RunningTurn, assistant: Assistant, options: CallOptions) -> None:
+    async def _run(self, handle: RunningTurn, assistant: Assistant, options: CallOptions, team: str) -> None:
         turn = handle.input
         memory = HookMemory(
             self.store,
             owner=turn.owner,
-            team=str(turn.metadata["team_id"]) if turn.metadata.get("team_id") else None,
+            team=team,
             chat_id=turn.chat_id,
             turn_id=turn.turn_id,
         )
@@ -234,6 +249,7 @@ class PipelineService:
             emit=lambda events: self._publish(turn, events),
             authorize=lambda agent_id: self.authorize(turn.owner, agent_id),
             gateway=self.gateway,
+            allow_host_mcp=self._allow_host_mcp,
             attachments=turn.attachments,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None

@@ -19,7 +19,7 @@ import anyio
 import structlog
 
 from orchestrator.dsl.sandbox import Lifecycle
-from orchestrator.errors import SandboxError
+from orchestrator.redaction import redact
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.sandbox.registry import TrackedSandbox
 
@@ -75,9 +75,13 @@ class Reaper:
                 acted = await self.manager.retire(
                     name, remove=action is ReapAction.REMOVE, still=_still(action, clock)
                 )
-            except SandboxError as exc:
+            except Exception as exc:  # noqa: BLE001 - one failing box (a timed-out call too) skips only it
                 log.warning(
-                    "reaper could not retire sandbox", sandbox=name, action=action.value, error=str(exc)
+                    "reaper could not retire sandbox",
+                    sandbox=name,
+                    action=action.value,
+                    error=type(exc).__name__,
+                    detail=redact(str(exc))[:300],
                 )
                 continue
             if acted:
@@ -85,7 +89,11 @@ class Reaper:
         return done
 
     async def run(self) -> None:
-        """Sweep forever; an engine error in one pass is logged and the next pass retries."""
+        """Sweep forever; any error in one pass is logged and the next pass retries (an escaping
+        exception would end the task group the reaper runs in)."""
         while True:
             await anyio.sleep(self.interval)
-            await self.sweep()
+            try:
+                await self.sweep()
+            except Exception as exc:  # the reaper outlives every failure
+                log.error("reaper pass failed", error=type(exc).__name__, exc_info=exc)

@@ -180,6 +180,16 @@ class ApiKeyRow(Base):
     revoked_at: Mapped[datetime | None]
 
 
+class TeamMemberRow(Base):
+    """One owner's membership of one team (set by an admin; decides the `team` memory space)."""
+
+    __tablename__ = "team_members"
+
+    team: Mapped[str] = mapped_column(String(128), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128), primary_key=True, index=True)
+    created_at: Mapped[datetime]
+
+
 class AuditRow(Base):
     __tablename__ = "audit"
 

@@ -32,5 +32,6 @@ def engine_errors(sandbox_id: str = "", *, not_found: str = "sandbox") -> Iterat
         raise SandboxError(sandbox_id, f"{not_found} not found: {_explain(exc)}") from exc
     except docker.errors.APIError as exc:
         raise SandboxError(sandbox_id, f"engine refused: {_explain(exc)}") from exc
-    except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
+    except (requests.exceptions.RequestException, docker.errors.DockerException) as exc:
+        # RequestException covers ReadTimeout (a slow stop or remove), not only ConnectionError
         raise EngineUnavailable(redact(str(exc))[:300]) from exc

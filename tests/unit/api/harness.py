@@ -2,7 +2,8 @@
 
 `ServerThread` runs uvicorn in its own thread and event loop, so tests can use any client (sync
 or async) against `base_url`. `fake_runtime` wires the real SQLite store and sandbox manager to
-fakes of the engine (`FakeBackend`, `FakeImageBuilder`) and of the pipeline (`FakeTurnService`).
+fakes of the engine (`FakeBackend`, `FakeImageBuilder`) and of the pipeline (`FakeTurnService`);
+`pipeline_runtime` keeps the fake engine but runs the real pipeline.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fastapi import FastAPI
 
 from orchestrator.api import Runtime, RuntimeFactory
 from orchestrator.dsl import AppLoader
+from orchestrator.pipeline import PipelineService
 from orchestrator.sandbox import SandboxManager
 from orchestrator.settings import Settings
 from orchestrator.store import KeyRole, Store
@@ -69,6 +71,29 @@ def fake_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
                 images=images,
                 turns=turns,
             )
+
+    return build
+
+
+def pipeline_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
+    """Real store, manager and `PipelineService` (hook and LLM turns run for real); fake engine."""
+
+    @asynccontextmanager
+    async def build(settings: Settings) -> AsyncIterator[Runtime]:
+        engine = backend or FakeBackend()
+        images = FakeImageBuilder()
+        loader = AppLoader(settings.app_dir, environ={})
+        manager = SandboxManager(engine, images, settings)
+        async with Store.from_settings(settings) as store:
+            turns = PipelineService(
+                loader=loader, manager=manager, store=store, api_assistants_dir=settings.data_dir / "api"
+            )
+            try:
+                yield Runtime(
+                    settings=settings, store=store, loader=loader, manager=manager, images=images, turns=turns
+                )
+            finally:
+                await turns.aclose()
 
     return build
 

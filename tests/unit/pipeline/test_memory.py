@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
+from orchestrator.errors import Forbidden
 from orchestrator.store import Store
 from tests.pipeline_rig import Rig
 from tests.unit.store.conftest import FakeClock
@@ -27,17 +30,36 @@ async def test_user_space_belongs_to_its_owner(rig: Rig) -> None:
 async def test_chat_space_is_shared_by_the_turns_of_one_chat_only(rig: Rig) -> None:
     set_op = [{"op": "set", "space": "chat", "key": "topic", "value": {"n": 1}}]
     await memory(rig, set_op, chat_id="chat-m1")
-    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], chat_id="chat-m1") == [{"n": 1}]
+    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], chat_id="chat-m1") == [
+        {"n": 1}
+    ]
     assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], chat_id="chat-m2") == [None]
 
 
-async def test_team_space_is_shared_by_members_of_the_team(rig: Rig) -> None:
-    team = {"team_id": "team-7"}
-    await memory(rig, [{"op": "set", "space": "team", "key": "k", "value": 1}], owner="alice", metadata=team)
-    got = await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="bob", metadata=team)
-    assert got == [1]
-    other = await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="bob", metadata={"team_id": "x"})
-    assert other == [None]
+async def test_team_space_is_shared_by_members_of_the_team(rig: Rig, store: Store) -> None:
+    await store.teams.add("team-7", "alice")
+    await store.teams.add("team-7", "bob")
+    await memory(rig, [{"op": "set", "space": "team", "key": "k", "value": 1}], owner="alice")
+    assert await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="bob") == [1]
+    # an owner in no team has a team space of its own, even one named like a team
+    assert await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="carol") == [None]
+    await store.teams.add("alice", "dave")  # a team that shares a name with an owner
+    assert await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="dave") == [None]
+
+
+async def test_team_metadata_only_picks_among_the_owners_own_teams(rig: Rig, store: Store) -> None:
+    await store.teams.add("red", "alice")
+    await store.teams.add("blue", "alice")
+    await memory(
+        rig,
+        [{"op": "set", "space": "team", "key": "k", "value": "b"}],
+        owner="alice",
+        metadata={"team_id": "red"},
+    )
+    first = await memory(rig, [{"op": "get", "space": "team", "key": "k"}], owner="alice")
+    assert first == [None]  # without metadata: blue, the first of alice's teams
+    with pytest.raises(Forbidden, match="not a member of team 'blue'"):
+        await rig.run("hooks.memory", "[]", owner="mallory", metadata={"team_id": "blue"})
 
 
 async def test_context_space_dies_with_the_turn(rig: Rig, store: Store) -> None:

@@ -16,6 +16,7 @@ from orchestrator.store.migration import MIGRATIONS_DIR, current_revision, head_
 from orchestrator.store.tables import Base
 
 TABLES = {"chats", "turns", "messages", "events", "checkpoints", "assistants", "memory", "api_keys", "audit"}
+TABLES |= {"team_members"}
 
 
 async def _tables(url: str) -> set[str]:
@@ -35,7 +36,7 @@ async def test_migrate_creates_every_table_and_is_idempotent(database_url: str) 
         chat = await store.chats.create("alice", "tests.echo")
         await store.migrate()  # the second run changes nothing and loses nothing
         assert await store.chats.get(chat.id) == chat
-    assert await current_revision(url) == head_revision() == "0001_initial"
+    assert await current_revision(url) == head_revision() == "0002_teams"
     assert await _tables(database_url) == TABLES | {"alembic_version"}
     assert set(Base.metadata.tables) == TABLES
 
@@ -54,7 +55,10 @@ async def test_schema_diff_notices_a_missing_migration(database_url: str) -> Non
 def test_migrations_ship_inside_the_package() -> None:
     assert MIGRATIONS_DIR.is_dir() and (MIGRATIONS_DIR / "env.py").is_file()
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
-    assert [p.name for p in sorted((MIGRATIONS_DIR / "versions").glob("0*.py"))] == ["0001_initial.py"]
+    assert [p.name for p in sorted((MIGRATIONS_DIR / "versions").glob("0*.py"))] == [
+        "0001_initial.py",
+        "0002_teams.py",
+    ]
     assert not list(Path(MIGRATIONS_DIR).rglob("alembic.ini"))
 
 
