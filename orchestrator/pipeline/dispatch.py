@@ -117,6 +117,7 @@ async def _llm(frame: CallFrame) -> Completion:
         disable_global_prompts=bool(options.disable_global_prompts),
         global_prompts=frame.assistant.global_prompts,
         mcp_servers=tuple(McpServerRef.model_validate(s) for s in options.mcp_servers or ()),
+        allow_host_mcp=scope.allow_host_mcp,
     )
     frame.stage = "llm"
     result = await run_llm_turn(

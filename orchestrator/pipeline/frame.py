@@ -66,6 +66,8 @@ class TurnScope:
     """Issues the per-turn tokens runners use instead of the connector's key."""
     attachments: tuple[Attachment, ...] = ()
     """The user's files: written into the root call's sandbox before its hooks run."""
+    allow_host_mcp: bool = False
+    """LLM-mode stdio MCP servers may run on the orchestrator host (`Settings.allow_host_mcp`)."""
 
 
 @dataclass

@@ -33,7 +33,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec, McpServerRef, McpServerSpec, Prompt
-from orchestrator.errors import CageError, ToolError, UsageError
+from orchestrator.errors import CageError, ConfigError, ToolError, UsageError
 from orchestrator.llm import (
     AgentLoop,
     ChatMessage,
@@ -91,6 +91,10 @@ class LlmTurnInput(BaseModel):
     mcp_servers: tuple[McpServerRef | McpServerSpec, ...] = ()
     """Extra servers for this turn (a Create hook's `mcp_servers`); one with an id the assistant
     already uses replaces that entry. References are resolved through the loader."""
+    allow_host_mcp: bool = False
+    """Start stdio MCP servers on the orchestrator host (`CAGE_ALLOW_HOST_MCP`). Off by default:
+    such a server runs outside every sandbox, with the orchestrator's network and files, driven by
+    whatever the user prompts (SSRF to metadata and internal services, the host's own API)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -388,7 +392,11 @@ def _connector_spec(loader: AppLoader, assistant: Assistant, override: str | Non
 
 
 async def _servers(inp: LlmTurnInput, loader: AppLoader) -> list[McpServerSpec]:
-    """The assistant's MCP servers with the request's extra ones (resolved, replacing by id)."""
+    """The assistant's MCP servers with the request's extra ones (resolved, replacing by id).
+
+    Raises:
+        ToolError: a referenced server does not load. ConfigError: a stdio server, not allowed here.
+    """
     servers = {s.id: s for s in inp.assistant.mcp_servers}
     for extra in inp.mcp_servers:
         if isinstance(extra, McpServerSpec):
@@ -399,6 +407,16 @@ async def _servers(inp: LlmTurnInput, loader: AppLoader) -> list[McpServerSpec]:
         except CageError as exc:
             raise ToolError(f"mcp:{extra.server_id}", str(exc)) from exc
         servers[spec.id] = spec.model_copy(update={"tools": extra.tools, "resources": extra.resources})
+    if not inp.allow_host_mcp:
+        for spec in servers.values():
+            if spec.transport == "stdio":
+                raise ConfigError(
+                    f"MCP server {spec.id!r} uses transport stdio, which in LLM mode would run "
+                    f"{spec.command!r} on the orchestrator host, outside any sandbox; use an http MCP "
+                    "server, or let trusted apps do this with CAGE_ALLOW_HOST_MCP=1",
+                    file=inp.assistant.path / "package.yao",
+                    key_path=f"mcp.servers.{spec.id}",
+                )
     return list(servers.values())
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrator.errors import ConfigError
 from orchestrator.pipeline.llm_turn import LlmTurnInput, LlmTurnResult, run_llm_turn
 from orchestrator.stream import (
     CountingIds,
@@ -83,6 +84,7 @@ async def run_turn(
 
     builder = TurnBuilder(CountingIds())
     events.extend(builder.stream_start(assistant_id))
+    overrides.setdefault("allow_host_mcp", True)  # these tests drive the calc server on this host
     inp = LlmTurnInput(assistant=assistant, messages=messages, session_id="s-1", turn_id="t-1", **overrides)
     result = await run_llm_turn(inp, loader=loader, builder=builder, emit=emit, cancel=cancel)
     events.extend(builder.stream_end(result.status, error=result.error, usage=result.usage))
@@ -353,6 +355,19 @@ async def test_an_unreachable_mcp_server_fails_the_turn_without_calling_the_mode
     assert [e.props.code for e in turn.of(ErrorEvent)] == ["llm_setup_failed"]
     assert requests_for(model, "main") == []
     assert_servers_stopped(app)  # the server that did start was closed again
+
+
+async def test_stdio_servers_are_refused_unless_the_operator_allows_host_mcp(
+    app: LlmApp, model: FakeModelServer
+) -> None:
+    aid = app.assistant()
+    with pytest.raises(ConfigError) as caught:
+        await run_turn(app, aid, allow_host_mcp=False)
+    error = caught.value
+    assert error.file.name == "package.yao" and error.key_path == "mcp.servers.calc"
+    assert "stdio" in error.reason and "CAGE_ALLOW_HOST_MCP" in error.reason
+    assert requests_for(model, "main") == []  # refused before the model or the server was started
+    assert not (app.state / "pids").exists() or (app.state / "pids").read_text().strip() == ""
 
 
 async def test_extra_servers_from_the_request(app: LlmApp, model: FakeModelServer) -> None:
