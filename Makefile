@@ -4,8 +4,8 @@ SHELL := /bin/bash
 VENV  := .venv
 BIN   := $(VENV)/bin
 PYTEST_ARGS ?=
-# Runner images install npm/PyPI packages: trust the host's CA bundle (networks with TLS inspection).
-export CAGE_EXTRA_CA_CERTS ?= $(firstword $(wildcard /etc/ssl/certs/ca-certificates.crt))
+# Runner images trust the host's CA bundle by default (Settings.extra_ca_certs), the same for a
+# direct `cage` call, so both build the same image tags.
 
 .PHONY: setup venv engine base-image run test lint unit integration schemas golden bench images clean
 

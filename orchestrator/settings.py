@@ -5,12 +5,21 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SYSTEM_CA_BUNDLES = (
+    Path("/etc/ssl/certs/ca-certificates.crt"),  # Debian, Ubuntu, Alpine
+    Path("/etc/pki/tls/certs/ca-bundle.crt"),  # Fedora, RHEL
+)
+
+
+def _system_ca_bundle() -> Path | None:
+    return next((p for p in SYSTEM_CA_BUNDLES if p.is_file()), None)
 
 
 class Settings(BaseSettings):
-    """Embedded defaults: SQLite under `./.cage/`, the local Docker engine, the app in the current dir."""
+    """Embedded defaults: SQLite under `<app_dir>/.cage/`, the local Docker engine, the app in the cwd."""
 
     model_config = SettingsConfigDict(env_prefix="CAGE_", extra="ignore", use_attribute_docstrings=True)
 
@@ -24,8 +33,11 @@ class Settings(BaseSettings):
     """Engine URL; None means DOCKER_HOST or the local socket."""
     base_image: str = "cage/base:bookworm"
     """Base image every runner image builds FROM (`debian:bookworm-slim` where pulls work)."""
-    extra_ca_certs: Path | None = None
-    """A PEM bundle installed into runner images at build time (networks with TLS inspection)."""
+    extra_ca_certs: Path | None = Field(default_factory=lambda: _system_ca_bundle())
+    """A PEM bundle installed into runner images at build time (networks with TLS inspection).
+
+    Unset, the host's system bundle where there is one, so an image built by `make` and one built
+    by a direct `cage` call get the same hash; `CAGE_EXTRA_CA_CERTS=""` installs none."""
     max_line_bytes: int = 64 * 2**20
     """Longest single output line a runner may print; longer lines become an `error` event."""
     stderr_keep_bytes: int = 64 * 2**10
@@ -70,6 +82,11 @@ class Settings(BaseSettings):
     """Seconds a per-turn gateway token lives at most (it is revoked when its turn ends anyway)."""
     allow_host_mcp: bool = False
     """Let LLM-mode assistants start stdio MCP servers on the orchestrator host (trusted apps only)."""
+
+    @field_validator("extra_ca_certs", mode="before")
+    @classmethod
+    def _empty_means_none(cls, value: object) -> object:
+        return None if value == "" else value
 
     @model_validator(mode="after")
     def _data_dir_follows_app_dir(self) -> Settings:

@@ -225,8 +225,46 @@ def plan_build(
 
 
 def default_images_dir() -> Path:
-    """The `images/` folder of the source checkout this package runs from."""
-    return project_root() / "images"
+    """The runner image contexts: `orchestrator/images`, package data of an installed wheel.
+
+    In a source checkout that path is a symlink to the top-level `images/` folder.
+    """
+    return Path(__file__).resolve().parents[1] / "images"
+
+
+OFFLINE_BASE_PREFIX = "cage/"
+"""Base images named `cage/...` are built on this machine (`images/base/build.sh`), never pulled:
+`docker.io/cage` is not Cage's namespace."""
+
+_TLS_MARKERS = (
+    "certificate verify failed",
+    "unable to get local issuer certificate",
+    "self signed certificate",
+    "self-signed certificate",
+    "unable_to_get_issuer_cert",
+    "unable_to_verify_leaf_signature",
+    "self_signed_cert_in_chain",
+    "cert_untrusted",
+    "x509:",
+    "sslerror",
+    "ssl certificate problem",
+)
+
+
+def tls_hint(log_tail: str, extra_ca_certs: Path | None) -> str | None:
+    """What to do when a build failed on a TLS certificate (a network with TLS inspection), or None."""
+    text = log_tail.lower()
+    if not any(marker in text for marker in _TLS_MARKERS):
+        return None
+    if extra_ca_certs is None:
+        return (
+            "hint: the build failed on a TLS certificate; behind a TLS-inspecting proxy set "
+            "CAGE_EXTRA_CA_CERTS to a PEM bundle holding its CA (e.g. /etc/ssl/certs/ca-certificates.crt)"
+        )
+    return (
+        f"hint: the build failed on a TLS certificate although CAGE_EXTRA_CA_CERTS={extra_ca_certs} is "
+        "installed in the image; add the proxy's CA certificate to that bundle"
+    )
 
 
 def project_root() -> Path:

@@ -35,6 +35,7 @@ from orchestrator.sandbox.images import (
     CLI_VERSION_LABEL,
     IMAGE_HASH_LABEL,
     MANAGED_LABEL,
+    OFFLINE_BASE_PREFIX,
     RUNNER_IMAGES,
     RUNNER_LABEL,
     BaseImage,
@@ -50,6 +51,7 @@ from orchestrator.sandbox.images import (
     plan_build,
     ready_image,
     runner_image,
+    tls_hint,
 )
 from orchestrator.settings import Settings
 
@@ -268,6 +270,12 @@ class DockerImageBuilder:
                 found = await to_thread.run_sync(client.images.get, ref)
             except docker.errors.ImageNotFound:
                 found = None
+        if found is None and ref.startswith(OFFLINE_BASE_PREFIX):
+            raise ImageBuildError(
+                ref,
+                "the offline base image is not built: run `make base-image` (images/base/build.sh), or set "
+                "CAGE_BASE_IMAGE=debian:bookworm-slim to build on Debian pulled from Docker Hub",
+            )
         if found is None:
             log.info("image.base.pull", ref=ref)
             try:
@@ -372,6 +380,8 @@ class DockerImageBuilder:
         if error is not None:
             tail.append(error)
             log_tail = redact("\n".join(tail))
+            if hint := tls_hint(log_tail, self._settings.extra_ca_certs):
+                log_tail = f"{log_tail}\n{hint}"
             log.warning("image.build.failed", tag=tag, seconds=round(time.monotonic() - started, 1))
             await _report(on_progress, BuildProgress(tag=tag, phase="error", message=redact(error)))
             raise ImageBuildError(tag, log_tail)
