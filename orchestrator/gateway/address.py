@@ -16,6 +16,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from orchestrator.sandbox.network import gateway_base_url
+
 BRIDGE_INTERFACE = "docker0"
 """Docker's default bridge on a Linux host."""
 CONTAINER_HOST_ALIAS = "host.docker.internal"
@@ -38,12 +40,15 @@ class GatewayAddress:
         return f"http://{host}:{self.port}"
 
 
-def sandbox_base_url(address: GatewayAddress) -> str:
+def sandbox_base_url(address: GatewayAddress, *, isolated: bool = False) -> str:
     """The gateway's root URL as seen from inside a sandbox.
 
-    Today sandboxes sit on Docker's default bridge and reach the host through the host-gateway
-    alias. With per-sandbox networks this becomes the egress relay's name for the gateway.
+    An isolated sandbox (a network of its own behind the egress proxy) reaches it as
+    `cage-gateway:8089`, the proxy's relay to `address`; one on Docker's shared bridge through the
+    host-gateway alias.
     """
+    if isolated:
+        return gateway_base_url()
     return f"http://{CONTAINER_HOST_ALIAS}:{address.port}"
 
 

@@ -145,6 +145,7 @@ class ModelGateway:
         turn_id: str,
         connector: ConnectorSpec | None,
         mcp_servers: Sequence[McpServerSpec] = (),
+        isolated: bool = False,
     ) -> SandboxAccess:
         """A token for one turn in `sandbox`, bound to `connector` and the HTTP MCP servers.
 
@@ -159,7 +160,7 @@ class ModelGateway:
         token, grant = self.registry.issue(
             sandbox=sandbox, owner=owner, assistant_id=assistant_id, turn_id=turn_id, upstreams=upstreams
         )
-        root = sandbox_base_url(address)
+        root = sandbox_base_url(address, isolated=isolated)
         return SandboxAccess(
             token=token,
             grant=grant,

@@ -13,6 +13,7 @@ from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import ModelGateway, SandboxAccess
 from orchestrator.pipeline.bridge import BridgeResult, Emit, TurnLimits, run_runner_turn
+from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.sandbox.images import BuildProgress
@@ -65,6 +66,8 @@ class RunnerTurnInput:
     workspace_id: str | None = None
     host_workspace: Path | None = None
     """CI mode: bind-mount this host directory as the workspace."""
+    gateway_port: int | None = None
+    """The running model gateway's port (an isolated box reaches it through the egress relay)."""
 
 
 def sandbox_request(inp: RunnerTurnInput) -> SandboxRequest:
@@ -88,6 +91,7 @@ def sandbox_request(inp: RunnerTurnInput) -> SandboxRequest:
         ),
         skills={s.name: s.digest for s in assistant.skills},
         host_workspace=inp.host_workspace,
+        gateway_port=inp.gateway_port,
     )
 
 
@@ -176,10 +180,12 @@ async def run_in_lease(
         turn_id=inp.turn_id,
         connector=runner_connector(assistant, loader),
         mcp_servers=assistant.mcp_servers,
+        isolated=lease.isolated,
     )
     try:
-        return await _run_cli(inp, lease, access, manager=manager, resume=resume, builder=builder,
-                              emit=emit, cancel=cancel, limits=limits)
+        async with egress_events(manager, lease, builder, emit):
+            return await _run_cli(inp, lease, access, manager=manager, resume=resume, builder=builder,
+                                  emit=emit, cancel=cancel, limits=limits)
     finally:
         gateway.revoke(access)
 

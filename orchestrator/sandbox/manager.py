@@ -75,6 +75,8 @@ class SandboxRequest(BaseModel):
     """The assistant's MCP server entries (feed the config hash)."""
     skills: Mapping[str, str] = Field(default_factory=dict)
     """Skill name -> content digest (feed the config hash)."""
+    gateway_port: int | None = None
+    """Port of the running model gateway: an isolated box reaches it through the proxy's relay."""
     host_workspace: Path | None = None
     """CI mode: bind-mount this host directory instead of the workspace volume."""
 
@@ -96,6 +98,8 @@ class SandboxLease(BaseModel):
     grace_seconds: float
     env: Mapping[str, str] = Field(default_factory=dict, repr=False)
     """Environment for execs (secrets with an `env` name included): never logged, never labelled."""
+    isolated: bool = False
+    """The box sits on a network of its own behind the egress proxy (the gateway is `cage-gateway`)."""
 
 
 def _resolve(value: str) -> str:
@@ -196,6 +200,7 @@ class SandboxManager:
             mount_path=spec.computer.mount_path,
             grace_seconds=spec.stop_timeout.total_seconds(),
             env=exec_env,
+            isolated=self.isolates(spec),
         )
         self._leases.add(lease.lease_id)
         log.info(
@@ -363,7 +368,7 @@ class SandboxManager:
                 extra_hosts=hard.extra_hosts,
                 ports=hard.ports,
             )
-            create = self._isolate(create, spec)
+            create = self._isolate(create, spec, request.gateway_port)
             ref = await self.backend.create(create)
             try:
                 await self.backend.start(ref)
@@ -390,7 +395,11 @@ class SandboxManager:
         log.info("sandbox created", sandbox=identity.name, image=image)
         return ref
 
-    def _isolate(self, create: CreateSpec, spec: SandboxSpec) -> CreateSpec:
+    def isolates(self, spec: SandboxSpec) -> bool:
+        """Whether `spec`'s box gets a network of its own (an allowlist, or `Settings.isolated_networks`)."""
+        return sandbox_egress(spec.computer.network, isolated=self.settings.isolated_networks) is not None
+
+    def _isolate(self, create: CreateSpec, spec: SandboxSpec, gateway_port: int | None) -> CreateSpec:
         """A network of its own behind the egress proxy, when the spec or the settings ask for one.
 
         No `host.docker.internal` then, and the proxy variables in every process's environment.
@@ -398,7 +407,7 @@ class SandboxManager:
         egress = sandbox_egress(spec.computer.network, isolated=self.settings.isolated_networks)
         if egress is None:
             return create
-        port = self.gateway_port
+        port = gateway_port or self.gateway_port
         relay = f"{self.settings.gateway_relay_host}:{port}" if port else None
         env = {**proxy_env(), **create.env}
         update = {"egress": egress, "gateway_relay": relay, "extra_hosts": {}, "env": env}

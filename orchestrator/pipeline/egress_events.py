@@ -1,0 +1,51 @@
+"""The one place refused connections enter a turn's stream: `sandbox/egress_denied` events.
+
+While a runner turn runs in an isolated sandbox, the denials the egress proxy logs for that box
+are emitted as they arrive. The proxy's log reaches Cage a few milliseconds after the refusal, so
+when the turn's process has ended the subscription stays open for `SETTLE_SECONDS` more: a CLI
+whose last act was a refused request still gets its event before `stream_end`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from orchestrator.pipeline.bridge import Emit
+from orchestrator.sandbox.egress.denials import EgressDenials
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager
+from orchestrator.stream import TurnBuilder
+
+SETTLE_SECONDS = 0.3
+
+
+def egress_denials(manager: SandboxManager) -> EgressDenials | None:
+    """The backend's denial hub, when its engine has an egress proxy (the Docker backend does)."""
+    hub = getattr(getattr(manager.backend, "egress", None), "denials", None)
+    return hub if isinstance(hub, EgressDenials) else None
+
+
+@asynccontextmanager
+async def egress_events(
+    manager: SandboxManager, lease: SandboxLease, builder: TurnBuilder, emit: Emit
+) -> AsyncIterator[None]:
+    """Emit the lease's egress denials while the block runs (and `SETTLE_SECONDS` after)."""
+    hub = egress_denials(manager)
+    if hub is None or not lease.isolated:
+        yield
+        return
+    with hub.subscribe(lease.identity.name) as received:
+
+        async def pump() -> None:
+            async for denial in received:
+                await emit(builder.egress_denied(denial.host, denial.port, denial.method))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            try:
+                yield
+                await anyio.sleep(SETTLE_SECONDS)
+            finally:
+                tg.cancel_scope.cancel()
