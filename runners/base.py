@@ -21,6 +21,12 @@ from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
+IN_BOX_STATE = ".cage-state"
+"""The runners' state directory, relative to the workspace root (CLI homes, generated configs,
+prepare markers). Its own name: never the host's `.cage` data dir, which holds the database."""
+HOME_SUBDIR = f"{IN_BOX_STATE}/home"
+STATE_SUBDIR = f"{IN_BOX_STATE}/runner"
+
 
 class FileWrite(BaseModel):
     """A file the bridge writes into the workspace before the exec (as the `sandbox` user)."""
@@ -94,7 +100,7 @@ class TurnRequest(BaseModel):
     """`runner.options` from sandbox.yao."""
     workdir: str = "/workspace"
     """The agent's working directory inside the sandbox."""
-    home: str = "/workspace/.cage/home"
+    home: str = f"/workspace/{HOME_SUBDIR}"
     """HOME for the CLI: inside the workspace so a recreated container still resumes."""
     resume: Mapping[str, str] = Field(default_factory=dict)
     """The state the previous turn's translator reported (`Translator.resume_state`)."""
@@ -104,7 +110,7 @@ class TurnRequest(BaseModel):
     """Model base URL as seen from inside the sandbox, when it differs from `connector.base_url`."""
     lifecycle: Literal["oneshot", "session", "longrunning", "persistent"] = "oneshot"
     """The sandbox's lifecycle: a long-lived box may keep a CLI server running between turns."""
-    state_dir: str = "/workspace/.cage/state"
+    state_dir: str = f"/workspace/{STATE_SUBDIR}"
     """Per-runner state (config files, scripts) inside the workspace; adapters use a sub-folder."""
 
 

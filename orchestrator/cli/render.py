@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -125,22 +126,42 @@ class TextRenderer:
 
 
 class GithubRenderer(TextRenderer):
-    """Text output plus `::error` annotations and a Markdown step summary (`$GITHUB_STEP_SUMMARY`)."""
+    """Text output plus `::error` annotations and a Markdown step summary (`$GITHUB_STEP_SUMMARY`).
+
+    The agent's text reaches stdout, where a line starting with `::` is a workflow command
+    (`::add-mask::`, `::error::`, `::stop-commands::`). So command processing is switched off with
+    `::stop-commands::<token>` before the first event and on again (`::<token>::`) only around
+    Cage's own annotations; the token is random per run, so agent text cannot end the pause.
+    """
 
     def __init__(self, out: Console, err: Console, raw: TextIO, step_summary: Path | None) -> None:
         super().__init__(out, err)
         self.raw = raw
         self.step_summary = step_summary
+        self._token = ""
+        self._pause()
+
+    def _pause(self) -> None:
+        self._token = secrets.token_hex(16)
+        self.raw.write(f"::stop-commands::{self._token}\n")
+        self.raw.flush()
+
+    def _command(self, line: str) -> None:
+        """One workflow command of Cage's own, between two pauses."""
+        self.out.file.flush()
+        self.raw.write(f"\n::{self._token}::\n{line}\n")
+        self._pause()
 
     def feed(self, event: Event) -> None:
         super().feed(event)
         if isinstance(event, ErrorEvent):
-            self.out.file.flush()
-            self.raw.write(f"::error title=cage ({event.props.code})::{_escape(event.props.message)}\n")
-            self.raw.flush()
+            self._command(f"::error title=cage ({_escape(event.props.code)})::{_escape(event.props.message)}")
 
     def finish(self, summary: TurnSummary) -> None:
         super().finish(summary)
+        self.out.file.flush()
+        self.raw.write(f"\n::{self._token}::\n")
+        self.raw.flush()
         if self.step_summary is not None:
             with self.step_summary.open("a", encoding="utf-8") as fh:
                 fh.write(step_summary_markdown(summary))

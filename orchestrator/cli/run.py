@@ -2,7 +2,18 @@
 
 Exit codes: 0 completed · 1 the agent ended in error · 2 bad usage or assistant config ·
 3 sandbox or infrastructure failure (Docker down, image build failed) · 124 timeout ·
-130 interrupted (SIGINT/SIGTERM: the turn is cancelled cleanly, a oneshot container removed).
+130 interrupted (SIGINT/SIGTERM: the turn is cancelled cleanly, its container removed).
+
+The checkout is hostile once the agent had it (docs/security.md, "CI mode"), so a run:
+
+* keeps its own state (database, snapshots, sanitized git configs) in the data dir — `CAGE_DATA_DIR`
+  or `$XDG_STATE_HOME/cage` — and refuses a data dir or `--output-dir` inside the workspace;
+* runs the sandbox as `oneshot` whatever the assistant says, labels it with this run's id, and
+  removes every box with that label in a `finally` before it looks at the checkout again, so no
+  process of the agent outlives the run or writes while the patch is made;
+* lets the agent run as the checkout's owner (`sandbox/checkout.py`): no ownership change, ever;
+* computes `changes.patch` without running anything the checkout configures (`snapshot.py`) and
+  writes artifacts without following links (`outputs.py`).
 """
 
 from __future__ import annotations
@@ -11,21 +22,25 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import IO, Annotated, Literal
 
 import anyio
 import typer
 from rich.console import Console
 
-from orchestrator.cli.artifacts import HostOwnership, TurnSummary, WorkspaceSnapshot
+from orchestrator.cli.artifacts import TurnSummary
+from orchestrator.cli.outputs import ArtifactDir, refuse_inside
 from orchestrator.cli.overrides import apply_env, apply_sets
 from orchestrator.cli.render import GithubRenderer, JsonlRenderer, Renderer, TextRenderer, dumps
+from orchestrator.cli.snapshot import PrivateRepo
 from orchestrator.dsl import Assistant
+from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.dsl.units import parse_duration
-from orchestrator.errors import NotFound, UsageError
+from orchestrator.errors import NotFound, UsageError, WorkspaceError
 from orchestrator.pipeline import (
     InputMessage,
     PipelineService,
@@ -35,6 +50,8 @@ from orchestrator.pipeline import (
     TurnResult,
 )
 from orchestrator.pipeline.runner_turn import new_chat_id
+from orchestrator.sandbox.checkout import checkout_owner
+from orchestrator.sandbox.labels import MANAGED
 from orchestrator.services import Services
 from orchestrator.settings import Settings
 from orchestrator.store import Store
@@ -44,6 +61,8 @@ EXIT_OK, EXIT_AGENT, EXIT_CONFIG, EXIT_INFRA, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0
 Output = Literal["text", "jsonl", "github"]
 LOCAL_OWNER = "local"
 """The owner of every `cage run` turn: sandboxes, sessions and memory of local runs share it."""
+RUN_LABEL = "cage.run"
+"""Label with this run's id on its sandbox: what the final clean-up removes."""
 
 
 _CONFIG_CODES = {"ConfigError", "ConfigErrors", "UsageError", "NotFound", "invalid_options"}
@@ -78,7 +97,7 @@ class _Sink:
     """Feeds the renderer and appends events to `events.jsonl` (events arrive stamped)."""
 
     renderer: Renderer
-    events_file: Path | None
+    events_file: IO[bytes] | None
     echo_status: bool
     events: list[Event] = field(default_factory=list)
 
@@ -88,8 +107,8 @@ class _Sink:
         if self.echo_status and isinstance(event, LifecycleEvent) and isinstance(event.props, SandboxStatus):
             sys.stderr.write(f"cage: sandbox {event.props.phase} {event.props.message}\n")
         if self.events_file is not None:
-            with self.events_file.open("a", encoding="utf-8") as fh:
-                fh.write(JSONLEncoder().encode(event))
+            self.events_file.write(JSONLEncoder().encode(event).encode("utf-8"))
+            self.events_file.flush()
 
     @property
     def error_codes(self) -> list[str]:
@@ -138,6 +157,8 @@ def _prepare(services: Services, opts: RunOptions) -> Assistant:
             raise UsageError(f"--set/--env need a sandbox assistant; {opts.assistant_id} has no sandbox.yao")
         return assistant
     spec = apply_env(apply_sets(assistant.sandbox, opts.sets, file=assistant.path / "sandbox.yao"), opts.env)
+    # CI mode: the box goes with the run, whatever lifecycle the assistant has (nothing outlives it)
+    spec = spec.model_copy(update={"lifecycle": Lifecycle.ONESHOT})
     changed = assistant.model_copy(update={"sandbox": spec})
     services.loader.override(changed)
     return changed
@@ -150,49 +171,59 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
         ConfigError, UsageError: before anything ran (exit 2).
         EngineUnavailable: no Docker engine (exit 3).
     """
+    run_id = uuid.uuid4().hex
+    settings = settings.model_copy(update={"sandbox_labels": {**settings.sandbox_labels, RUN_LABEL: run_id}})
     services = Services.from_settings(settings)
     assistant = _prepare(services, opts)
     if assistant.sandbox is not None:
         await services.backend.ping()
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = Store.from_settings(settings)
     await store.migrate()
     pipeline = PipelineService.from_services(services, store)
-    if opts.output_dir is not None:
-        opts.output_dir.mkdir(parents=True, exist_ok=True)
-        (opts.output_dir / "events.jsonl").write_text("", encoding="utf-8")
+    outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
+    events_file = outputs.create("events.jsonl") if outputs is not None else None
     renderer = _renderer(opts.output)
-    sink = _Sink(
-        renderer, opts.output_dir / "events.jsonl" if opts.output_dir else None, opts.output == "jsonl"
-    )
-    before = await anyio.to_thread.run_sync(WorkspaceSnapshot.take, opts.workspace)
-    ownership = HostOwnership(opts.workspace)
-    await anyio.to_thread.run_sync(ownership.lend)
-    started = time.monotonic()
-    interrupted: list[bool] = []
+    sink = _Sink(renderer, events_file, opts.output == "jsonl")
+    repo = PrivateRepo(settings.data_dir)
     try:
-        handle = await pipeline.start(
-            TurnInput(
-                assistant_id=assistant.id,
-                owner=LOCAL_OWNER,
-                chat_id=opts.chat_id,
-                messages=(InputMessage(content=opts.prompt),),
-                options=TurnOptions(host_workspace=opts.workspace, turn_timeout=opts.turn_timeout),
+        before = await anyio.to_thread.run_sync(repo.take, opts.workspace)
+        started = time.monotonic()
+        interrupted: list[bool] = []
+        try:
+            handle = await pipeline.start(
+                TurnInput(
+                    assistant_id=assistant.id,
+                    owner=LOCAL_OWNER,
+                    chat_id=opts.chat_id,
+                    messages=(InputMessage(content=opts.prompt),),
+                    options=TurnOptions(host_workspace=opts.workspace, turn_timeout=opts.turn_timeout),
+                )
             )
-        )
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_signals, handle, interrupted)
-            async for event in handle.events():
-                sink(event)
-            result = await handle.result()
-            tg.cancel_scope.cancel()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_signals, handle, interrupted)
+                async for event in handle.events():
+                    sink(event)
+                result = await handle.result()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pipeline.aclose()
+                await store.aclose()
+                if assistant.sandbox is not None:
+                    await _remove_boxes(services, run_id)
+            if events_file is not None:
+                events_file.close()
+        code = exit_code_for(result, sink.error_codes, bool(interrupted))
+        after = await anyio.to_thread.run_sync(lambda: repo.take(opts.workspace, keep=before.paths))
+        patch = outputs.create("changes.patch") if outputs is not None else None
+        try:
+            changed = await anyio.to_thread.run_sync(repo.diff, before, after, patch)
+        finally:
+            if patch is not None:
+                patch.close()
     finally:
-        with anyio.CancelScope(shield=True):
-            await pipeline.aclose()
-            await store.aclose()
-        await anyio.to_thread.run_sync(ownership.give_back)
-    code = exit_code_for(result, sink.error_codes, bool(interrupted))
-    after = await anyio.to_thread.run_sync(WorkspaceSnapshot.take, opts.workspace)
-    patch, changed = await anyio.to_thread.run_sync(before.diff, after)
+        repo.__exit__(None, None, None)
     usage = result.usage
     summary = TurnSummary(
         assistant=assistant.id,
@@ -206,15 +237,33 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
         cost_usd=usage.cost_usd if usage else None,
         duration_ms=int((time.monotonic() - started) * 1000),
         files_changed=changed,
+        files_skipped={**before.skipped, **after.skipped},
         exit_code=code,
     )
     renderer.finish(summary)
-    if opts.output_dir is not None:
-        (opts.output_dir / "summary.json").write_text(dumps(summary), encoding="utf-8")
-        (opts.output_dir / "changes.patch").write_text(patch, encoding="utf-8")
+    if outputs is not None:
+        outputs.write("summary.json", dumps(summary).encode("utf-8"))
+        outputs.close()
     if result.status == "error" and result.error and opts.output == "jsonl":
         sys.stderr.write(f"cage: {result.error}\n")
     return code
+
+
+async def _remove_boxes(services: Services, run_id: str) -> None:
+    """Remove every sandbox of this run, whatever state the pipeline left it in (and its processes)."""
+    try:
+        for ref in await services.backend.find({MANAGED: "true", RUN_LABEL: run_id}):
+            await services.backend.remove(ref, force=True)
+    except Exception as exc:  # reported, not hidden: the run must not pretend its box is gone
+        sys.stderr.write(f"cage: could not remove the sandbox of this run: {exc}\n")
+        raise
+
+
+def default_data_dir() -> Path:
+    """`cage run`'s data dir when `CAGE_DATA_DIR` is unset: `$XDG_STATE_HOME/cage` (or
+    `~/.local/state/cage`), never the current directory, which in CI is the checkout."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "cage"
 
 
 def run(
@@ -244,6 +293,10 @@ def run(
         raise UsageError(f"--output {output!r}: expected text, jsonl or github")
     if not workspace.is_dir():
         raise UsageError(f"--workspace {workspace}: not a directory")
+    try:
+        checkout_owner(workspace)
+    except WorkspaceError as exc:
+        raise UsageError(f"--workspace {workspace}: {str(exc).split(': ', 1)[-1]}") from exc
     if prompt_file is not None and not prompt_file.is_file():
         raise UsageError(f"--prompt-file {prompt_file}: no such file")
     try:
@@ -262,4 +315,9 @@ def run(
         env=tuple(env or ()),
     )
     settings = Settings(app_dir=ctx.obj["app_dir"])
+    if not os.environ.get("CAGE_DATA_DIR"):
+        settings = settings.model_copy(update={"data_dir": default_data_dir()})
+    refuse_inside(settings.data_dir, opts.workspace, "the data dir (CAGE_DATA_DIR)")
+    if opts.output_dir is not None:
+        refuse_inside(opts.output_dir, opts.workspace, "--output-dir")
     raise typer.Exit(anyio.run(run_job, settings, opts))

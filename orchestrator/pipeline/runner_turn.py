@@ -17,24 +17,32 @@ from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.sandbox.images import BuildProgress
+from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.stream import SandboxPhase, TurnBuilder
-from runners.base import TurnRequest
+from runners.base import HOME_SUBDIR, STATE_SUBDIR, TurnRequest
 from runners.registry import adapter_for
 
 
 class LeasedSandbox:
-    """`TurnSandbox` over a manager lease: execs run as the lease's user with its env."""
+    """`TurnSandbox` over a manager lease: execs run as the lease's user with its env.
+
+    Runners ask for the image's `sandbox` user; when the lease has another one (CI mode: the
+    checkout's owner), that is who the CLI runs as and who owns the files written for it.
+    """
 
     def __init__(self, manager: SandboxManager, lease: SandboxLease) -> None:
         self.manager = manager
         self.lease = lease
 
     async def exec(self, spec: ExecSpec) -> ExecHandle:
+        if spec.user == SANDBOX_USER:
+            spec = spec.model_copy(update={"user": self.lease.user})
         return await self.manager.exec(self.lease, spec)
 
     async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None:
-        await self.manager.backend.put_files(self.lease.ref, dest_dir, files)
+        owned = [f.model_copy(update={"uid": self.lease.uid, "gid": self.lease.gid}) for f in files]
+        await self.manager.backend.put_files(self.lease.ref, dest_dir, owned)
 
 
 def system_prompt(assistant: Assistant) -> str:
@@ -219,8 +227,8 @@ async def _run_cli(
         mcp_servers=access.mcp_servers,
         options=dict(spec.runner.options),
         workdir=lease.work_dir,
-        home=f"{mount}/.cage/home",
-        state_dir=f"{mount}/.cage/state",
+        home=f"{mount}/{HOME_SUBDIR}",
+        state_dir=f"{mount}/{STATE_SUBDIR}",
         resume=await resume.get(assistant.id, inp.chat_id, adapter.name),
         environment=dict(spec.environment),
         model_url=connector.base_url if connector is not None else None,

@@ -30,15 +30,24 @@ from orchestrator.sandbox.backend import (
     CreateSpec,
     ExecHandle,
     ExecSpec,
+    Mount,
     SandboxBackend,
     SandboxRef,
     SandboxStatus,
 )
+from orchestrator.sandbox.checkout import checkout_mounts, checkout_owner
 from orchestrator.sandbox.hashing import config_hash
 from orchestrator.sandbox.identity import SandboxIdentity, identity_for
 from orchestrator.sandbox.images import ImageBuilder, ProgressCallback
 from orchestrator.sandbox.labels import CONFIG_HASH, MANAGED, SANDBOX, SandboxLabels, sandbox_labels
-from orchestrator.sandbox.limits import MAIN_COMMAND, SANDBOX_USER, Hardening, hardening
+from orchestrator.sandbox.limits import (
+    MAIN_COMMAND,
+    SANDBOX_GID,
+    SANDBOX_UID,
+    SANDBOX_USER,
+    Hardening,
+    hardening,
+)
 from orchestrator.sandbox.locks import KeyedLocks
 from orchestrator.sandbox.network import proxy_env, sandbox_egress
 from orchestrator.sandbox.prepare import PrepareContext, run_prepare
@@ -78,7 +87,8 @@ class SandboxRequest(BaseModel):
     gateway_port: int | None = None
     """Port of the running model gateway: an isolated box reaches it through the proxy's relay."""
     host_workspace: Path | None = None
-    """CI mode: bind-mount this host directory instead of the workspace volume."""
+    """CI mode: bind-mount this host directory instead of the workspace volume (`.git` read-only,
+    its config sanitized); the agent runs as the directory's owner (`checkout.py`)."""
 
 
 class SandboxLease(BaseModel):
@@ -93,6 +103,9 @@ class SandboxLease(BaseModel):
     created: bool
     """True when this acquire created the container (False: reused)."""
     user: str = SANDBOX_USER
+    uid: int = SANDBOX_UID
+    gid: int = SANDBOX_GID
+    """The user execs run as and files written into the box belong to (the checkout owner in CI mode)."""
     work_dir: str
     mount_path: str
     grace_seconds: float
@@ -157,6 +170,10 @@ class SandboxManager:
         )
         source = request.assistant_dir / "sandbox.yao"
         hard = hardening(spec.computer, source=source)
+        uid, gid = SANDBOX_UID, SANDBOX_GID
+        if request.host_workspace is not None:
+            uid, gid = await to_thread.run_sync(checkout_owner, request.host_workspace)
+            hard = hard.model_copy(update={"user": f"{uid}:{gid}"})
         image = await self.images.ensure(spec.runner.name, base=spec.computer.image, on_progress=on_progress)
         digest = config_hash(
             spec, image_hash=image.image_hash, mcp_servers=request.mcp_servers, skills=dict(request.skills)
@@ -183,6 +200,9 @@ class SandboxManager:
                         work_dir=spec.computer.work_dir,
                         env=exec_env,
                         grace_seconds=spec.stop_timeout.total_seconds(),
+                        user=hard.user if request.host_workspace is not None else SANDBOX_USER,
+                        uid=uid,
+                        gid=gid,
                     ),
                 )
             except BaseException:
@@ -196,6 +216,9 @@ class SandboxManager:
             config_hash=digest,
             image=image.tag,
             created=created,
+            user=hard.user if request.host_workspace is not None else SANDBOX_USER,
+            uid=uid,
+            gid=gid,
             work_dir=spec.computer.work_dir,
             mount_path=spec.computer.mount_path,
             grace_seconds=spec.stop_timeout.total_seconds(),
@@ -338,6 +361,17 @@ class SandboxManager:
                     host_path=request.host_workspace,
                 )
             )
+            mounts: tuple[Mount, ...] = (mount,)
+            if request.host_workspace is not None:
+                mounts = await to_thread.run_sync(
+                    functools.partial(
+                        checkout_mounts,
+                        request.host_workspace,
+                        spec.computer.mount_path,
+                        read_only=spec.computer.mount_mode == "ro",
+                        scratch=self.settings.data_dir.resolve(),
+                    )
+                )
             if mount.kind == "volume":
                 await self.backend.ensure_volume(mount.source, {**self.extra_labels, MANAGED: "true"})
             idle = _seconds(spec.effective_idle_timeout())
@@ -356,7 +390,7 @@ class SandboxManager:
                 env={k: _resolve(v) for k, v in spec.environment.items()},
                 user=hard.user,
                 workdir=spec.computer.work_dir,
-                mounts=(mount,),
+                mounts=mounts,
                 limits=hard.limits,
                 cap_drop=hard.cap_drop,
                 cap_add=hard.cap_add,

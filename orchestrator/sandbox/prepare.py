@@ -3,7 +3,7 @@
 * `file` writes content to a workspace path; `copy` pushes a file or directory from the assistant
   directory into the workspace; `exec` runs `sh -c <cmd>` in the work dir (`background` detaches it,
   `timeout` bounds it).
-* `once` steps are skipped when the marker `.cage/prepare/<assistant>/done` in the workspace holds
+* `once` steps are skipped when the marker `.cage-state/prepare/<assistant>/done` in the workspace holds
   the current config hash; the marker is written after all steps succeeded.
 * `ignore_error` logs the failure and goes on; otherwise a failure raises `PrepareError` with the
   step index and the head of its stderr (redacted).
@@ -34,7 +34,7 @@ MAX_COPY_BYTES = 256 * 2**20
 
 
 def marker_path(assistant_id: str) -> str:
-    return f".cage/prepare/{assistant_id}/done"
+    return f".cage-state/prepare/{assistant_id}/done"
 
 
 class PrepareContext(BaseModel):
@@ -49,6 +49,10 @@ class PrepareContext(BaseModel):
     work_dir: str
     env: Mapping[str, str] = {}
     grace_seconds: float = 2.0
+    user: str = SANDBOX_USER
+    uid: int = SANDBOX_UID
+    gid: int = SANDBOX_GID
+    """Who the steps run as and own the files they write (the checkout owner in CI mode)."""
 
 
 class PrepareReport(BaseModel):
@@ -87,7 +91,7 @@ async def run_prepare(
             log.warning("prepare step failed, ignored", sandbox=ctx.sandbox.name, step=index, error=str(exc))
             ignored.append(index)
     if ctx.config_hash and not once_done:
-        entry = FileEntry(path=marker, content=ctx.config_hash.encode(), uid=SANDBOX_UID, gid=SANDBOX_GID)
+        entry = FileEntry(path=marker, content=ctx.config_hash.encode(), uid=ctx.uid, gid=ctx.gid)
         await backend.put_files(ctx.sandbox, ctx.mount_path, [entry])
     return PrepareReport(ran=tuple(ran), skipped=tuple(skipped), failed_ignored=tuple(ignored))
 
@@ -117,6 +121,7 @@ async def _run_step(backend: SandboxBackend, ctx: PrepareContext, index: int, st
 
 
 async def _put(backend: SandboxBackend, ctx: PrepareContext, index: int, entries: list[FileEntry]) -> None:
+    entries = [e.model_copy(update={"uid": ctx.uid, "gid": ctx.gid}) for e in entries]
     try:
         await backend.put_files(ctx.sandbox, ctx.mount_path, entries)
     except SandboxNotFound:
@@ -183,7 +188,7 @@ async def _exec(backend: SandboxBackend, ctx: PrepareContext, index: int, step: 
     command = f"nohup sh -c {shlex.quote(step.cmd)} >/dev/null 2>&1 &" if step.background else step.cmd
     spec = ExecSpec(
         argv=("sh", "-c", command),
-        user=SANDBOX_USER,
+        user=ctx.user,
         workdir=ctx.work_dir,
         env={"HOME": ctx.work_dir, **ctx.env},
         grace_seconds=ctx.grace_seconds,

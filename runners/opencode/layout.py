@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.errors import RunnerError
-from runners.base import TurnRequest
+from runners.base import STATE_SUBDIR, TurnRequest
 
 DEFAULT_ROOT = "/workspace"
-_STATE_SUFFIX = "/.cage/state"
+_STATE_SUFFIX = f"/{STATE_SUBDIR}"
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Layout:
         """The layout of `turn`.
 
         The workspace root is not part of the turn; the pipeline puts the state dir at
-        `<root>/.cage/state`, so the root is read back from it (`/workspace` otherwise).
+        `<root>/.cage-state/runner`, so the root is read back from it (`/workspace` otherwise).
         """
         state_dir = turn.state_dir.rstrip("/")
         root = state_dir.removesuffix(_STATE_SUFFIX) if state_dir.endswith(_STATE_SUFFIX) else DEFAULT_ROOT

@@ -137,9 +137,19 @@ def app(tmp_path: Path, model_server: FakeModelServer, test_run_labels: dict[str
     return App(root, model_server, test_run_labels, tmp_path / "data")
 
 
+CHECKOUT_UID = 1000
+"""Owner of the tests' checkouts: `cage run` runs the agent as the checkout's owner, never as root."""
+
+
+def own(path: Path, uid: int = CHECKOUT_UID) -> Path:
+    """Give `path` and everything below it to `uid` (a CI user's checkout), as the test setup."""
+    for item in [path, *path.rglob("*")]:
+        os.lchown(item, uid, uid)
+    return path
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
-    ws.chmod(0o777)
-    return ws
+    return own(ws)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ import docker
 import pytest
 
 from orchestrator.stream import validate_stream
-from tests.integration.runners.conftest import App, cage_run
+from tests.integration.runners.conftest import CHECKOUT_UID, App, cage_run, own
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +39,7 @@ def test_edit_in_a_git_repo_leaves_a_patch_that_applies(app: App, tmp_path: Path
     repo = _repo(tmp_path / "repo")
     pristine = tmp_path / "pristine"
     _git(tmp_path, "clone", "-q", str(repo), str(pristine))
+    own(repo)
     out = tmp_path / "out"
     assistant = app.assistant("claude", scenario="edit")
     result = cage_run(app, assistant, repo, "fix the notes", extra=["--output-dir", str(out)])
@@ -58,11 +58,10 @@ def test_edit_in_a_git_repo_leaves_a_patch_that_applies(app: App, tmp_path: Path
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert validate_stream(events) == []
     assert events == result.events
-    # files belong to the invoking user on the host, pre-existing ones keep their owner
-    assert (repo / "added.txt").stat().st_uid == os.getuid()
-    assert (repo / "notes.txt").stat().st_uid == os.getuid()
-    assert _git(repo, "status", "--porcelain")  # the user's index was not touched: changes unstaged
-    assert "A  added.txt" not in _git(repo, "status", "--porcelain")
+    # the agent ran as the checkout's owner: every file is theirs, nothing was chowned
+    assert {p.stat().st_uid for p in [repo, *repo.rglob("*")]} == {CHECKOUT_UID}
+    status = _git(repo, "-c", "safe.directory=*", "status", "--porcelain")
+    assert status and "A  added.txt" not in status  # the user's index was not touched: changes unstaged
 
 
 def test_plain_directory_gets_a_file_level_patch(app: App, tmp_path: Path) -> None:
@@ -71,6 +70,7 @@ def test_plain_directory_gets_a_file_level_patch(app: App, tmp_path: Path) -> No
     (ws / "notes.txt").write_text("old\n")
     copy = tmp_path / "copy"
     shutil.copytree(ws, copy)
+    own(ws)
     out = tmp_path / "out"
     result = cage_run(app, app.assistant("claude", scenario="edit"), ws, "go", extra=["--output-dir", str(out)])
     assert result.code == 0, result.stderr[-2000:]

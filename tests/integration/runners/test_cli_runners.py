@@ -90,11 +90,7 @@ def test_cancel_mid_tool_kills_the_cli_and_the_chat_goes_on(
     assert result.code == 130, result.stderr[-2000:]
     _assert_well_formed(result)
     assert result.end["status"] == "cancelled"
-    (box,) = [b for b in _boxes(docker_engine, app, assistant) if b.name.endswith("-c2")]
-    ps = box.exec_run(["ps", "-eo", "args"]).output.decode().splitlines()
-    assert not [p for p in ps if "sleep 120" in p]
-    # the CLI of the turn is gone; only opencode's per-box server may stay, on purpose
-    assert not [p for p in ps if runner in p and "opencode serve" not in p], ps
+    assert _boxes(docker_engine, app, assistant) == []  # CI mode: the box and the CLI go with the run
     app.assistant(runner, scenario="text", lifecycle="session")
     again = cage_run(app, assistant, workspace, "still there?", chat="c2")
     assert again.code == 0, again.stderr[-2000:]

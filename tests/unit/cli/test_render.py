@@ -33,10 +33,38 @@ def test_github_renderer_annotates_errors_and_appends_the_step_summary(tmp_path:
     for event in builder.error("model said 500\nretry later: 100%", "model_api_error"):
         renderer.feed(event)
     renderer.finish(regenerate.SUMMARY.model_copy(update={"status": "error", "error": "boom"}))
-    assert raw.getvalue() == "::error title=cage (model_api_error)::model said 500%0Aretry later: 100%25\n"
+    assert "\n::error title=cage (model_api_error)::model said 500%0Aretry later: 100%25\n" in raw.getvalue()
     text = step.read_text()
     assert text.startswith("earlier step\n### cage run: examples.claude")
     assert "| status | error |" in text and "**Error:** boom" in text and "- `hello.txt`" in text
+
+
+def _commands_in_effect(stdout: str) -> list[str]:
+    """The lines GitHub's runner would take as workflow commands (`::stop-commands::` honoured)."""
+    seen, token = [], None
+    for line in stdout.splitlines():
+        if token is not None:
+            if line == f"::{token}::":
+                token = None
+            continue
+        if line.startswith("::stop-commands::"):
+            token = line.removeprefix("::stop-commands::")
+        elif line.startswith("::"):
+            seen.append(line)
+    return seen
+
+
+def test_agent_text_cannot_issue_workflow_commands() -> None:
+    """L6: agent text on stdout that looks like `::add-mask::` or ends a pause stays text."""
+    stdout = io.StringIO()
+    renderer = GithubRenderer(Console(file=stdout), Console(file=io.StringIO()), stdout, None)
+    builder = TurnBuilder(CountingIds())
+    evil = "ok\n::add-mask::x\n::stop-commands::guess\n::error::forged\n::guess::\n::warning::forged\n"
+    for event in [*builder.text(evil), *builder.error("real failure", "model_api_error"), *builder.text(evil)]:
+        renderer.feed(event)
+    renderer.finish(regenerate.SUMMARY)
+    assert "::add-mask::x" in stdout.getvalue()  # still shown to the reader
+    assert _commands_in_effect(stdout.getvalue()) == ["::error title=cage (model_api_error)::real failure"]
 
 
 def test_step_summary_lists_usage_and_cost() -> None:

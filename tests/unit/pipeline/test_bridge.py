@@ -277,10 +277,10 @@ async def test_failure_outcome_has_redacted_stderr() -> None:
 
 
 async def test_files_are_written_as_the_sandbox_user() -> None:
-    adapter = FakeAdapter(files=(FileWrite(path=".cage/state/x.json", content="{}"),))
+    adapter = FakeAdapter(files=(FileWrite(path=".cage-state/runner/x.json", content="{}"),))
     _, sandbox, _, _ = await _run(FakeHandle([b"end"]), adapter)
     dest, entries = sandbox.files[0]
-    assert dest == "/workspace" and entries[0].path == ".cage/state/x.json" and entries[0].uid == 1000
+    assert dest == "/workspace" and entries[0].path == ".cage-state/runner/x.json" and entries[0].uid == 1000
 
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "/etc/passwd", "a/../../b"])

@@ -110,7 +110,7 @@ def test_cancel_policy_is_the_stdin_interrupt_then_sigint() -> None:
 
 
 def test_env_sets_kill_switches_home_model_and_retry_budget() -> None:
-    spec = ClaudeAdapter().build_exec(_turn(home="/workspace/.cage/home"))
+    spec = ClaudeAdapter().build_exec(_turn(home="/workspace/.cage-state/home"))
     env = spec.env
     for name in (
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
@@ -121,7 +121,7 @@ def test_env_sets_kill_switches_home_model_and_retry_budget() -> None:
         "DISABLE_NON_ESSENTIAL_MODEL_CALLS",
     ):
         assert env[name] == "1"
-    assert env["HOME"] == "/workspace/.cage/home"
+    assert env["HOME"] == "/workspace/.cage-state/home"
     assert env["ANTHROPIC_BASE_URL"] == "https://api.anthropic.example"
     assert env["ANTHROPIC_API_KEY"] == KEY
     assert env["ANTHROPIC_MODEL"] == "claude-sonnet-4-5"
@@ -169,7 +169,7 @@ def test_environment_from_sandbox_yao_cannot_override_kill_switches() -> None:
     extra = {"DISABLE_TELEMETRY": "0", "HOME": "/root", "GITHUB_TOKEN": "ghp-abcdef123456", "LANG": "C"}
     spec = ClaudeAdapter().build_exec(_turn(environment=extra))
     assert spec.env["DISABLE_TELEMETRY"] == "1"
-    assert spec.env["HOME"] == "/workspace/.cage/home"
+    assert spec.env["HOME"] == "/workspace/.cage-state/home"
     assert spec.env["LANG"] == "C"
     assert "GITHUB_TOKEN" in spec.secret_env
 
@@ -210,12 +210,12 @@ def test_bad_options_are_config_errors_with_the_key(options: dict[str, Any], key
 
 
 def test_system_prompt_goes_to_a_file_under_the_state_dir() -> None:
-    spec = ClaudeAdapter().build_exec(_turn(system_prompt="Be brief.", state_dir="/workspace/.cage/state"))
+    spec = ClaudeAdapter().build_exec(_turn(system_prompt="Be brief.", state_dir="/workspace/.cage-state/runner"))
     assert _values(_flags(spec), "--append-system-prompt-file") == [
-        "/workspace/.cage/state/claude/system-prompt.md"
+        "/workspace/.cage-state/runner/claude/system-prompt.md"
     ]
     files = {f.path: f for f in spec.files}
-    assert files[".cage/state/claude/system-prompt.md"].content == "Be brief."
+    assert files[".cage-state/runner/claude/system-prompt.md"].content == "Be brief."
     assert "Be brief." not in spec.argv
 
 
@@ -239,10 +239,10 @@ def test_mcp_config_names_variables_and_keeps_secrets_in_env() -> None:
     )
     spec = ClaudeAdapter().build_exec(_turn(mcp_servers=servers))
     flags = _flags(spec)
-    assert _values(flags, "--mcp-config") == ["/workspace/.cage/state/claude/mcp.json"]
+    assert _values(flags, "--mcp-config") == ["/workspace/.cage-state/runner/claude/mcp.json"]
     assert "--strict-mcp-config" in flags
     (file,) = spec.files
-    assert file.path == ".cage/state/claude/mcp.json" and file.mode == 0o600
+    assert file.path == ".cage-state/runner/claude/mcp.json" and file.mode == 0o600
     assert MCP_TOKEN not in file.content
     config = json.loads(file.content)["mcpServers"]
     assert config["orch"] == {

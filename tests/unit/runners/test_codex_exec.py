@@ -104,11 +104,11 @@ def test_empty_prompt_is_refused() -> None:
 
 
 def test_env_homes_and_kill_switch_free_of_secrets_elsewhere() -> None:
-    rexec = build(home="/workspace/.cage/home", state_dir="/workspace/.cage/state",
+    rexec = build(home="/workspace/.cage-state/home", state_dir="/workspace/.cage-state/runner",
                   environment={"HOME": "/root", "FOO": "bar"})
-    assert rexec.env["HOME"] == "/workspace/.cage/home"
-    assert rexec.env["CODEX_HOME"] == "/workspace/.cage/home/.codex"
-    assert rexec.env["TMPDIR"] == "/workspace/.cage/state/codex/tmp"
+    assert rexec.env["HOME"] == "/workspace/.cage-state/home"
+    assert rexec.env["CODEX_HOME"] == "/workspace/.cage-state/home/.codex"
+    assert rexec.env["TMPDIR"] == "/workspace/.cage-state/runner/codex/tmp"
     assert rexec.env["FOO"] == "bar"
     assert rexec.env[KEY_ENV] == KEY and rexec.secret_env == (KEY_ENV,)
     assert not any(KEY in a for a in rexec.argv)
@@ -119,8 +119,8 @@ def test_env_homes_and_kill_switch_free_of_secrets_elsewhere() -> None:
 def test_files_are_workspace_relative() -> None:
     rexec = build()
     by_path = {f.path: f for f in rexec.files}
-    assert set(by_path) == {".cage/home/.codex/config.toml", ".cage/state/codex/tmp/.keep"}
-    assert by_path[".cage/home/.codex/config.toml"].mode == 0o600
+    assert set(by_path) == {".cage-state/home/.codex/config.toml", ".cage-state/runner/codex/tmp/.keep"}
+    assert by_path[".cage-state/home/.codex/config.toml"].mode == 0o600
 
 
 def test_home_outside_the_workspace_is_refused() -> None:

@@ -78,7 +78,7 @@ def test_a_huge_prompt_goes_through_stdin() -> None:
 @pytest.mark.parametrize("lifecycle", ["session", "longrunning", "persistent"])
 def test_long_lived_boxes_use_the_serve_driver(lifecycle: str) -> None:
     rexec = _exec(lifecycle=lifecycle, resume={"session_id": "ses_x"})
-    assert rexec.argv[:2] == ("python3", "/workspace/.cage/state/opencode/serve_driver.py")
+    assert rexec.argv[:2] == ("python3", "/workspace/.cage-state/runner/opencode/serve_driver.py")
     assert rexec.argv[rexec.argv.index("--session") + 1] == "ses_x"
     assert rexec.argv[rexec.argv.index("--port") + 1] == "4096"
     assert rexec.stdin == b"write hello.txt" and "write hello.txt" not in rexec.argv
@@ -102,15 +102,15 @@ def test_env_has_every_kill_switch_and_workspace_dirs() -> None:
         "OPENCODE_DISABLE_CLAUDE_CODE",
     ):
         assert env[name] == "1"
-    assert env["HOME"] == "/workspace/.cage/home"
-    assert env["XDG_DATA_HOME"] == "/workspace/.cage/home/.local/share"
-    assert env["XDG_CONFIG_HOME"] == "/workspace/.cage/home/.config"
-    assert env["OPENCODE_CONFIG"] == "/workspace/.cage/state/opencode/opencode.json"
+    assert env["HOME"] == "/workspace/.cage-state/home"
+    assert env["XDG_DATA_HOME"] == "/workspace/.cage-state/home/.local/share"
+    assert env["XDG_CONFIG_HOME"] == "/workspace/.cage-state/home/.config"
+    assert env["OPENCODE_CONFIG"] == "/workspace/.cage-state/runner/opencode/opencode.json"
 
 
 def test_assistant_environment_cannot_override_cage_values() -> None:
     env = _exec(environment={"HOME": "/root", "FOO": "bar", "OPENCODE_DISABLE_SHARE": "0"}).env
-    assert env["HOME"] == "/workspace/.cage/home" and env["FOO"] == "bar"
+    assert env["HOME"] == "/workspace/.cage-state/home" and env["FOO"] == "bar"
     assert env["OPENCODE_DISABLE_SHARE"] == "1"
 
 
@@ -118,7 +118,7 @@ def test_files_are_relative_and_stop_the_plugin_install() -> None:
     rexec = _exec()
     paths = {f.path for f in rexec.files}
     assert all(not p.startswith("/") for p in paths)
-    assert ".cage/home/.config/opencode/node_modules/.cage-keep" in paths
+    assert ".cage-state/home/.config/opencode/node_modules/.cage-keep" in paths
     lock = json.loads(_file(rexec, "opencode/package-lock.json"))
     assert "@opencode-ai/plugin" in lock["packages"][""]["dependencies"]
     assert _file(rexec, "instructions.md") == "Be careful."
@@ -140,7 +140,7 @@ def test_config_maps_an_openai_connector() -> None:
         "external_directory": "allow",
         "doom_loop": "allow",
     }
-    assert config["instructions"] == ["/workspace/.cage/state/opencode/instructions.md"]
+    assert config["instructions"] == ["/workspace/.cage-state/runner/opencode/instructions.md"]
 
 
 def test_config_maps_an_anthropic_connector_and_the_model_url() -> None:
@@ -214,7 +214,7 @@ def test_options_map_to_flags_and_env() -> None:
         ({"options": {"serve_port": 80}}, "runner.options.serve_port"),
         ({"connector": None}, "no model connector"),
         ({"prompt": "  "}, "prompt is empty"),
-        ({"state_dir": "/elsewhere/.cage/state"}, "inside the workspace"),
+        ({"state_dir": "/elsewhere/.cage-state/runner"}, "inside the workspace"),
     ],
 )
 def test_bad_turns_are_runner_errors(overrides: dict[str, Any], message: str) -> None:
@@ -223,6 +223,6 @@ def test_bad_turns_are_runner_errors(overrides: dict[str, Any], message: str) ->
 
 
 def test_a_custom_mount_moves_every_file() -> None:
-    rexec = _exec(home="/srv/ws/.cage/home", state_dir="/srv/ws/.cage/state", workdir="/srv/ws")
-    assert ".cage/state/opencode/opencode.json" in {f.path for f in rexec.files}
-    assert rexec.env["OPENCODE_CONFIG"] == "/srv/ws/.cage/state/opencode/opencode.json"
+    rexec = _exec(home="/srv/ws/.cage-state/home", state_dir="/srv/ws/.cage-state/runner", workdir="/srv/ws")
+    assert ".cage-state/runner/opencode/opencode.json" in {f.path for f in rexec.files}
+    assert rexec.env["OPENCODE_CONFIG"] == "/srv/ws/.cage-state/runner/opencode/opencode.json"

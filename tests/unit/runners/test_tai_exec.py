@@ -41,7 +41,7 @@ def turn(**changes: Any) -> TurnRequest:
         "system_prompt": "Be careful.",
         "connector": connector(),
         "workdir": "/workspace",
-        "state_dir": "/workspace/.cage/state",
+        "state_dir": "/workspace/.cage-state/runner",
         "model_url": "http://host.docker.internal:8900",
         "environment": {"EXTRA": "1"},
     }
@@ -63,7 +63,7 @@ def test_the_turn_goes_on_stdin_and_the_key_only_in_the_environment() -> None:
     assert document.model.provider == "anthropic" and document.model.max_tokens == 2000
     assert document.model.key_env == KEY_ENV and document.model.headers_env is None
     assert document.system == "Be careful." and document.prompt == "fix it"
-    assert document.checkpoint_dir == "/workspace/.cage/state/tai/checkpoints"
+    assert document.checkpoint_dir == "/workspace/.cage-state/runner/tai/checkpoints"
     assert document.resume_turn_id is None and document.options.max_rounds == 8
     assert KEY not in rexec.stdin.decode() and KEY not in " ".join(rexec.argv)
     assert rexec.env[KEY_ENV] == KEY and rexec.env["EXTRA"] == "1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -227,9 +228,14 @@ async def test_hardening_defaults_and_overrides(
 async def test_host_workspace_is_bind_mounted(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path
 ) -> None:
-    lease = await manager.acquire(make_request(tmp_path, make_spec(), host_workspace=tmp_path))
-    mount = backend.boxes[lease.ref.id].spec.mounts[0]
-    assert mount.kind == "bind" and mount.source == str(await anyio.Path(tmp_path).resolve())
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    os.chown(checkout, 1234, 1234)  # the agent runs as the checkout's owner
+    lease = await manager.acquire(make_request(tmp_path, make_spec(), host_workspace=checkout))
+    spec = backend.boxes[lease.ref.id].spec
+    mount = spec.mounts[0]
+    assert mount.kind == "bind" and mount.source == str(await anyio.Path(checkout).resolve())
+    assert spec.user == lease.user == "1234:1234" and (lease.uid, lease.gid) == (1234, 1234)
 
 
 async def test_secrets_reach_exec_env_but_never_labels(

@@ -62,7 +62,7 @@ async def test_once_runs_once_per_config_hash(
     await manager.release(lease)
     lease = await manager.acquire(req(tmp_path, steps))
     assert user_cmds(backend) == ["setup-once", "every-time", "every-time"]
-    marker = await backend.get_file(lease.ref, "/workspace/.cage/prepare/a.b/done")
+    marker = await backend.get_file(lease.ref, "/workspace/.cage-state/prepare/a.b/done")
     assert marker.decode() == lease.config_hash
     await manager.release(lease)
     changed = await manager.acquire(req(tmp_path, steps, environment={"V": "2"}))
