@@ -219,9 +219,9 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
     package = errors.run(lambda: _package(pkg_doc, ctx, notes, has_sandbox_file=sandbox_file.is_file()), None)
     sandbox: SandboxSpec | None = None
     if sandbox_file.is_file():
-        sandbox = errors.run(lambda: _sandbox_file(sandbox_file, ctx), None)
+        sandbox = errors.run(lambda: _sandbox_file(sandbox_file, ctx, notes), None)
     elif isinstance(pkg_doc.value, dict) and _embedded_v2(pkg_doc.value.get("sandbox")):
-        sandbox = errors.run(lambda: _sandbox(pkg_doc, ctx, ("sandbox",)), None)
+        sandbox = errors.run(lambda: _sandbox(pkg_doc, ctx, notes, ("sandbox",)), None)
     assets = directory / "assets"
     prompts = errors.run(lambda: _prompts_file(directory / "prompts.yml", ctx, assets), None)
     no_presets: dict[str, tuple[Prompt, ...]] = {}
@@ -379,8 +379,17 @@ def _package(doc: Document, ctx: AppContext, notes: list[ConfigWarning], *,
     return package
 
 
-def _sandbox(doc: Document, ctx: AppContext, prefix: KeyPath = ()) -> SandboxSpec:
+YAO_TAI_IMAGES = "yaoapp/tai-sandbox-"
+"""Yao's runner images (Tai inside); Cage builds its own runner image for the runner instead."""
+
+
+def _sandbox(doc: Document, ctx: AppContext, notes: list[ConfigWarning], prefix: KeyPath = ()) -> SandboxSpec:
     spec = load_sandbox(doc, environ=ctx.environ, default_runner=ctx.agent.runner, prefix=prefix)
+    if spec.computer.image and spec.computer.image.startswith(YAO_TAI_IMAGES):
+        notes.append(warning(doc, (*prefix, "computer", "image"), (
+            f"{spec.computer.image!r} is one of Yao's Tai runner images; Cage runs its own "
+            f"{spec.runner.name} runner image instead")))
+        spec = spec.model_copy(update={"computer": spec.computer.model_copy(update={"image": None})})
     resolved = {}
     for role, choice in spec.runner.connectors.items():
         where = (*prefix, "runner", "connectors", role)
@@ -391,8 +400,8 @@ def _sandbox(doc: Document, ctx: AppContext, prefix: KeyPath = ()) -> SandboxSpe
     return spec.model_copy(update={"runner": spec.runner.model_copy(update={"connectors": resolved})})
 
 
-def _sandbox_file(path: Path, ctx: AppContext) -> SandboxSpec:
-    return _sandbox(read_document(path, ctx.rel(path)), ctx)
+def _sandbox_file(path: Path, ctx: AppContext, notes: list[ConfigWarning]) -> SandboxSpec:
+    return _sandbox(read_document(path, ctx.rel(path)), ctx, notes)
 
 
 _ASSET = re.compile(r"@assets/([^\s]+\.(?:md|yml|yaml|json|txt))")

@@ -156,3 +156,11 @@ class HookContext:
     async def send(self, message: object) -> None:
         """Stream a message to the client (and into the turn's saved answer, for text)."""
         await self._emit(message_events(self._builder, message))
+
+    async def stream_text(self, delta: str) -> None:
+        """Append to the open text message (Yao's `SendStream`/`Append`), leaving it open."""
+        await self._emit(self._builder.text(delta))
+
+    async def end_stream(self) -> None:
+        """Close the open message (Yao's `End`)."""
+        await self._emit(self._builder.close_open_messages())

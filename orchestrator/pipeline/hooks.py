@@ -1,4 +1,5 @@
-"""`HookModules`: an assistant's `src/index.py`, imported in isolation, and its hooks invoked safely.
+"""`HookModules`: an assistant's hooks, invoked safely: `src/index.py` imported in isolation, or
+Yao's `src/index.ts` run by `orchestrator.hooks_ts` in a locked-down node process.
 
 Each load gets a module name of its own (`cage_hooks.<assistant>__<n>`), so two assistants' hook
 files never collide in `sys.modules`, and a reloaded assistant (the loader hands out a new
@@ -20,11 +21,15 @@ from types import ModuleType
 from typing import Any
 
 import anyio
+import structlog
 from anyio import to_thread
 
 from orchestrator.dsl import Assistant
+from orchestrator.hooks_ts import TsHooks, TsRuntimeError
 from orchestrator.pipeline.errors import HookError
+from orchestrator.pipeline.hook_results import CreateResult, NextResult
 
+log = structlog.get_logger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 MODULE_PREFIX = "cage_hooks"
 
@@ -45,10 +50,11 @@ def _describe(exc: BaseException) -> str:
 class HookModules:
     """Loads and caches hook modules per assistant; reloads when the assistant object changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, ts: TsHooks | None = None) -> None:
         self._loaded: dict[str, tuple[Assistant, ModuleType]] = {}
         self._lock = anyio.Lock()
         self._counter = itertools.count(1)
+        self.ts = ts or TsHooks()
 
     async def module(self, assistant: Assistant) -> ModuleType | None:
         """The assistant's hook module, or None when it has no `src/index.py`.
@@ -56,7 +62,7 @@ class HookModules:
         Raises:
             HookError: the file does not import (syntax error, failing top-level code).
         """
-        if assistant.hooks_path is None:
+        if assistant.hooks_path is None or assistant.hooks_language != "python":
             return None
         cached = self._loaded.get(assistant.id)
         if cached is not None and cached[0] is assistant:
@@ -92,6 +98,8 @@ class HookModules:
         Raises:
             HookError: the module does not load, or the hook raised.
         """
+        if assistant.hooks_language == "typescript":
+            return await self._invoke_ts(assistant, hook, *args)
         module = await self.module(assistant)
         fn = getattr(module, hook, None) if module is not None else None
         if fn is None or not callable(fn):
@@ -108,6 +116,21 @@ class HookModules:
         except Exception as exc:
             raise HookError(assistant.id, hook, _describe(exc)) from exc
         return HookOutcome(defined=True, value=value)
+
+    async def _invoke_ts(self, assistant: Assistant, hook: str, *args: Any) -> HookOutcome:
+        try:
+            outcome = await self.ts.invoke(assistant, hook, *args)
+        except TsRuntimeError as exc:
+            raise HookError(assistant.id, hook, str(exc)) from None
+        value = outcome.value
+        known = {"create": CreateResult.model_fields, "next": NextResult.model_fields}.get(hook)
+        if known is not None and isinstance(value, dict):
+            # Yao's hooks may return keys Cage does not act on (audio, theme, route, ...): dropped.
+            dropped = sorted(set(value) - set(known))
+            if dropped:
+                log.info("hooks.ts_keys_dropped", assistant=assistant.id, hook=hook, keys=dropped)
+            value = {k: v for k, v in value.items() if k in known}
+        return HookOutcome(defined=outcome.defined, value=value)
 
     def forget(self, assistant_id: str) -> None:
         """Drop the cached module (the next call imports the file again)."""

@@ -1,0 +1,159 @@
+"""The orchestrator side of a TypeScript hook's `ctx`: one async handler per bridged method.
+
+Method names are the wire names of docs/hooks-ts.md. Each handler calls the same `HookContext`
+a Python hook gets, so both languages see one behaviour (memory spaces, agent calls with forked
+history, the sandbox confined to the workspace).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.hooks_ts.runtime import Bundler, Handler
+
+if TYPE_CHECKING:
+    from orchestrator.dsl import Assistant
+    from orchestrator.pipeline.hook_context import HookContext
+
+
+def _content(message: object) -> str:
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Mapping):
+        props = message.get("props")
+        if isinstance(props, Mapping):
+            return str(props.get("content", props.get("text", "")))
+    return ""
+
+
+def context_fields(ctx: HookContext) -> dict[str, Any]:
+    """The plain fields of Yao's `ctx` (ids, locale, metadata)."""
+    return {
+        "assistant_id": ctx.assistant_id,
+        "chat_id": ctx.chat_id,
+        "request_id": ctx.request_id,
+        "locale": ctx.locale or "",
+        "metadata": dict(ctx.metadata),
+        "authorized": {"user_id": ctx.owner},
+    }
+
+
+def sandbox_info(ctx: HookContext) -> dict[str, str] | None:
+    if ctx.sandbox is None:
+        return None
+    return {"id": ctx.assistant_id, "workdir": ctx.sandbox.work_dir}
+
+
+def script_handler(assistant: Assistant, bundler: Bundler) -> Handler:
+    async def script(script_id: str) -> str:
+        path = assistant.scripts.get(str(script_id).lower())
+        if path is None:
+            raise LookupError(f"assistant {assistant.id} has no script src/{script_id}.ts")
+        return bundler.bundle(path)
+
+    return script
+
+
+def handlers(ctx: HookContext, assistant: Assistant, bundler: Bundler) -> dict[str, Handler]:
+    """Every bridged method of `ctx` for one hook call."""
+    streams: dict[str, str] = {}
+
+    async def send(message: object) -> None:
+        await ctx.send(message)
+
+    async def send_stream(message: object) -> str:
+        """Open a message that `Append`/`Replace` extend and `End` closes (text, or a loading line)."""
+        message_id = f"M{len(streams) + 1}"
+        kind = message.get("type", "text") if isinstance(message, Mapping) else "text"
+        streams[message_id] = str(kind)
+        if kind == "loading":
+            await ctx.send(message)
+        else:
+            await ctx.stream_text(_content(message))
+        return message_id
+
+    async def append(message_id: str, content: object) -> None:
+        await ctx.stream_text(content if isinstance(content, str) else _content(content))
+
+    async def replace(message_id: str, message: object) -> None:
+        if streams.get(message_id) == "loading":
+            streams[message_id] = "text"
+            await ctx.send({"type": "loading", "props": {"done": True}})
+        await ctx.stream_text(_content(message))
+
+    async def end(message_id: str) -> None:
+        if streams.pop(message_id, None) == "loading":
+            await ctx.send({"type": "loading", "props": {"done": True}})
+        await ctx.end_stream()
+
+    def space(name: str) -> Any:
+        if name not in ("user", "team", "chat", "context"):
+            raise ValueError(f"unknown memory space {name!r} (user, team, chat, context)")
+        return getattr(ctx.memory, name)
+
+    async def memory_get(name: str, key: str) -> Any:
+        return await space(name).get(key)
+
+    async def memory_set(name: str, key: str, value: Any, ttl: float | None = None) -> None:
+        await space(name).set(key, value, ttl)
+
+    async def memory_del(name: str, key: str) -> bool:
+        return bool(await space(name).delete(key))
+
+    async def memory_has(name: str, key: str) -> bool:
+        return bool(await space(name).has(key))
+
+    async def memory_keys(name: str, prefix: str = "") -> list[str]:
+        return list(await space(name).keys(prefix))
+
+    async def memory_clear(name: str) -> int:
+        return int(await space(name).clear())
+
+    async def agent_call(agent_id: str, messages: object, options: Mapping[str, Any] | None = None) -> Any:
+        return await ctx.agent.call(agent_id, messages, dict(options or {}))
+
+    async def agent_all(calls: list[Mapping[str, Any]]) -> Any:
+        return await ctx.agent.all(calls)
+
+    async def agent_any(calls: list[Mapping[str, Any]]) -> Any:
+        return await ctx.agent.any(calls)
+
+    async def agent_race(calls: list[Mapping[str, Any]]) -> Any:
+        return await ctx.agent.race(calls)
+
+    def box() -> Any:
+        if ctx.sandbox is None:
+            raise RuntimeError("this assistant has no sandbox")
+        return ctx.sandbox
+
+    async def sandbox_exec(command: str | list[str]) -> Any:
+        return await box().exec(command)
+
+    async def read_file(path: str) -> str:
+        return str(await box().read_file(path))
+
+    async def write_file(path: str, content: str) -> None:
+        await box().write_file(path, content)
+
+    return {
+        "send": send,
+        "send_stream": send_stream,
+        "append": append,
+        "replace": replace,
+        "end": end,
+        "memory.get": memory_get,
+        "memory.set": memory_set,
+        "memory.del": memory_del,
+        "memory.has": memory_has,
+        "memory.keys": memory_keys,
+        "memory.clear": memory_clear,
+        "agent.call": agent_call,
+        "agent.all": agent_all,
+        "agent.any": agent_any,
+        "agent.race": agent_race,
+        "sandbox.exec": sandbox_exec,
+        "sandbox.read_file": read_file,
+        "sandbox.write_file": write_file,
+        "script": script_handler(assistant, bundler),
+    }
