@@ -7,10 +7,15 @@ PYTEST_ARGS ?=
 # Runner images trust the host's CA bundle by default (Settings.extra_ca_certs), the same for a
 # direct `cage` call, so both build the same image tags.
 
-.PHONY: setup venv engine base-image run test lint unit integration schemas golden bench images clean
+.PHONY: setup venv lock engine base-image run test lint unit integration schemas golden bench images clean
 
 venv:
 	@scripts/bootstrap-venv.sh
+
+# Re-pin requirements.lock after a dependency change in pyproject.toml (keeps the pins it can).
+lock: venv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu --generate-hashes -o requirements.lock
 
 engine:
 	@scripts/ensure-docker.sh

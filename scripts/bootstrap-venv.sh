@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install Cage with its dev extras. Re-installs only when pyproject.toml changed.
+# Create .venv and install Cage with its dev extras from requirements.lock. Re-installs only when
+# the lock or pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,11 +26,14 @@ if [ ! -x .venv/bin/python ]; then
     fi
 fi
 
-want="$(sha256sum pyproject.toml | cut -c1-16)"
+# The lock pins every package (with hashes) to what `make test` was last green with; Cage itself is
+# installed on top, editable, without resolving anything again.
+want="$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)"
 if [ "$(cat .venv/.installed 2>/dev/null || true)" = "$want" ]; then
     exit 0
 fi
-log "installing Cage and its dev tools into .venv"
+log "installing the locked packages (requirements.lock) and Cage into .venv"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -m pip install -q --require-hashes -r requirements.lock
+.venv/bin/python -m pip install -q --no-deps -e .
 echo "$want" > .venv/.installed
