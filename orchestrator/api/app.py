@@ -1,9 +1,11 @@
 """`create_app(settings)`: the FastAPI application, its routers, and a lifespan owning everything.
 
-Start: migrate the database, reconcile sandboxes left by a previous process, start the reaper
+Start: migrate the database, close the turns a dead process left running (`orchestrator_restarted`),
+reconcile sandboxes left by a previous process, start the reaper
 (background work runs under a `Supervisor`, so no exception in it can end the runtime).
-Stop: running turns end with `stream_end` cancelled (`TurnService.aclose`, bounded by
-`CAGE_SHUTDOWN_GRACE`), then the reaper stops and the runtime closes (database, engine client).
+Stop: running turns end with `stream_end` cancelled (`TurnService.aclose`: `CAGE_SHUTDOWN_GRACE`
+graceful, then forced; `CageServer` does this before connections close), then the reaper stops and
+the runtime closes (database, engine client).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from orchestrator.api.runtime import Runtime, RuntimeFactory
 from orchestrator.api.state import ApiState
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.errors import EngineUnavailable
+from orchestrator.pipeline.recovery import close_unfinished_turns
+from orchestrator.pipeline.service import FORCE_GRACE
 from orchestrator.sandbox import Reaper, reconcile
 from orchestrator.settings import Settings
 
@@ -56,6 +60,7 @@ def _lifespan(
         async with factory(settings) as runtime, anyio.create_task_group() as tg:
             supervisor = Supervisor(tg)
             await runtime.store.migrate()
+            await close_unfinished_turns(runtime.store)
             state = ApiState.build(runtime, config, metrics, supervisor)
             app.state.api = state
             state.auth.announce()
@@ -75,10 +80,22 @@ def _lifespan(
 
 
 async def _shutdown(runtime: Runtime, config: ApiConfig) -> None:
-    with anyio.CancelScope(shield=True), anyio.move_on_after(config.shutdown_grace) as scope:
+    budget = config.shutdown_grace + 2 * FORCE_GRACE + 1.0  # what `aclose` itself takes at most
+    with anyio.CancelScope(shield=True), anyio.move_on_after(budget) as scope:
         await runtime.turns.aclose()
     if scope.cancelled_caught:
         log.warning("turns did not all end within the shutdown grace", grace=config.shutdown_grace)
+
+
+async def drain(app: FastAPI) -> None:
+    """End every running turn (their `stream_end` reaches the live connections); the first step
+    of a shutdown, before the server closes connections. Safe to call more than once."""
+    state: ApiState | None = getattr(app.state, "api", None)
+    if state is None:
+        return
+    state.supervisor.serving = False
+    await _shutdown(state.runtime, state.config)
+    await anyio.sleep(0.2)  # let the socket writers flush the closing events
 
 
 def create_app(

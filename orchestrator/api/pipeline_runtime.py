@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from orchestrator.api.config import ApiConfig
 from orchestrator.api.runtime import RuntimeFactory, production_runtime
 from orchestrator.pipeline import PipelineService, TurnService
 from orchestrator.services import Services
@@ -16,7 +17,7 @@ from orchestrator.store import Store
 async def pipeline_service(
     settings: Settings, store: Store, services: Services
 ) -> AsyncIterator[TurnService]:
-    service = PipelineService.from_services(services, store)
+    service = PipelineService.from_services(services, store, close_grace=ApiConfig().shutdown_grace)
     try:
         yield service
     finally:

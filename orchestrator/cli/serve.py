@@ -9,6 +9,8 @@ import typer
 import uvicorn
 
 from orchestrator.api import ApiConfig, create_app
+from orchestrator.api.server import CageServer
+from orchestrator.cli.firstrun import first_contact
 from orchestrator.logs import configure_logging
 from orchestrator.settings import Settings
 
@@ -28,8 +30,10 @@ def serve(
     settings = Settings(**overrides)  # the environment fills in the rest
     config = ApiConfig()
     configure_logging(settings.log_level)
-    uvicorn.run(
-        create_app(settings, config=config),
+    first_contact(settings)
+    app = create_app(settings, config=config)
+    uvicorn_config = uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         log_config=None,
@@ -37,6 +41,7 @@ def serve(
         ws_ping_interval=config.ws_ping_interval,
         ws_ping_timeout=config.ws_ping_interval,
         ws_max_size=config.ws_max_message_bytes,
-        timeout_graceful_shutdown=int(config.shutdown_grace) + 5,
+        timeout_graceful_shutdown=5,  # the turns have ended by then (CageServer drains first)
         lifespan="on",
     )
+    CageServer(uvicorn_config, app).run()

@@ -1,8 +1,9 @@
-"""`TurnRecorder`: the turn buffer — what a turn leaves in the store, written once at its end.
+"""`TurnRecorder`: what a turn leaves in the store, written at its start and at its end.
 
-The user's new messages and the assistant's answer are written by `Store.persist_turn` in the same
-transaction as the turn's closing events and its usage, so a turn is either wholly recorded or not
-at all. Every earlier event is already in the session log (the hub appends as it streams).
+`begin` writes a `running` turn row and the user's new messages before the turn runs, so a crash
+loses neither (and start-up recovery knows the turn never ended). `persist` writes the answer in
+the same transaction as the turn's closing events and its usage. Every earlier event is already in
+the session log (the hub appends as it streams).
 """
 
 from __future__ import annotations
@@ -39,17 +40,29 @@ class TurnRecorder:
             NewMessage(id=new_message_id(), role=m.role, content=m.content, assistant_id=None)
             for m in new_input(turn.messages)
         )
+        self._begun = False
+
+    async def begin(self) -> None:
+        """Write the `running` turn row and the user's messages.
+
+        Raises:
+            StoreError, RecordExists, RecordNotFound: nothing was written; the turn must not start.
+        """
+        await self._store.turns.begin(self._turn.chat_id, self._turn.turn_id, self._assistant_id, self.inputs)
+        self._begun = True
 
     def messages(self, result: CallResult) -> tuple[NewMessage, ...]:
+        """The messages `persist` writes: the user's (unless `begin` wrote them) and the answer."""
+        inputs = () if self._begun else self.inputs
         if not result.content:
-            return self.inputs
+            return inputs
         answer = NewMessage(
             id=new_message_id(),
             role="assistant",
             content=redact(result.content),  # the answer is stored and served again: the last line too
             assistant_id=result.assistant_id,
         )
-        return (*self.inputs, answer)
+        return (*inputs, answer)
 
     async def persist(self, stamped: list[Event], result: CallResult) -> None:
         """Write the turn: messages, the closing events, usage.

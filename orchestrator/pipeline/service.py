@@ -50,8 +50,11 @@ from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
 
 log = structlog.get_logger(__name__)
 
-CLOSE_GRACE = 30.0
-"""Seconds `aclose()` lets running turns stop gracefully before cancelling them."""
+CLOSE_GRACE = 10.0
+"""Seconds `aclose()` lets running turns stop gracefully before interrupting them by force."""
+FORCE_GRACE = 5.0
+"""Seconds a forced interrupt, and then a task cancel, each get: `aclose()` ends within
+`close_grace + 2 * FORCE_GRACE`, inside a container's usual 30 s stop grace."""
 
 
 class PipelineService:
@@ -97,6 +100,7 @@ class PipelineService:
         *,
         resume: ResumeStore | None = None,
         ids: IdSource | None = None,
+        close_grace: float = CLOSE_GRACE,
     ) -> PipelineService:
         """The pipeline over a process's services and its (migrated) store."""
         return cls(
@@ -108,6 +112,7 @@ class PipelineService:
             api_assistants_dir=services.settings.data_dir / "api-assistants",
             gateway=services.gateway,
             allow_host_mcp=services.settings.allow_host_mcp,
+            close_grace=close_grace,
         )
 
     # -- TurnService -----------------------------------------------------------------------------
@@ -134,13 +139,15 @@ class PipelineService:
             await self._ensure_chat(turn)
             team = await self._team(turn)
             start_seq = await self.hub.begin(chat_id)
+            recorder = TurnRecorder(self.store, turn, assistant.id)
+            await recorder.begin()
         except BaseException:
             self._reserved.discard(chat_id)
             raise
         handle = RunningTurn(self.hub, turn, start_seq)
         self._by_chat[chat_id] = handle
         self._by_turn[turn.turn_id] = handle
-        task = asyncio.get_running_loop().create_task(self._run(handle, assistant, options, team))
+        task = asyncio.get_running_loop().create_task(self._run(handle, assistant, options, team, recorder))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
@@ -156,7 +163,8 @@ class PipelineService:
         return self.hub.subscribe(chat_id, after_seq=after_seq)
 
     async def aclose(self) -> None:
-        """Interrupt running turns (graceful, then forced after the grace); wait for them to end."""
+        """Interrupt running turns (graceful, then forced after the grace, then cancelled); wait
+        for them to end, in bounded time. Idempotent."""
         self._closed = True
         for handle in list(self._by_turn.values()):
             await handle.interrupt()
@@ -165,8 +173,14 @@ class PipelineService:
                 await handle.result()
         for handle in list(self._by_turn.values()):
             await handle.interrupt(force=True)
-        for task in list(self._tasks):
-            await asyncio.wait({task})
+        pending = set(self._tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=FORCE_GRACE)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=FORCE_GRACE)
+            log.warning("pipeline.turns_cancelled_on_close", count=len(pending))
         await self.gateway.aclose()
 
     # -- stages before the turn ------------------------------------------------------------------
@@ -225,7 +239,14 @@ class PipelineService:
 
     # -- the turn --------------------------------------------------------------------------------
 
-    async def _run(self, handle: RunningTurn, assistant: Assistant, options: CallOptions, team: str) -> None:
+    async def _run(
+        self,
+        handle: RunningTurn,
+        assistant: Assistant,
+        options: CallOptions,
+        team: str,
+        recorder: TurnRecorder,
+    ) -> None:
         turn = handle.input
         memory = HookMemory(
             self.store,
@@ -262,7 +283,6 @@ class PipelineService:
             options=options,
             signal=handle.signal,
         )
-        recorder = TurnRecorder(self.store, turn, assistant.id)
         result = CallResult(assistant_id=assistant.id, status="cancelled")
         try:
             result = await self._calls.run(frame, self._root_finish(turn, recorder))

@@ -108,6 +108,17 @@ class EventLog:
         async with self._db.read() as session:
             return [parse_event(payload) for payload in await session.scalars(query)]
 
+    async def of_turn(self, session_id: str, turn_id: str, limit: int = MAX_READ) -> list[Event]:
+        """One turn's events, in seq order (at most `limit`)."""
+        query = (
+            select(EventRow.payload)
+            .where(EventRow.session_id == session_id, EventRow.turn_id == turn_id)
+            .order_by(EventRow.seq)
+            .limit(limit)
+        )
+        async with self._db.read() as session:
+            return [parse_event(payload) for payload in await session.scalars(query)]
+
     async def last_seq(self, session_id: str) -> int:
         """Seq of the session's last event; 0 for an empty log.
 

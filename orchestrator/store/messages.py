@@ -78,8 +78,11 @@ class MessageRepository:
             await locked_chat(session, chat_id, now)
             return await insert_messages(session, chat_id, turn_id, messages, now)
 
-    async def history(self, chat_id: str, limit: int = 20) -> list[MessageRecord]:
-        """The chat's last `limit` messages, oldest first.
+    async def history(
+        self, chat_id: str, limit: int = 20, *, exclude_turn: str | None = None
+    ) -> list[MessageRecord]:
+        """The chat's last `limit` messages, oldest first; without those of `exclude_turn` (the
+        running turn, whose user messages are written when it starts).
 
         Raises:
             UsageError: `limit` outside 1..`MAX_HISTORY`.
@@ -88,7 +91,7 @@ class MessageRepository:
             raise UsageError(f"limit must be between 1 and {MAX_HISTORY}, got {limit}")
         query = (
             select(MessageRow)
-            .where(MessageRow.chat_id == chat_id)
+            .where(MessageRow.chat_id == chat_id, MessageRow.turn_id != (exclude_turn or ""))
             .order_by(MessageRow.sequence.desc())
             .limit(limit)
         )

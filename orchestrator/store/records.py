@@ -72,11 +72,15 @@ class TurnInput(_Record):
     """Runner name -> resume state to merge into the chat's; a None state removes the runner's."""
 
 
+TurnStatus = StreamStatus | Literal["running"]
+"""A turn's row: `running` from its start (`TurnRepository.begin`) until its end is written."""
+
+
 class TurnRecord(_Record):
     id: str
     chat_id: str
     assistant_id: str
-    status: StreamStatus
+    status: TurnStatus
     usage: Usage
     created_at: datetime
     messages: tuple[MessageRecord, ...]

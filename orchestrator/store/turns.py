@@ -1,6 +1,14 @@
-"""Turns: a turn's messages, last events, usage and resume state, written in one transaction."""
+"""Turns: a turn's messages, last events, usage and resume state, written in one transaction.
+
+A turn is written twice: `begin` records a `running` row and the user's messages as the turn starts
+(so a crash loses neither), `persist` closes it with its answer, last events and usage. A row still
+`running` when a new process starts is a turn the old one never finished (`unfinished`); recovery
+closes it with `close_unfinished`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -10,39 +18,91 @@ from orchestrator.store.database import Database
 from orchestrator.store.errors import RecordExists
 from orchestrator.store.events import append_events
 from orchestrator.store.messages import insert_messages, message_record
-from orchestrator.store.records import TurnInput, TurnRecord
+from orchestrator.store.records import NewMessage, TurnInput, TurnRecord
 from orchestrator.store.tables import MessageRow, TurnRow
-from orchestrator.stream import Usage
+from orchestrator.stream import Event, Usage
+
+RUNNING = "running"
 
 
 class TurnRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def persist(self, turn: TurnInput) -> TurnRecord:
-        """Write the turn: all of it or, on any error, none of it.
+    async def begin(
+        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+    ) -> None:
+        """Record a starting turn: a `running` row and the user's new messages.
 
         Raises:
             RecordNotFound: no such chat.
-            RecordExists: the turn (or one of its message ids) was persisted already.
+            RecordExists: the turn (or one of the message ids) exists already.
+        """
+        async with self._db.write() as session:
+            now = self._db.clock()
+            await locked_chat(session, chat_id, now)
+            if await session.get(TurnRow, turn_id) is not None:
+                raise RecordExists("turn", turn_id)
+            session.add(
+                TurnRow(
+                    id=turn_id,
+                    chat_id=chat_id,
+                    assistant_id=assistant_id,
+                    status=RUNNING,
+                    usage={},
+                    created_at=now,
+                )
+            )
+            await session.flush()
+            await insert_messages(session, chat_id, turn_id, messages, now)
+
+    async def unfinished(self) -> list[TurnRecord]:
+        """Turns whose end was never written (the process running them died), oldest first."""
+        query = select(TurnRow).where(TurnRow.status == RUNNING).order_by(TurnRow.created_at, TurnRow.id)
+        async with self._db.read() as session:
+            return [await _turn_record(session, row) for row in await session.scalars(query)]
+
+    async def close_unfinished(self, chat_id: str, turn_id: str, events: Sequence[Event]) -> bool:
+        """Append the closing `events` of an unfinished turn and mark it `error`, in one transaction;
+        False when the turn is not (or no longer) running.
+
+        Raises:
+            EventSequenceError: `events` do not continue the session's log; nothing was written.
+        """
+        async with self._db.write() as session:
+            now = self._db.clock()
+            await locked_chat(session, chat_id, now)
+            row = await session.get(TurnRow, turn_id)
+            if row is None or row.status != RUNNING:
+                return False
+            await append_events(session, chat_id, events, now)
+            row.status = "error"
+        return True
+
+    async def persist(self, turn: TurnInput) -> TurnRecord:
+        """Write the turn (closing its `running` row, if `begin` wrote one): all of it or, on any
+        error, none of it.
+
+        Raises:
+            RecordNotFound: no such chat.
+            RecordExists: the turn (or one of its message ids) was persisted (finished) already.
             EventSequenceError: `turn.events` do not continue the session's log.
         """
         async with self._db.write() as session:
             now = self._db.clock()
             chat = await locked_chat(session, turn.chat_id, now)
-            if await session.get(TurnRow, turn.turn_id) is not None:
+            row = await session.get(TurnRow, turn.turn_id)
+            if row is not None and row.status != RUNNING:
                 raise RecordExists("turn", turn.turn_id)
             await append_events(session, turn.chat_id, turn.events, now)
             messages = await insert_messages(session, turn.chat_id, turn.turn_id, turn.messages, now)
-            row = TurnRow(
-                id=turn.turn_id,
-                chat_id=turn.chat_id,
-                assistant_id=turn.assistant_id,
-                status=turn.status,
-                usage=turn.usage.model_dump(mode="json"),
-                created_at=now,
-            )
-            session.add(row)
+            if row is None:
+                row = TurnRow(
+                    id=turn.turn_id, chat_id=turn.chat_id, assistant_id=turn.assistant_id, created_at=now
+                )
+                session.add(row)
+            row.status = turn.status
+            row.usage = turn.usage.model_dump(mode="json")
             if turn.resume:
                 chat.resume = merged_keys(chat.resume, turn.resume)
             await session.flush()

@@ -1,0 +1,152 @@
+"""M5 on a real `cage serve`: `kill -9` in the middle of a turn, start again, and the session's log
+is closed (`orchestrator_restarted`), the user's message kept, and the next turn runs.
+
+The server is a subprocess on loopback with its own SQLite file; its sandbox labels scope
+reconcile to this test, so it never touches anyone else's containers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes.assistants import make_app, write_assistant
+
+KEY = "cage-bootstrap-crash-0123456789abcdef"
+SLEEPER = """
+from typing import Any
+
+import anyio
+
+
+async def create(ctx: Any, messages: list[dict[str, Any]], options: dict[str, Any]) -> None:
+    users = [m["content"] for m in messages if m.get("role") == "user"]
+    if users[-1] == "sleep":
+        await ctx.send("sleeping")
+        await anyio.sleep(600)
+    await ctx.send(f"awake: {users[-1]} (user messages seen: {len(users)})")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Serve:
+    """`cage serve` as a subprocess, restartable on the same data directory and port."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        app = make_app(tmp_path / "app")
+        write_assistant(app, "tests.sleeper", hooks=SLEEPER)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp_path / "serve.log"
+        self.env = {
+            **os.environ,
+            "CAGE_APP_DIR": str(app),
+            "CAGE_DATA_DIR": str(tmp_path / "data"),
+            "CAGE_BOOTSTRAP_ADMIN_KEY": KEY,
+            "CAGE_SANDBOX_LABELS": json.dumps({"cage.test-run": uuid.uuid4().hex}),
+            "CAGE_LOG_LEVEL": "INFO",
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        cage = Path(sys.executable).with_name("cage")
+        argv = [str(cage), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("cage serve did not start:\n" + self.log.read_text()[-3000:])
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Serve]:
+    server = Serve(tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+
+
+def stream_turn(url: str, chat_id: str, content: str, *, until: str | None = None) -> list[dict[str, Any]]:
+    """POST a turn and read its SSE events (up to the first text containing `until`, if given)."""
+    body = {"chat_id": chat_id, "messages": [{"role": "user", "content": content}]}
+    events: list[dict[str, Any]] = []
+    with httpx.stream(
+        "POST", f"{url}/v1/assistants/tests.sleeper/stream", json=body, headers=HEADERS, timeout=30
+    ) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            event = json.loads(line[5:])
+            events.append(event)
+            if until is not None and until in json.dumps(event.get("props", {})):
+                return events
+    return events
+
+
+@pytest.mark.docker
+def test_kill_9_mid_turn_closes_the_log_and_the_session_goes_on(serve: Serve) -> None:
+    serve.start()
+    chat = "crash-" + uuid.uuid4().hex[:8]
+    seen = stream_turn(serve.url, chat, "sleep", until="sleeping")
+    assert seen[0]["props"]["event"] == "stream_start"
+    serve.kill9()
+
+    serve.start()
+    page = httpx.get(f"{serve.url}/v1/sessions/{chat}/events", headers=HEADERS, timeout=10).json()
+    log = page["events"]
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    end = log[-1]
+    assert end["props"]["event"] == "stream_end" and end["props"]["status"] == "error"
+    assert "thread_id" not in end or end["thread_id"] is None
+    errors = [e for e in log if e["type"] == "error"]
+    assert [e["props"]["code"] for e in errors] == ["orchestrator_restarted"]
+    assert "orchestrator_restarted" in serve.log.read_text()
+
+    after = stream_turn(serve.url, chat, "hello")
+    texts = [e["props"]["content"] for e in after if e["props"].get("event") == "message_end"]
+    assert after[-1]["props"]["event"] == "stream_end" and after[-1]["props"]["status"] == "completed"
+    assert "awake: hello (user messages seen: 2)" in texts, texts  # the crashed turn's message was kept
+    assert after[0]["seq"] == log[-1]["seq"] + 1

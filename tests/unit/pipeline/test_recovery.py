@@ -1,0 +1,75 @@
+"""M5: a turn the process died in is closed on the next start, and the chat goes on.
+
+The crash is made the way a `kill -9` leaves things: a turn started through the real pipeline
+(its `running` row and the user's message written at start, its first events in the log) whose
+process never wrote its end. Recovery runs on the same database, as the next server start does.
+"""
+
+from __future__ import annotations
+
+from orchestrator.pipeline.recovery import RESTARTED, close_unfinished_turns
+from orchestrator.store import Store
+from orchestrator.stream import (
+    ErrorEvent,
+    LifecycleEvent,
+    MessageEnd,
+    MessageStart,
+    StreamEnd,
+    StreamStart,
+    validate_stream,
+)
+from tests.pipeline_rig import Rig
+
+
+async def crashed_turn(rig: Rig, store: Store, chat_id: str) -> str:
+    """A turn that got as far as an open text window, then lost its process."""
+    turn = rig.turn("hooks.echo", "remember the milk", chat_id=chat_id)
+    await store.chats.create("alice", "hooks.echo", chat_id=chat_id)
+    await store.turns.begin(chat_id, turn.turn_id, "hooks.echo", ())
+    await rig.service.hub.publish(
+        chat_id,
+        turn.turn_id,
+        [
+            LifecycleEvent(props=StreamStart(assistant_id="hooks.echo")),
+            LifecycleEvent(props=MessageStart(message_id="m1", type="text")),
+        ],
+    )
+    return turn.turn_id
+
+
+async def test_an_unfinished_turn_is_closed_and_the_chat_goes_on(rig: Rig, store: Store) -> None:
+    turn_id = await crashed_turn(rig, store, "chat-crashed")
+    assert [t.id for t in await store.turns.unfinished()] == [turn_id]
+
+    assert await close_unfinished_turns(store) == [turn_id]
+    assert await close_unfinished_turns(store) == []  # a second start finds nothing to close
+
+    log = await store.events.after("chat-crashed")
+    assert not validate_stream(log), validate_stream(log)
+    tail = log[-3:]
+    assert isinstance(tail[0], LifecycleEvent) and isinstance(tail[0].props, MessageEnd)
+    assert tail[0].props.status == "error"
+    assert isinstance(tail[1], ErrorEvent) and tail[1].props.code == RESTARTED
+    assert isinstance(tail[2], LifecycleEvent) and isinstance(tail[2].props, StreamEnd)
+    assert tail[2].props.status == "error" and tail[2].thread_id is None
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert (await store.turns.get(turn_id)).status == "error"  # type: ignore[union-attr]
+
+    ran = await rig.run("hooks.echo", "again", chat_id="chat-crashed")
+    assert ran.result.status == "completed" and ran.texts() == ["echo: again"]
+    assert ran.events[0].seq == log[-1].seq + 1
+
+
+async def test_a_turn_writes_its_running_row_and_the_users_message_at_start(rig: Rig, store: Store) -> None:
+    turn = rig.turn("hooks.slow", "take your time", chat_id="chat-slow")
+    handle = await rig.service.start(turn)
+    try:
+        record = await store.turns.get(turn.turn_id)
+        assert record is not None and record.status == "running"
+        assert [(m.role, m.content) for m in record.messages] == [("user", "take your time")]
+    finally:
+        await handle.interrupt(force=True)
+        await handle.result()
+    record = await store.turns.get(turn.turn_id)
+    assert record is not None and record.status == "cancelled"
+    assert [m.role for m in record.messages] == ["user"]  # written once, not again at the end
