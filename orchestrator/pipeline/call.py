@@ -76,6 +76,15 @@ async def write_attachments(
     await manager.backend.put_files(lease.ref, f"{lease.work_dir.rstrip('/')}/attachments", entries)
 
 
+
+async def _gateway_port(frame: CallFrame) -> int | None:
+    """The gateway's port when the box will be isolated (its relay needs it at creation), else None."""
+    spec = frame.assistant.sandbox
+    if spec is None or not frame.scope.manager.isolates(spec):
+        return None
+    return (await frame.scope.gateway.start()).port
+
+
 def _code(exc: CageError) -> str:
     return "hook_error" if isinstance(exc, HookError) else type(exc).__name__
 
@@ -229,6 +238,7 @@ class CallRunner:
             turn_id=scope.turn_id,
             workspace_id=frame.options.workspace_id,
             host_workspace=frame.options.host_workspace,
+            gateway_port=await _gateway_port(frame),
         )
         lease = await acquire_sandbox(inp, manager=scope.manager, builder=frame.builder, emit=frame.emit)
         if scope.attachments and frame.stack.kind == "root":
