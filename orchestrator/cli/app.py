@@ -29,6 +29,10 @@ class CageGroup(LazyGroup):
     """The root group: the sub-commands by module, with their one-line help."""
 
     lazy_commands: ClassVar[dict[str, LazyCommand]] = {
+        "init": LazyCommand(
+            "orchestrator.cli.init:init",
+            "Create an application directory: agent.yml, a connector and one assistant per mode.",
+        ),
         "validate": LazyCommand(
             "orchestrator.cli.assistants:validate",
             "Load every assistant; exit 2 and list every error (file, key path, line) when any is wrong.",

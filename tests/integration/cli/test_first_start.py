@@ -1,0 +1,84 @@
+"""`cage serve` on a fresh app directory: it creates the first admin key and says where it listens,
+so the first request is not a 401 with no way out; the token never reaches the log stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+CAGE = [sys.executable, "-m", "orchestrator.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve(app: Path, port: int, labels: dict[str, str]) -> tuple[int, str]:
+    """Run `cage serve` (stderr not a TTY) until it answers, stop it, return (rc, its output)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
+    env["CAGE_SANDBOX_LABELS"] = json.dumps(labels)
+    log = app / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*CAGE, "serve", "--port", str(port)], cwd=app, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        key_file = app / ".cage" / "first-admin-key"
+        if key_file.exists():
+            token = key_file.read_text().strip()
+            models = httpx.get(
+                f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": f"Bearer {token}"}
+            )
+            assert models.status_code == 200, models.text
+            assert "app.chat" in {m["id"] for m in models.json()["data"]}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    return proc.returncode, log.read_text()
+
+
+def test_first_start_creates_one_admin_key_and_says_how_to_connect(
+    tmp_path: Path, test_run_labels: dict[str, str]
+) -> None:
+    subprocess.run([*CAGE, "init", "app"], cwd=tmp_path, check=True, capture_output=True)
+    app = tmp_path / "app"
+    port = _free_port()
+    _, first = _serve(app, port, test_run_labels)
+    key_file = app / ".cage" / "first-admin-key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    token = key_file.read_text().strip()
+    assert token.startswith("cage_") and token not in first  # handed over in the file, not the log
+    assert f"on http://127.0.0.1:{port}" in first and f"{port}/docs" in first
+    assert 'curl -H "Authorization: Bearer $CAGE_KEY"' in first
+    assert "created the first admin key" in first
+
+    key_file.unlink()
+    _, second = _serve(app, port, test_run_labels)
+    assert "created the first admin key" not in second  # an admin key exists: no second one
+    assert not key_file.exists()
+    keys = subprocess.run(
+        [*CAGE, "--app", str(app), "keys", "list", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CAGE_")},
+    )
+    assert [k["role"] for k in json.loads(keys.stdout)] == ["admin"]
