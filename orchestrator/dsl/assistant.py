@@ -33,7 +33,14 @@ from orchestrator.dsl.envexpand import EnvExpander
 from orchestrator.dsl.inert import MCP_FILE, PACKAGE, ConfigWarning, inert_keys, warning
 from orchestrator.dsl.jsonc import parse_jsonc
 from orchestrator.dsl.locales import DEFAULT_LOCALE, Messages, merge, translate
-from orchestrator.dsl.mcp import AGENT_PROCESS_PREFIX, MCP_SUFFIXES, McpOptions, McpServerSpec, McpTable
+from orchestrator.dsl.mcp import (
+    AGENT_PROCESS_PREFIX,
+    MCP_SUFFIXES,
+    McpOptions,
+    McpServerSpec,
+    McpTable,
+    resolve_process,
+)
 from orchestrator.dsl.package import PackageSpec, Prompt
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.dsl.sandboxfile import load_sandbox
@@ -152,8 +159,10 @@ class AppContext:
 
 
 def add_mcp_file(table: McpTable, server_id: str, path: Path, rel: Path, environ: Mapping[str, str],
-                 mapping: Path) -> list[ConfigWarning]:
-    """Load one `.mcp.yao` into `table`; the warnings it earns (inert keys, processes Cage cannot run)."""
+                 mapping: Path, assistants_root: Path) -> list[ConfigWarning]:
+    """Load one `.mcp.yao` into `table`; the warnings it earns (inert keys, processes Cage cannot run).
+
+    A `process` server's tools are resolved to the assistant scripts they name."""
     try:
         doc = read_document(path, rel)
     except ConfigError as exc:
@@ -164,11 +173,19 @@ def add_mcp_file(table: McpTable, server_id: str, path: Path, rel: Path, environ
     if spec is None:
         return []
     notes = inert_keys(doc, MCP_FILE)
+    tools = []
     for tool in spec.process_tools:
-        if not tool.process.lower().startswith(AGENT_PROCESS_PREFIX):
+        found = resolve_process(tool.process, assistants_root)
+        if found is None:
             notes.append(warning(doc, ("tools", tool.name), (
                 f"process {tool.process!r} has no equivalent in Cage (it runs only assistant scripts, "
-                "agents.<assistant>.<script>.<Function>); calling this tool fails")))
+                f"{AGENT_PROCESS_PREFIX}<assistant>.<script>.<Function>); calling this tool fails")))
+            tools.append(tool)
+            continue
+        owner, script, function = found
+        tools.append(tool.model_copy(update={"script": script, "function": function, "assistant_id": owner}))
+    if tools:
+        table.specs[server_id] = spec.model_copy(update={"process_tools": tuple(tools)})
     return notes
 
 def read_document(path: Path, rel: Path) -> Document:
@@ -328,7 +345,7 @@ def _local_mcps(directory: Path, assistant_id: str, ctx: AppContext) -> tuple[Mc
         name = file_id(rel, MCP_SUFFIXES)
         mapping = root / "mapping" / name.replace(".", "/")
         notes.extend(add_mcp_file(table, f"agents.{assistant_id}.{name}", path, ctx.rel(path), ctx.environ,
-                                  mapping))
+                                  mapping, ctx.app_dir / "assistants"))
     return table, notes
 
 

@@ -289,7 +289,8 @@ class AppLoader:
                 notes.extend(inert_keys(doc, CONNECTOR))
         for server_id, path in _files(self.app_dir / "mcps", MCP_SUFFIXES):
             mapping = self.app_dir / "mcps" / "mapping" / server_id.replace(".", "/")
-            notes.extend(add_mcp_file(mcps, server_id, path, self._rel(path), self._environ, mapping))
+            notes.extend(add_mcp_file(mcps, server_id, path, self._rel(path), self._environ, mapping,
+                                      self.app_dir / "assistants"))
         layer = load_global_layer(self.app_dir, connectors, self._environ,
                                   lambda path: read_document(path, self._rel(path)),
                                   lambda inline, doc: self._inline_connectors(inline, doc, connectors,

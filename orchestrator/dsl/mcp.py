@@ -101,6 +101,30 @@ class ProcessTool(BaseModel):
     process: str
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    script: Path | None = None
+    """`src/<script>.ts` of the assistant the process names (`agents.<id>.<script>.<Function>`);
+    None when Cage has no equivalent of the process."""
+    function: str = ""
+    assistant_id: str = ""
+
+
+def resolve_process(process: str, assistants_root: Path) -> tuple[str, Path, str] | None:
+    """`agents.<id>.<script>.<Function>` -> (assistant id, script file, function), when it exists.
+
+    The id and the script may both contain dots, so every split is tried, longest id first.
+    """
+    if not process.lower().startswith(AGENT_PROCESS_PREFIX):
+        return None
+    parts = process[len(AGENT_PROCESS_PREFIX):].split(".")
+    if len(parts) < 3:
+        return None
+    *path, function = parts
+    for cut in range(len(path) - 1, 0, -1):
+        directory = assistants_root.joinpath(*path[:cut])
+        script = directory.joinpath("src", *path[cut:]).with_suffix(".ts")
+        if (directory / "package.yao").is_file() and script.is_file():
+            return ".".join(path[:cut]), script, function
+    return None
 
 
 class McpServerSpec(BaseModel):

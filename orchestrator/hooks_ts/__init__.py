@@ -14,7 +14,10 @@ from orchestrator.hooks_ts.runtime import TsOutcome, TsRuntime, TsRuntimeError, 
 
 if TYPE_CHECKING:
     from orchestrator.dsl import Assistant
-    from orchestrator.pipeline.hook_context import HookContext
+
+HookContext = Any
+"""`orchestrator.pipeline.hook_context.HookContext`, not imported: `orchestrator.llm` (process MCP
+servers) uses this package and must not depend on the pipeline."""
 
 HOOK_NAMES = {"create": "Create", "next": "Next"}
 """Cage's hook names -> the function names Yao looks up in `src/index.ts`."""

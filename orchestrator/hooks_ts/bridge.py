@@ -14,7 +14,10 @@ from orchestrator.hooks_ts.runtime import Bundler, Handler
 
 if TYPE_CHECKING:
     from orchestrator.dsl import Assistant
-    from orchestrator.pipeline.hook_context import HookContext
+
+HookContext = Any
+"""`orchestrator.pipeline.hook_context.HookContext`, not imported: `orchestrator.llm` (process MCP
+servers) uses this package and must not depend on the pipeline."""
 
 
 def _content(message: object) -> str:

@@ -187,7 +187,8 @@ async def run_in_lease(
         assistant_id=assistant.id,
         turn_id=inp.turn_id,
         connector=runner_connector(assistant, loader),
-        mcp_servers=assistant.mcp_servers,
+        # Yao `process` servers run host-side scripts; agent CLIs get network servers only.
+        mcp_servers=tuple(s for s in assistant.mcp_servers if s.transport != "process"),
         isolated=lease.isolated,
     )
     try:

@@ -32,6 +32,7 @@ from pydantic import JsonValue, ValidationError
 
 from orchestrator.dsl import McpServerSpec
 from orchestrator.llm.mcp.content import result_text
+from orchestrator.llm.mcp.process import ProcessClient
 from orchestrator.llm.mcp.retries import failure
 from orchestrator.llm.tools.base import ToolResult
 from orchestrator.redaction import redact, register_secret
@@ -136,6 +137,9 @@ class McpConnection:
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         spec = self.spec
+        if spec.transport == "process":  # Yao's process servers run in-process (process.py)
+            yield cast(Client, ProcessClient(spec))
+            return
         async with AsyncExitStack() as stack:
             if spec.transport == "stdio":
                 self._stderr = await anyio.to_thread.run_sync(_temp_text_file)
