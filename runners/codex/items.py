@@ -9,6 +9,7 @@ dicts stop here; everything returned is typed.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -52,12 +53,20 @@ def clip(text: str, limit: int = OUTPUT_CHARS) -> str:
     return f"{head}\n… [{len(text) - len(head) - len(tail)} characters omitted] …\n{tail}"
 
 
+_SINGLE_QUOTED = re.compile(r"[ \t\r\n]*([^\s'\"\\]+)[ \t\r\n]+(-c|-lc|-cl)[ \t\r\n]+'([^']*)'[ \t\r\n]*")
+"""`<shell> -lc '<script>'` with nothing shlex would read differently: codex's usual wrapper."""
+
+
 def unwrap_shell(command: str) -> str:
     """The script inside codex's `/bin/bash -lc '<script>'` wrapper; other commands unchanged."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return command
+    simple = _SINGLE_QUOTED.fullmatch(command)
+    if simple is not None:  # what `shlex.split` gives for this shape, without its per-character loop
+        words = list(simple.groups())
+    else:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return command
     if len(words) == 3 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] in ("-c", "-lc", "-cl"):
         return words[2]
     return command
@@ -96,8 +105,10 @@ def _file_change(item: Mapping[str, Any]) -> ToolView:
     changes = [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
     lines = [f"{_text(c.get('kind')) or 'change'} {_text(c.get('path'))}" for c in changes]
     failed = _status_failed(item)
-    summary = lines[0] if len(lines) == 1 else f"{len(lines)} files: " + ", ".join(
-        _text(c.get("path")).rsplit("/", 1)[-1] for c in changes
+    summary = (
+        lines[0]
+        if len(lines) == 1
+        else f"{len(lines)} files: " + ", ".join(_text(c.get("path")).rsplit("/", 1)[-1] for c in changes)
     )
     return ToolView(
         tool="file_change",
@@ -116,9 +127,11 @@ def _mcp_output(item: Mapping[str, Any]) -> str:
     if not isinstance(result, dict):
         return ""
     content = result.get("content")
-    texts = [_text(c.get("text")) for c in content if isinstance(c, dict) and c.get("type") == "text"] if (
-        isinstance(content, list)
-    ) else []
+    texts = (
+        [_text(c.get("text")) for c in content if isinstance(c, dict) and c.get("type") == "text"]
+        if (isinstance(content, list))
+        else []
+    )
     if texts:
         return "\n".join(texts)
     structured = result.get("structured_content")

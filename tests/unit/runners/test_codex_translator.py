@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -273,3 +275,42 @@ def test_resume_state_survives_a_turn_that_never_started() -> None:
 )
 def test_unwrap_shell(command: str, script: str) -> None:
     assert unwrap_shell(command) == script
+
+
+def _unwrap_by_shlex(command: str) -> str:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    if len(words) == 3 and words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh", "dash"):
+        return words[2] if words[1] in ("-c", "-lc", "-cl") else command
+    return command
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_unwrap_shell_reads_commands_as_shlex_does(seed: int) -> None:
+    rng = random.Random(seed)
+    pieces = [
+        "/bin/bash",
+        "bash",
+        "sh",
+        "-lc",
+        "-c",
+        "-cl",
+        "-x",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "'",
+        '"',
+        "\\",
+        "a b",
+    ]
+    pieces += ["echo hi > f.txt", "#", "$HOME", "é", "\x0b", "'it''s'", "/usr/bin/zsh", "/bin/bash -lc 'ls'"]
+    for _ in range(300):
+        command = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 9)))
+        assert unwrap_shell(command) == _unwrap_by_shlex(command), repr(command)
+    for script in ("echo 'x'", "a\\b", "ls -la\ncat f", "", "$(rm -rf /)"):
+        wrapped = f"/bin/bash -lc {shlex.quote(script)}"
+        assert unwrap_shell(wrapped) == _unwrap_by_shlex(wrapped) == script
