@@ -348,7 +348,8 @@ class DockerEgress:
         self._follower.start()
 
     def _follow(self) -> None:
-        """Read the proxy's stdout from now on, forever; reconnect when the stream ends."""
+        """Read the proxy's stdout from now on; reconnect when the stream ends while this process
+        still has sandboxes behind the proxy, else end (a later attach starts a new follower)."""
         since = int(time.time())
         while True:
             try:
@@ -369,4 +370,6 @@ class DockerEgress:
                     since = int(time.time())
             except Exception as exc:  # noqa: BLE001 - a follower must survive any engine hiccup
                 log.debug("egress.follow.retry", error=str(exc))
+            if not self.denials.tracking():
+                return
             time.sleep(1.0)

@@ -79,6 +79,11 @@ class EgressDenials:
             self._subnets.pop(sandbox, None)
             self._modes.pop(sandbox, None)
 
+    def tracking(self) -> bool:
+        """Whether any sandbox of this process is behind the proxy."""
+        with self._lock:
+            return bool(self._subnets)
+
     def sandbox_of(self, client: str) -> str | None:
         ip = ipaddress.ip_address(client)
         with self._lock:

@@ -1,0 +1,187 @@
+"""Shared rig for the network security tests: a host HTTP server, an egress proxy of this test run,
+a manager on the real engine, and a probe that runs inside a box and reports what it reached.
+
+The host server answers on all interfaces; the proxy (and only the proxy) resolves
+`allowed.cage.test` and `denied.cage.test` to the engine's host, so a box can reach the server
+only through a policy that names it. Everything carries this session's test-run label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+
+from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.sandbox.backend import ExecSpec
+from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.docker.builder import DockerImageBuilder
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
+from orchestrator.settings import Settings
+from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL, docker_engine
+
+ALLOWED = "allowed.cage.test"
+DENIED = "denied.cage.test"
+PROBE = r"""
+import json, socket, sys, urllib.request
+out = {}
+def http(label, url, proxy=True):
+    handler = urllib.request.ProxyHandler({"http": "http://cage-egress:3128"} if proxy else {})
+    try:
+        with urllib.request.build_opener(handler).open(url, timeout=5) as r:
+            out[label] = [r.status, r.read().decode()]
+    except urllib.error.HTTPError as e:
+        out[label] = [e.code, ""]
+    except Exception as e:
+        out[label] = ["error", type(e).__name__]
+def tcp(label, host, port):
+    s = socket.socket(); s.settimeout(3)
+    try:
+        s.connect((host, port)); out[label] = "connected"
+    except Exception as e:
+        out[label] = type(e).__name__
+    finally:
+        s.close()
+def dns_query(label, server):
+    # a raw DNS query for pypi.org to an outside resolver: it must never be answered
+    q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x04pypi\x03org\x00\x00\x01\x00\x01"
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+    try:
+        s.sendto(q, (server, 53)); s.recvfrom(512); out[label] = "answered"
+    except Exception as e:
+        out[label] = type(e).__name__
+def resolve(label, name):
+    try:
+        out[label] = socket.gethostbyname(name)
+    except Exception as e:
+        out[label] = type(e).__name__
+for step in json.loads(sys.argv[1]):
+    globals()[step[0]](*step[1:])
+print(json.dumps(out))
+"""
+
+
+class HostServer:
+    """An HTTP server on every host interface that records the paths it served."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        rig = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                rig.paths.append(self.path)
+                body = f"hello {self.path}".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)  # all interfaces: the point
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> HostServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def host_server() -> Iterator[HostServer]:
+    with HostServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def proxy_name(docker_engine: docker.DockerClient) -> Iterator[str]:
+    """This module's own egress proxy container (with the test host names); removed at the end."""
+    name = f"cage-egress-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    with contextlib.suppress(docker.errors.NotFound):
+        docker_engine.containers.get(name).remove(force=True)
+
+
+@pytest.fixture
+def egress_settings(tmp_path: Path, proxy_name: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "cage",
+        isolated_networks=True,
+        egress_container=proxy_name,
+        egress_hosts={ALLOWED: "host-gateway", DENIED: "host-gateway"},
+    )
+
+
+@pytest.fixture
+async def egress_manager(
+    docker_engine: docker.DockerClient, egress_settings: Settings
+) -> AsyncIterator[SandboxManager]:
+    """A manager on the real engine with the real image builder; removes this test's boxes after."""
+    labels = {TEST_RUN_LABEL: TEST_RUN_ID, "cage.test-case": uuid.uuid4().hex[:12]}
+    backend = DockerBackend(egress_settings)
+    manager = SandboxManager(
+        backend, DockerImageBuilder(egress_settings), egress_settings, extra_labels=labels
+    )
+    yield manager
+    for ref in await backend.find(labels):
+        await backend.remove(ref, force=True)
+
+
+def spec(network: Any, *, runner: str = "yaocode") -> SandboxSpec:
+    return SandboxSpec.model_validate(
+        {
+            "version": "2.0",
+            "runner": {"name": runner},
+            "computer": {"network": network},
+            "lifecycle": "oneshot",
+        }
+    )
+
+
+async def acquire(
+    manager: SandboxManager, tmp_path: Path, network: Any, *, gateway_port: int | None = None
+) -> SandboxLease:
+    request = SandboxRequest(
+        owner="sec",
+        assistant_id=f"tests.net-{uuid.uuid4().hex[:6]}",
+        assistant_dir=tmp_path,
+        spec=spec(network),
+        gateway_port=gateway_port,
+    )
+    return await manager.acquire(request)
+
+
+async def probe(manager: SandboxManager, lease: SandboxLease, *steps: list[Any]) -> dict[str, Any]:
+    """Run the probe's `steps` inside the box; what each one reached."""
+    argv = ("python3", "-c", PROBE, json.dumps(steps))
+    async with await manager.exec(lease, ExecSpec(argv=argv)) as handle:
+        lines = [item for item in [i async for i in handle] if isinstance(item, bytes)]
+        code = await handle.wait()
+    assert code == 0, (code, handle.stderr, lines)
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+FIXTURES = (docker_engine, host_server, proxy_name, egress_settings, egress_manager)
+"""Import these into a test module (fixtures defined outside a conftest)."""
+
+
+def container_ip(engine: docker.DockerClient, name: str) -> str:
+    networks = engine.api.inspect_container(name)["NetworkSettings"]["Networks"]
+    (only,) = networks.values()
+    return str(only["IPAddress"])

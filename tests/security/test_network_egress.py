@@ -1,0 +1,164 @@
+"""H8, issue 11 item 6, issue 12 item 2: egress follows `computer.network`, on the real engine.
+
+Each test starts real sandboxes behind this module's own egress proxy and attacks from inside:
+names, raw IPs, the host, cloud metadata, other sandboxes, outside DNS. The host's side (what its
+server was asked for) is checked after every attempt.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import anyio
+import docker
+import pytest
+
+from orchestrator.sandbox.backend import ExecSpec
+from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.egress.denials import Denial
+from orchestrator.sandbox.manager import SandboxManager
+from tests.security import egress_rig
+from tests.security.egress_rig import ALLOWED, DENIED, HostServer, acquire, container_ip, probe
+
+pytestmark = [pytest.mark.docker]
+docker_engine, host_server, proxy_name, egress_settings, egress_manager = egress_rig.FIXTURES
+
+
+def host_gateway(engine: docker.DockerClient) -> str:
+    ipam = engine.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    return str(ipam.get("Gateway") or next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
+
+
+def denials_of(manager: SandboxManager) -> DockerBackend:
+    assert isinstance(manager.backend, DockerBackend)
+    return manager.backend
+
+
+async def test_an_allowlist_reaches_its_names_and_nothing_else(
+    egress_manager: SandboxManager,
+    host_server: HostServer,
+    docker_engine: docker.DockerClient,
+    tmp_path: Path,
+) -> None:
+    port, host_ip = host_server.port, host_gateway(docker_engine)
+    before = len(host_server.paths)
+    lease = await acquire(egress_manager, tmp_path, {"allow": [f"{ALLOWED}:{port}"]})
+    hub = denials_of(egress_manager).egress.denials
+    with hub.subscribe(lease.identity.name) as denials:
+        out = await probe(
+            egress_manager,
+            lease,
+            ["http", "allowed", f"http://{ALLOWED}:{port}/allowed"],
+            ["http", "other_port", f"http://{ALLOWED}:{port + 1}/other-port"],
+            ["http", "denied", f"http://{DENIED}:{port}/denied"],
+            ["http", "raw_ip", f"http://{host_ip}:{port}/raw-ip"],
+            ["http", "direct", f"http://{host_ip}:{port}/direct", False],
+            ["tcp", "direct_tcp", host_ip, port],
+            ["resolve", "own_dns", "pypi.org"],
+            ["resolve", "host_alias", "host.docker.internal"],
+            ["dns_query", "outside_dns", "1.1.1.1"],
+            ["dns_query", "host_dns", host_ip],
+        )
+        with anyio.fail_after(5):
+            got = [await denials.receive() for _ in range(3)]
+    assert out["allowed"] == [200, "hello /allowed"]
+    assert out["other_port"][0] == 403 and out["denied"][0] == 403 and out["raw_ip"][0] == 403
+    assert out["direct"][0] == "error" and out["direct_tcp"] != "connected"
+    assert out["own_dns"] in ("gaierror", "herror") and out["host_alias"] in ("gaierror", "herror")
+    assert out["outside_dns"] != "answered" and out["host_dns"] != "answered"
+    assert host_server.paths[before:] == ["/allowed"]  # the host saw the allowed request only
+    name = lease.identity.name
+    assert set(got) == {
+        Denial(sandbox=name, host=ALLOWED, port=port + 1, method="GET"),
+        Denial(sandbox=name, host=DENIED, port=port, method="GET"),
+        Denial(sandbox=name, host=host_ip, port=port, method="GET"),
+    }
+    await egress_manager.release(lease)
+
+
+async def test_bridge_reaches_no_private_range_metadata_or_host(
+    egress_manager: SandboxManager,
+    host_server: HostServer,
+    docker_engine: docker.DockerClient,
+    tmp_path: Path,
+) -> None:
+    port, host_ip = host_server.port, host_gateway(docker_engine)
+    before = len(host_server.paths)
+    lease = await acquire(egress_manager, tmp_path, "bridge")
+    out = await probe(
+        egress_manager,
+        lease,
+        ["http", "host_gateway", f"http://{host_ip}:{port}/host"],
+        ["http", "private_name", f"http://{ALLOWED}:{port}/private-name"],  # resolves to the host
+        ["http", "metadata", "http://169.254.169.254/latest/meta-data/"],
+        ["http", "loopback", "http://127.0.0.2:3128/"],  # 127.0.0.1 is in no_proxy
+        ["http", "mapped", f"http://[::ffff:{host_ip}]:{port}/mapped"],
+        ["http", "direct", f"http://{host_ip}:{port}/direct", False],
+        ["tcp", "metadata_tcp", "169.254.169.254", 80],
+    )
+    for key in ("host_gateway", "private_name", "metadata", "loopback", "mapped"):
+        assert out[key][0] == 403, (key, out[key])
+    assert out["direct"][0] == "error" and out["metadata_tcp"] != "connected"
+    assert host_server.paths[before:] == []
+    await egress_manager.release(lease)
+
+
+async def test_none_reaches_only_the_model_gateway(
+    egress_manager: SandboxManager,
+    host_server: HostServer,
+    docker_engine: docker.DockerClient,
+    tmp_path: Path,
+) -> None:
+    port, host_ip = host_server.port, host_gateway(docker_engine)
+    before = len(host_server.paths)
+    # the host server stands in for the model gateway: the relay forwards cage-gateway:8089 to it
+    lease = await acquire(egress_manager, tmp_path, "none", gateway_port=port)
+    out = await probe(
+        egress_manager,
+        lease,
+        ["http", "gateway", "http://cage-gateway:8089/v1/models", False],
+        ["http", "allowed", f"http://{ALLOWED}:{port}/through-proxy"],
+        ["http", "public", "http://example.com/"],
+        ["http", "direct", f"http://{host_ip}:{port}/direct", False],
+    )
+    assert out["gateway"] == [200, "hello /v1/models"]
+    assert out["allowed"][0] == 403 and out["public"][0] == 403 and out["direct"][0] == "error"
+    assert host_server.paths[before:] == ["/v1/models"]
+    await egress_manager.release(lease)
+
+
+async def test_one_sandbox_cannot_reach_another(
+    egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    a = await acquire(egress_manager, tmp_path / "a", "bridge")
+    serve = "nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 & sleep 1; echo up"
+    async with await egress_manager.exec(a, ExecSpec(argv=("sh", "-c", serve))) as handle:
+        assert await handle.wait() == 0
+    a_ip = container_ip(docker_engine, a.identity.name)
+    own = await probe(egress_manager, a, ["tcp", "own", "127.0.0.1", 8000])
+    assert own["own"] == "connected"  # the server really runs
+    # B's own allowlist even names A's address: the proxy still refuses every sandbox subnet
+    b = await acquire(egress_manager, tmp_path / "b", {"allow": [a_ip, a.identity.name]})
+    out = await probe(
+        egress_manager,
+        b,
+        ["tcp", "direct", a_ip, 8000],
+        ["http", "by_ip", f"http://{a_ip}:8000/"],
+        ["http", "by_name", f"http://{a.identity.name}:8000/"],
+        ["http", "proxy_host", "http://cage-egress:8000/"],
+    )
+    assert out["direct"] != "connected"
+    assert out["by_ip"][0] == 403 and out["by_name"][0] == 403 and out["proxy_host"][0] == 403
+    await egress_manager.release(a)
+    await egress_manager.release(b)
+
+
+async def test_a_removed_sandbox_leaves_no_network(
+    egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    lease = await acquire(egress_manager, tmp_path, "bridge")
+    name = f"{lease.identity.name}-net"
+    assert docker_engine.api.inspect_network(name)["Internal"] is True
+    await egress_manager.release(lease)  # oneshot: removed
+    assert not docker_engine.networks.list(names=[name])
