@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from orchestrator.dsl import AssistantMode, McpServerRef
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
+from orchestrator.pipeline.options import tightened
 from orchestrator.pipeline.runner_turn import RunnerTurnInput, run_in_lease, turn_limits
 from orchestrator.stream import StreamStatus, Usage
 
@@ -76,7 +77,8 @@ async def _runner(frame: CallFrame) -> Completion:
     )
     limits = turn_limits(inp)
     if frame.options.turn_timeout is not None:
-        limits = type(limits)(turn_timeout=frame.options.turn_timeout, stall_timeout=limits.stall_timeout)
+        timeout = tightened(frame.options.turn_timeout, limits.turn_timeout)
+        limits = type(limits)(turn_timeout=timeout, stall_timeout=limits.stall_timeout)
     frame.stage = "runner"
     result = await run_in_lease(
         inp,

@@ -59,3 +59,10 @@ class CallOptions(BaseModel):
         allowed = {k: v for k, v in overrides.items() if k in CallOptions.model_fields}
         base = self.model_copy(update={"skip_history": True})
         return base.with_overrides(allowed)
+
+
+def tightened(asked: float | None, configured: float | None) -> float | None:
+    """A request's limit against the operator's: it may shorten it, never lengthen it."""
+    if asked is None:
+        return configured
+    return asked if configured is None else min(asked, configured)

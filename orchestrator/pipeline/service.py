@@ -135,7 +135,7 @@ class PipelineService:
         self._reserved.add(chat_id)
         try:
             assistant = await self.authorize(turn.owner, turn.assistant_id)
-            options = self._options(turn)
+            options = self._options(turn, assistant)
             await self._ensure_chat(turn)
             team = await self._team(turn)
             start_seq = await self.hub.begin(chat_id)
@@ -211,7 +211,23 @@ class PipelineService:
             self._api_dir = Path(tempfile.mkdtemp(prefix="cage-api-assistants-"))
         return await to_thread.run_sync(load_api_assistant, record, self._api_dir, self.loader)
 
-    def _options(self, turn: TurnInput) -> CallOptions:
+    def _options(self, turn: TurnInput, assistant: Assistant) -> CallOptions:
+        """The request's options, which may only choose what the operator offers.
+
+        Raises:
+            UsageError: bad metadata, or `options.connector` not among the assistant's
+                `connector_options.connectors` (nor its own connector).
+        """
+        connector = turn.options.connector
+        if connector:
+            choice = assistant.package.connector_options
+            offered = (assistant.connector, *(choice.connectors if choice is not None else ()))
+            if connector not in offered:
+                listed = ", ".join(c for c in offered if c) or "none"
+                raise UsageError(
+                    f"options.connector {connector!r} is not offered by assistant {assistant.id!r} "
+                    f"(connector_options.connectors: {listed})"
+                )
         try:
             return CallOptions.from_turn(turn.options, dict(turn.metadata))
         except ValidationError as exc:
