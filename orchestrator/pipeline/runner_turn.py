@@ -170,17 +170,18 @@ async def run_in_lease(
     if spec.runner.name == "yaocode":  # the native loop runs here; only its tools run in the sandbox
         from orchestrator.pipeline.yaocode_turn import run_yaocode_turn  # lazy: it imports this module
 
-        return await run_yaocode_turn(
-            inp,
-            lease,
-            loader=loader,
-            manager=manager,
-            resume=resume,
-            builder=builder,
-            emit=emit,
-            cancel=cancel,
-            limits=limits or turn_limits(inp),
-        )
+        async with egress_events(manager, lease, builder, emit):
+            return await run_yaocode_turn(
+                inp,
+                lease,
+                loader=loader,
+                manager=manager,
+                resume=resume,
+                builder=builder,
+                emit=emit,
+                cancel=cancel,
+                limits=limits or turn_limits(inp),
+            )
     access = await gateway.grant(
         sandbox=lease.identity.name,
         owner=inp.owner,
