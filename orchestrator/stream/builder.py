@@ -9,7 +9,10 @@ repeats the rules of the protocol:
 * a `loading` indicator is closed as soon as real content arrives;
 * `stream_end` closes what is still open and fails tools that never finished.
 
-Events come out unstamped (`seq` 0); the `SessionEmitter` stamps them.
+Events come out unstamped (`seq` 0); the `SessionEmitter` stamps them. The builder makes several
+events per line a CLI prints, from values it already knows to be valid, so it builds them with
+`trusted()` instead of validating them again; props made from a caller's data (tool inputs, raw
+messages, usage) are still validated.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from orchestrator.stream.lifecycle import (
     TokenUsage,
     TurnStalled,
 )
+from orchestrator.stream.trusted import trusted, trusted_copy
 from orchestrator.stream.usage import Usage
 from orchestrator.stream.window import Clock, Message, Window, monotonic_ms, settled
 
@@ -255,7 +259,7 @@ class TurnBuilder:
 
     def tool_input_delta(self, tool_id: str, fragment: str) -> list[Event]:
         """The next fragment of a running tool's input JSON."""
-        return self._tool_delta(tool_id, ExecuteProps(tool_id=tool_id, input_delta=fragment))
+        return self._tool_delta(tool_id, trusted(ExecuteProps, tool_id=tool_id, input_delta=fragment))
 
     def tool_updated(
         self,
@@ -299,13 +303,12 @@ class TurnBuilder:
         events += self._close("completed")
         assert isinstance(message.props, ExecuteProps)
         message.props = settled(
-            message.props.model_copy(
-                update={
-                    "output": redact(output),
-                    "status": "error" if is_error else "completed",
-                    "is_error": is_error,
-                    "exit_code": exit_code,
-                }
+            trusted_copy(
+                message.props,
+                output=redact(output),
+                status="error" if is_error else "completed",
+                is_error=is_error,
+                exit_code=exit_code,
             )
         )
         events += self._focus(message)
@@ -424,7 +427,7 @@ class TurnBuilder:
             self._turn_usage = usage
 
     def _event(self, props: LifecycleProps) -> LifecycleEvent:
-        return LifecycleEvent(thread_id=self._thread_id, props=props)
+        return trusted(LifecycleEvent, thread_id=self._thread_id, props=props)
 
     def _append(self, kind: ContentType, delta: str) -> list[Event]:
         self._live()
@@ -438,9 +441,11 @@ class TurnBuilder:
         assert self._open is not None
         self._open.message.text.append(delta)
         if kind == "text":
-            events.append(self._delta(self._open, TextEvent, TextProps(content=delta), "append"))
+            events.append(self._delta(self._open, TextEvent, trusted(TextProps, content=delta), "append"))
         else:
-            events.append(self._delta(self._open, ThinkingEvent, ThinkingProps(content=delta), "append"))
+            events.append(
+                self._delta(self._open, ThinkingEvent, trusted(ThinkingProps, content=delta), "append")
+            )
         return events
 
     def _tool_delta(self, tool_id: str, delta: ExecuteProps) -> list[Event]:
@@ -461,7 +466,7 @@ class TurnBuilder:
             return []
         events = self._close("completed")
         self._open = Window(message, self._clock())
-        events.append(self._event(MessageStart(message_id=message.message_id, type=message.type)))
+        events.append(self._event(trusted(MessageStart, message_id=message.message_id, type=message.type)))
         return events
 
     def _close(self, status: StreamStatus) -> list[Event]:
@@ -475,7 +480,8 @@ class TurnBuilder:
         content = message.content()
         if isinstance(content, ExecuteProps):
             content = settled(content)
-        props = MessageEnd(
+        props = trusted(
+            MessageEnd,
             message_id=message.message_id,
             type=message.type,
             status=status,
@@ -493,19 +499,20 @@ class TurnBuilder:
         action: str,
     ) -> Event:
         window.chunks += 1
-        data = {
-            "thread_id": self._thread_id,
-            "message_id": window.message.message_id,
-            "chunk_id": self._ids.next_id("c"),
-            "delta": True,
-            "delta_action": action,
-            "props": props,
-        }
-        return cls.model_validate(data)
+        return trusted(
+            cls,
+            thread_id=self._thread_id,
+            message_id=window.message.message_id,
+            chunk_id=self._ids.next_id("c"),
+            delta=True,
+            delta_action=action,
+            props=props,
+        )
 
     def _execute(self, window: Window, props: ExecuteProps) -> ExecuteEvent:
         window.chunks += 1
-        return ExecuteEvent(
+        return trusted(
+            ExecuteEvent,
             type=cast(ExecuteType, window.message.type),  # only tool messages reach here
             thread_id=self._thread_id,
             message_id=window.message.message_id,

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from orchestrator.stream.envelope import Envelope
+from orchestrator.stream.trusted import trusted_copy
 
 ExecuteType = Literal["execute", "agent", "todo", "plan", "job", "question"]
 """`execute` and the semantic aliases a runner may pick for a tool run (a sub-agent, a todo list...)."""
@@ -70,12 +71,12 @@ class ExecuteProps(_Props):
         """These props with a `merge` delta applied: present fields replace, `input_delta` appends."""
         update = {
             name: value
-            for name, value in delta
+            for name, value in delta.__dict__.items()  # the fields, without pydantic's __iter__
             if value is not None and name not in ("input_delta", "tool_id")
         }
         if delta.input_delta:
             update["input_delta"] = (self.input_delta or "") + delta.input_delta
-        return self.model_copy(update=update)
+        return trusted_copy(self, **update)
 
 
 class LoadingProps(_Props):

@@ -34,8 +34,12 @@ def dump_event(event: Event) -> dict[str, Any]:
 
 
 def event_json(event: Event) -> str:
-    """The event as compact JSON text (no newline in it), `None` fields left out."""
-    return EventAdapter.dump_json(event, exclude_none=True).decode()
+    """The event as compact JSON text (no newline in it), `None` fields left out.
+
+    Every encoder calls this once per event, so it uses the event class's own serializer: the
+    same bytes as `EventAdapter.dump_json`, without the union's dispatch, at about half the cost.
+    """
+    return event.__pydantic_serializer__.to_json(event, exclude_none=True).decode()
 
 
 def parse_event(data: Mapping[str, Any] | str | bytes) -> Event:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator.stream.content import ContentType, ExecuteProps, ToolCallProps
+from orchestrator.stream.trusted import trusted_copy
 
 Clock = Callable[[], int]
 """Milliseconds from some fixed origin; only differences are used (durations)."""
@@ -23,10 +24,10 @@ def settled(props: ExecuteProps) -> ExecuteProps:
         return props
     if props.input is None:
         try:
-            return props.model_copy(update={"input": json.loads(props.input_delta), "input_delta": None})
+            return trusted_copy(props, input=json.loads(props.input_delta), input_delta=None)
         except json.JSONDecodeError:
             return props
-    return props.model_copy(update={"input_delta": None})
+    return trusted_copy(props, input_delta=None)
 
 
 @dataclass
