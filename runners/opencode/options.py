@@ -34,6 +34,9 @@ class OpencodeOptions(BaseModel):
     """Default timeout of the agent's bash tool (`OPENCODE_EXPERIMENTAL_BASH_DEFAULT_TIMEOUT_MS`)."""
     context_window: int = Field(default=200_000, ge=1024)
     """The model's context window, used by opencode to decide when to compact."""
+    permission_mode: str | None = None
+    """Yao's key (`bypassPermissions`, ...). Accepted so Yao's sandbox.yao files run; Cage's
+    opencode always allows its tools (the sandbox is the boundary), whatever the value."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> OpencodeOptions:

@@ -63,3 +63,26 @@ async def yao_rig(tmp_path: Path, yao_model_server: FakeModelServer) -> AsyncIte
     yield rig
     await rig.service.aclose()
     await store.aclose()
+
+
+@pytest.fixture
+async def yao_docker_rig(
+    tmp_path: Path, yao_model_server: FakeModelServer, test_run_labels: dict[str, str], docker_engine: object
+) -> AsyncIterator[Rig]:
+    """The dev app on the real pipeline with real containers (runner images as `cage images build`)."""
+    from orchestrator.sandbox.docker import DockerBackend
+    from orchestrator.sandbox.docker.builder import DockerImageBuilder
+    from orchestrator.settings import Settings
+    from tests.integration.pipeline.conftest import HOST_CA
+
+    root = copy_dev_app(tmp_path / "app", yao_model_server.url)
+    settings = Settings(app_dir=root, data_dir=tmp_path / "data", sandbox_labels=test_run_labels,
+                        extra_ca_certs=HOST_CA)
+    store = Store.from_url(f"sqlite+aiosqlite:///{tmp_path / 'data' / 'cage.db'}")
+    await store.migrate()
+    rig = Rig.build(root, store, DockerBackend.from_settings(settings), data_dir=settings.data_dir,
+                    images=DockerImageBuilder(settings), labels=test_run_labels, environ=environ(root))
+    rig.manager.settings = settings
+    yield rig
+    await rig.service.aclose()
+    await store.aclose()
