@@ -58,7 +58,8 @@ class TurnLimits:
     turn_timeout: float | None = None
     """Seconds the whole turn may take; then it is stopped like a cancel (outcome `error`)."""
     stall_timeout: float | None = None
-    """Seconds without any output before `turn/stalled` is emitted and the turn stopped."""
+    """Seconds without any output before `turn/stalled` is emitted and the turn stopped (checked
+    every 0.2 s)."""
     linger_seconds: float = 10.0
     """Seconds a CLI may keep running after it reported the end of its turn."""
 
@@ -122,6 +123,8 @@ class _Turn:
         self.rexec, self.emit, self.limits = rexec, emit, limits
         self.stopped: StopReason | None = None
         self.stdin_open = rexec.keep_stdin_open
+        self.outputs = 0
+        """Items read so far; the watchdog notes when this changes (a clock read per line is too dear)."""
         self.last_output = anyio.current_time()
         self.eof = anyio.Event()
         self.finished_at: float | None = None
@@ -132,7 +135,7 @@ class _Turn:
         """Read stdout to EOF, translating as lines arrive."""
         try:
             async for item in self.handle:
-                self.last_output = anyio.current_time()
+                self.outputs += 1
                 if isinstance(item, StreamLimitError):
                     await self.emit(self.builder.error(str(item), "line_too_long", {"limit": item.limit}))
                     continue
@@ -140,7 +143,7 @@ class _Turn:
                 events = self.translator.feed(line)
                 if events:
                     await self.emit(events)
-                if self.translator.finished and self.finished_at is None:
+                if self.finished_at is None and self.translator.finished:
                     self.finished_at = anyio.current_time()
                     await self._close_stdin()
         finally:
@@ -154,10 +157,13 @@ class _Turn:
     async def watch(self, cancel: anyio.Event) -> None:
         """Stop the CLI on cancel, timeout or stall; kill it when it lingers after its turn."""
         started = anyio.current_time()
+        seen = self.outputs
         while not self.eof.is_set():
             with anyio.move_on_after(0.2):
                 await cancel.wait()
             now = anyio.current_time()
+            if self.outputs != seen:  # output since the last look: it came within this tick
+                seen, self.last_output = self.outputs, now
             if cancel.is_set():
                 await self.stop(StopReason.CANCELLED)
                 return

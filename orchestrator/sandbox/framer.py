@@ -32,20 +32,26 @@ class LineFramer:
 
     def feed(self, data: bytes) -> list[FramedItem]:
         """Add bytes; return the lines (and limit markers) they complete."""
-        out: list[FramedItem] = []
-        start = 0
-        end = len(data)
-        while start < end:
-            nl = data.find(b"\n", start)
-            if nl == -1:
-                self._hold(data, start, end, out)
-                break
-            self._hold(data, start, nl, out)
-            if self._discarding:
-                self._discarding = False
-            else:
-                out.append(self._take())
-            start = nl + 1
+        if b"\n" not in data:
+            out: list[FramedItem] = []
+            self._hold(data, out)
+            return out
+        # One split per chunk: a read holds hundreds of lines, and this is the per-line hot path.
+        *lines, tail = data.split(b"\n")
+        out = []
+        first = lines[0]
+        if self._discarding:
+            self._discarding = False  # the overlong line ends here; its marker went out already
+        elif self._pending_len + len(first) > self.max_line_bytes:
+            self._drop_pending()
+            out.append(StreamLimitError(self.max_line_bytes))
+        else:
+            self._pending.append(first)
+            out.append(self._take())
+        cap = self.max_line_bytes
+        for line in lines[1:]:
+            out.append(line if len(line) <= cap else StreamLimitError(cap))
+        self._hold(tail, out)
         return out
 
     def close(self) -> list[FramedItem]:
@@ -57,17 +63,21 @@ class LineFramer:
             return [self._take()]
         return []
 
-    def _hold(self, data: bytes, start: int, stop: int, out: list[FramedItem]) -> None:
-        if self._discarding or start == stop:
+    def _hold(self, piece: bytes, out: list[FramedItem]) -> None:
+        """Keep `piece` as part of the unterminated line, or start discarding it past the cap."""
+        if self._discarding or not piece:
             return
-        if self._pending_len + (stop - start) > self.max_line_bytes:
-            self._pending.clear()
-            self._pending_len = 0
+        if self._pending_len + len(piece) > self.max_line_bytes:
+            self._drop_pending()
             self._discarding = True
             out.append(StreamLimitError(self.max_line_bytes))
             return
-        self._pending.append(data[start:stop] if (start, stop) != (0, len(data)) else data)
-        self._pending_len += stop - start
+        self._pending.append(piece)
+        self._pending_len += len(piece)
+
+    def _drop_pending(self) -> None:
+        self._pending.clear()
+        self._pending_len = 0
 
     def _take(self) -> bytes:
         if not self._pending:

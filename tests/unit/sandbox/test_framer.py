@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -71,3 +72,30 @@ def test_fifty_megabyte_line_intact_and_linear() -> None:
 def test_rejects_a_nonpositive_cap() -> None:
     with pytest.raises(ValueError, match="positive"):
         LineFramer(0)
+
+
+def _reference(stream: bytes, cap: int) -> list[bytes | int]:
+    """What framing the whole stream at once must give (a marker shown as the cap)."""
+    *complete, tail = stream.split(b"\n")
+    out: list[bytes | int] = [line if len(line) <= cap else cap for line in complete]
+    if len(tail) > cap:
+        out.append(cap)
+    elif tail:
+        out.append(tail)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_any_chunking_frames_like_the_whole_stream(seed: int) -> None:
+    rng = random.Random(seed)
+    cap = rng.choice([1, 3, 8, 20])
+    stream = b"".join(
+        rng.choice([b"\n", b"\n\n", b"ab", b"x" * rng.randint(0, 30), b"\r\n", b"{}"]) for _ in range(60)
+    )
+    cuts = sorted(rng.sample(range(len(stream) + 1), min(len(stream) + 1, rng.randint(0, 12))))
+    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    out = [
+        item.limit if isinstance(item, StreamLimitError) else item
+        for item in _feed_all(LineFramer(cap), chunks)
+    ]
+    assert out == _reference(stream, cap)
