@@ -11,10 +11,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.hooks_ts import TsRuntime, TsRuntimeError, available
+from orchestrator.hooks_ts import TsRuntime, TsRuntimeError
 from orchestrator.hooks_ts.runtime import _isolation_prefix, _node, node_argv
+from tests.ts_runtime import ensure_ts_runtime
 
-pytestmark = pytest.mark.skipif(bool(available()), reason=available() or "ok")
+
+@pytest.fixture(autouse=True, scope="module")
+def _runtime() -> None:
+    ensure_ts_runtime()
 
 PROBE = """
 const fs = require("fs");

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.hooks_ts import available
 from orchestrator.store import Store
 from tests.fakes.model_server import FakeModelServer
 from tests.pipeline_rig import Rig
+from tests.ts_runtime import ensure_ts_runtime
 from tests.unit.dsl.test_yao_layout import DEV_APP, app_environ
 from tests.unit.sandbox.fakes import FakeBackend
 
@@ -25,7 +25,14 @@ OPENAI_CONNECTORS = ("gpt-4o", "gpt-4o-mini", "deepseek/r1", "openai/gpt-4o-mini
 ANTHROPIC_CONNECTORS = ("moonshot/kimi-k2_5-code",)
 """Yao reaches Claude Code through its a2o proxy; Cage's claude runner needs an anthropic connector."""
 
-needs_node = pytest.mark.skipif(bool(available()), reason=available() or "ok")
+
+
+@pytest.fixture(scope="session")
+def ts_runtime() -> None:
+    ensure_ts_runtime()
+
+
+needs_node = pytest.mark.usefixtures("ts_runtime")
 
 
 @pytest.fixture(scope="session")

@@ -33,4 +33,5 @@ async def test_a_sandbox_v2_assistant_runs_one_turn(
         assert data["exec_stdout"] == "jsapi-v2-test" and data["exec_exit_code"] == 0
         assert data["write_read_ok"] and data["mkdir_exists_ok"] and data["copy_ok"] and data["rename_ok"]
         assert data["remove_ok"] and data["stat_ok"]
-        assert "jsapi-test.txt" in data["readdir_names"]
+        names = data["readdir_names"]
+        assert isinstance(names, list) and "jsapi-test.txt" in names
