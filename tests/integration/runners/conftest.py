@@ -19,6 +19,10 @@ import pytest
 from tests.fakes.model_server import FakeModelServer
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
+REPO = Path(__file__).resolve().parents[3]
+SITE_PACKAGES = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+SYSTEM_PYTHON = "/usr/bin/python3"
+"""What another user runs `cage` with: the venv's interpreter may sit in a directory only root can enter."""
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 RUNNER_CONNECTOR = {"claude": "anthropic", "codex": "openai", "opencode": "openai"}
 RUNNER_MODEL = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.5", "opencode": "fake-model"}
@@ -100,14 +104,18 @@ def _parse(stdout: str) -> list[dict[str, Any]]:
 
 def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: str | None = None,
              extra: list[str] | None = None, interrupt_after: str | None = None, timeout: float = 180,
-             output: str = "jsonl", env: dict[str, str] | None = None) -> RunResult:
+             output: str = "jsonl", env: dict[str, str] | None = None, cwd: Path | None = None,
+             user: str | None = None) -> RunResult:
     """Run `cage run` as a real process; with `interrupt_after`, SIGINT it once that text appears on stdout."""
     argv = [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", prompt, "--output", output]
+    if user is not None:  # as another (non-root) user: the system python with this checkout's packages
+        argv = ["runuser", "-u", user, "--", "env", f"PYTHONPATH={REPO}:{SITE_PACKAGES}", SYSTEM_PYTHON,
+                *argv[1:]]
     if chat:
         argv += ["--chat", chat]
     argv += extra or []
     proc = subprocess.Popen(argv, env={**app.env(), **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
     if interrupt_after is None:
         out, err = proc.communicate(timeout=timeout)
         return RunResult(proc.returncode, _parse(out) if output == "jsonl" else [], err, out)
