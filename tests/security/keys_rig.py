@@ -51,7 +51,7 @@ class KeysApp:
 
     def assistant(
         self, runner: str, scenario: str, *, name: str | None = None, lifecycle: str = "session",
-        options: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None, key_env: str = "CANARY_MODEL_KEY",
     ) -> str:
         name = name or runner
         kind = KINDS[runner]
@@ -60,7 +60,7 @@ class KeysApp:
         host = self.server.url if kind == "anthropic" else self.server.url + "/v1"
         (self.root / "connectors" / f"{conn_id}.conn.yao").write_text(json.dumps({
             "label": conn_id, "type": kind,
-            "options": {"model": f"{MODELS[runner]}@{scenario}", "key": "$ENV.CANARY_MODEL_KEY",
+            "options": {"model": f"{MODELS[runner]}@{scenario}", "key": f"$ENV.{key_env}",
                         "host": host, "max_retries": 1},
         }))
         adir = self.root / "assistants" / "keys" / name
