@@ -59,6 +59,34 @@ class CageGroup(LazyGroup):
             SERVER,
         ),
         "keys": LazyCommand("orchestrator.cli.keys:app", "Create, list and revoke API keys.", SERVER),
+        "chat": LazyCommand(
+            "orchestrator.cli.chat:chat",
+            "Talk to an assistant in the terminal: Ctrl-C interrupts a turn, a second Ctrl-C quits.",
+            SERVER,
+        ),
+        "sessions": LazyCommand(
+            "orchestrator.cli.operate:sessions", "List the sessions, most recently active first.", SERVER
+        ),
+        "logs": LazyCommand(
+            "orchestrator.cli.operate:logs",
+            "Print a session's events from its durable log; with -f, then the live ones.",
+            SERVER,
+        ),
+        "ps": LazyCommand(
+            "orchestrator.cli.operate:ps",
+            "List the sandboxes: name, owner, assistant, lifecycle, status, idle time, age.",
+            SERVER,
+        ),
+        "exec": LazyCommand(
+            "orchestrator.cli.operate:exec_",
+            "Run a command in a sandbox (admin key) and exit with its exit code.",
+            SERVER,
+        ),
+        "rm": LazyCommand(
+            "orchestrator.cli.operate:rm",
+            "Remove sandboxes (refused while a turn runs in one); their workspace volumes stay.",
+            SERVER,
+        ),
     }
 
 
