@@ -12,6 +12,7 @@ from orchestrator.dsl.jsonc import parse_jsonc
 from orchestrator.dsl.loader import AppLoader, LoadReport
 from orchestrator.dsl.mcp import McpOptions, McpServerRef, McpServerSpec, ProcessTool
 from orchestrator.dsl.package import ModelOptions, PackageSpec, Prompt
+from orchestrator.dsl.promptvars import expand_prompts
 from orchestrator.dsl.sandbox import (
     ComputerSpec,
     CopyStep,
@@ -66,6 +67,7 @@ __all__ = [
     "Skill",
     "Uses",
     "VncSpec",
+    "expand_prompts",
     "format_duration",
     "format_key_path",
     "is_system_id",

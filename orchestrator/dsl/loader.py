@@ -89,6 +89,11 @@ class AppLoader:
 
     # -- app-wide tables -----------------------------------------------------------------------
     @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment `$ENV.` references resolve against."""
+        return self._environ
+
+    @property
     def agent_config(self) -> AgentConfig:
         """`agent/agent.yml` or `agent.yml` (Yao's defaults when both are absent).
 

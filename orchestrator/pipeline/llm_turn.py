@@ -32,7 +32,15 @@ import anyio.to_thread
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec, McpServerRef, McpServerSpec, Prompt
+from orchestrator.dsl import (
+    AppLoader,
+    Assistant,
+    ConnectorSpec,
+    McpServerRef,
+    McpServerSpec,
+    Prompt,
+    expand_prompts,
+)
 from orchestrator.errors import CageError, ConfigError, ToolError, UsageError
 from orchestrator.llm import (
     AgentLoop,
@@ -349,7 +357,8 @@ async def _prepare(
         prompts = assistant.prompts
     if assistant.package.disable_global_prompts:
         global_prompts = ()
-    every = (*global_prompts, *prompts)
+    every = expand_prompts((*global_prompts, *prompts), environ=loader.environ,
+                           context={"assistant_id": assistant.id})  # Yao's $SYS./$ENV./$CTX.
     system = "\n\n".join(
         [p.content for p in every if p.role in ("system", "developer") and p.content]
         + [s for s in extra_system if s]
