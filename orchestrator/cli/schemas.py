@@ -10,12 +10,49 @@ from typing import Annotated, Any
 import typer
 
 
+def websocket_schema() -> dict[str, Any]:
+    """The frames of `GET /v1/sessions/{chat_id}/ws`: what a client sends, the `session.*` control
+    frames the server sends, and (by reference to `stream-v1.json`) the protocol events."""
+    from pydantic import TypeAdapter
+
+    from orchestrator.api.frames import ClientFrame, ServerFrame
+
+    keyed, defs = TypeAdapter.json_schemas(
+        [
+            ("client", "validation", TypeAdapter(ClientFrame)),
+            ("server", "serialization", TypeAdapter(ServerFrame)),
+        ],
+        ref_template="#/$defs/{model}",
+    )
+    all_defs: dict[str, Any] = dict(defs.get("$defs", {}))
+    all_defs["ClientFrame"] = {
+        "description": "A frame the client sends (JSON text frame, closed union on `type`).",
+        **keyed[("client", "validation")],
+    }
+    all_defs["ServerControlFrame"] = {
+        "description": "A `session.*` control frame: never in the session's log, no `seq`.",
+        **keyed[("server", "serialization")],
+    }
+    all_defs["ServerFrame"] = {
+        "description": "What the server sends: a control frame, or a stream protocol event as logged.",
+        "anyOf": [{"$ref": "#/$defs/ServerControlFrame"}, {"$ref": "stream-v1.json"}],
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Cage websocket frames (v1)",
+        "description": "GET /v1/sessions/{chat_id}/ws: client frames and server frames (docs/protocol.md).",
+        "anyOf": [{"$ref": "#/$defs/ClientFrame"}, {"$ref": "#/$defs/ServerFrame"}],
+        "$defs": all_defs,
+    }
+
+
 def _generators() -> dict[str, Callable[[], dict[str, Any]]]:
     from orchestrator.dsl.schema import package_schema, sandbox_schema
     from orchestrator.stream.schema import protocol_schema
 
     return {
         "stream-v1.json": protocol_schema,
+        "ws-v1.json": websocket_schema,
         "sandbox-v2.json": sandbox_schema,
         "package.json": package_schema,
     }
