@@ -139,7 +139,39 @@ def handlers(ctx: HookContext, assistant: Assistant, bundler: Bundler) -> dict[s
     async def write_file(path: str, content: str) -> None:
         await box().write_file(path, content)
 
+    def server(server_id: str) -> Any:
+        for spec in assistant.mcp_servers:
+            if spec.id == server_id:
+                if spec.transport == "stdio":
+                    raise PermissionError(f"MCP server {server_id!r} is stdio (a host command); TypeScript "
+                                          "hooks use http, sse and process servers only")
+                return spec
+        raise LookupError(f"assistant {assistant.id} has no MCP server {server_id!r} (mcp.servers)")
+
+    async def mcp_list_tools(server_id: str, cursor: str = "") -> dict[str, Any]:
+        from orchestrator.llm.mcp import McpToolset  # lazy: orchestrator.llm imports this package
+
+        async with McpToolset.open([server(server_id)]) as toolset:
+            (connection,) = toolset.connections
+            allowed = set(connection.spec.tools)
+            return {"tools": [
+                {"name": t.name, "description": t.description or "", "inputSchema": t.input_schema}
+                for t in connection.tools if not allowed or t.name in allowed
+            ]}
+
+    async def mcp_call_tool(server_id: str, tool: str, arguments: Mapping[str, Any] | None = None) -> Any:
+        from orchestrator.llm.mcp import McpToolset
+
+        spec = server(server_id)
+        if spec.tools and tool not in spec.tools:
+            raise PermissionError(f"tool {tool!r} of {server_id!r} is not allowed for {assistant.id}")
+        async with McpToolset.open([spec]) as toolset:
+            result = await toolset.connections[0].call(tool, dict(arguments or {}))
+        return {"content": [{"type": "text", "text": result.output}], "isError": result.is_error}
+
     return {
+        "mcp.list_tools": mcp_list_tools,
+        "mcp.call_tool": mcp_call_tool,
         "send": send,
         "send_stream": send_stream,
         "append": append,

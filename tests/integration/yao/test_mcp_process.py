@@ -5,6 +5,7 @@ to a Yao process Cage does not have fails with an error naming the process."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import anyio
 
@@ -56,3 +57,33 @@ def test_a_tool_without_equivalent_is_an_error_naming_the_process() -> None:
     is_error, text = anyio.run(call)
     assert is_error
     assert "process 'scripts.tests.mcp.Ping', which has no equivalent in Cage" in text
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+async def test_a_hook_calls_its_mcp_tools_through_ctx_mcp(yao_rig: Rig) -> None:
+    _write(yao_rig.root / "assistants" / "tests" / "mcphook", {
+        "package.yao": '{"name": "MCP from a hook", "connector": "gpt-4o",'
+                       ' "mcp": {"servers": [{"server_id": "agents.tests.mcphook.calc"}]}}',
+        "mcps/calc.mcp.yao": '{"label": "Calc", "transport": "process",'
+                             ' "tools": {"double": "agents.tests.mcphook.calc.Double"}}',
+        "mcps/mapping/calc/schemes/double.in.yao": '{"type": "object", "description": "Double n",'
+                                                   ' "properties": {"n": {"type": "number"}}}',
+        "src/calc.ts": "export function Double(args: { n: number }) { return { doubled: args.n * 2 }; }\n",
+        "src/index.ts": (
+            "function Create(ctx: any, messages: any[]) {\n"
+            '  const tools = ctx.mcp.ListTools("agents.tests.mcphook.calc");\n'
+            '  const out = ctx.mcp.CallTool("agents.tests.mcphook.calc", "double", { n: 21 });\n'
+            "  ctx.Send({ type: \"text\", props: { content: `${tools.tools[0].name}: ${out.content[0].text}` } });\n"
+            "  return { messages };\n"
+            "}\n"
+        ),
+    })
+    ran = await yao_rig.run("tests.mcphook", "go")
+    assert ran.result.status == "completed", ran.result.error
+    assert ran.texts()[0] == 'double: {"doubled": 42}'  # then the model's answer
