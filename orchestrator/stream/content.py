@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue, SerializeAsAny
 
 from orchestrator.stream.envelope import Envelope
 from orchestrator.stream.trusted import trusted_copy
@@ -53,7 +53,7 @@ class ExecuteProps(_Props):
     tool_id: str
     tool: str | None = None
     """Tool name as the runner reports it (`Bash`, `Read`, `Task`...)."""
-    input: JsonValue = None
+    input: SerializeAsAny[JsonValue] = None
     """The whole input, once known."""
     input_delta: str | None = None
     """The next fragment of the input's JSON text while it streams."""
@@ -89,7 +89,7 @@ class ErrorProps(_Props):
     message: str
     code: str
     """Machine-readable reason, e.g. `runner_failed`, `turn_timeout`, `tool_loop_terminated`."""
-    details: dict[str, JsonValue] | None = None
+    details: SerializeAsAny[dict[str, JsonValue] | None] = None
 
 
 class TextEvent(Envelope):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializeAsAny
 
 from orchestrator.stream.content import ContentType, ExecuteProps, ToolCallProps
 from orchestrator.stream.envelope import Envelope
@@ -28,7 +28,7 @@ class StreamStart(_Props):
     assistant_name: str | None = None
     runner: str | None = None
     chat_id: str | None = None
-    metadata: dict[str, JsonValue] | None = None
+    metadata: SerializeAsAny[dict[str, JsonValue] | None] = None
 
 
 class StreamEnd(_Props):
@@ -55,7 +55,7 @@ class MessageEnd(_Props):
     type: ContentType
     status: StreamStatus = "completed"
     """`completed` unless the window was cut short by an error or a cancel."""
-    content: str | ExecuteProps | ToolCallProps | None = None
+    content: SerializeAsAny[str | ExecuteProps | ToolCallProps | None] = None
     """The full text of a text/thinking message, or the merged props of a tool run or model call."""
     duration_ms: int = 0
     chunk_count: int = 0
@@ -109,7 +109,7 @@ class PermissionRequest(_Props):
     request_id: str
     tool: str
     tool_id: str | None = None
-    input: JsonValue = None
+    input: SerializeAsAny[JsonValue] = None
     reason: str | None = None
 
 
@@ -135,7 +135,7 @@ class RunnerRaw(_Props):
     event: Literal["runner/raw"] = "runner/raw"
     runner: str
     raw_type: str
-    raw: JsonValue = None
+    raw: SerializeAsAny[JsonValue] = None
 
 
 LifecycleProps = Annotated[
@@ -157,4 +157,7 @@ LifecycleProps = Annotated[
 
 class LifecycleEvent(Envelope):
     type: Literal["event"] = "event"
-    props: LifecycleProps
+    # `SerializeAsAny` (here, on the union and the JSON fields above and in content.py): written by
+    # the value's own serializer, the same JSON without pydantic trying each member of the union,
+    # at half the cost. Validation and the schema are unchanged (attribute docstrings would not be).
+    props: SerializeAsAny[LifecycleProps]

@@ -166,3 +166,11 @@ def test_usage_adds_up_and_keeps_unknown_cost_unknown() -> None:
 def test_usage_rejects_unknown_scope() -> None:
     with pytest.raises(ValidationError):
         Usage.model_validate({"scope": "month"})
+
+
+def test_dict_and_text_wire_forms_agree_on_json_values_json_cannot_hold() -> None:
+    raw = {"n": float("nan"), "i": float("inf"), "nested": [{"x": float("-inf"), "ok": 1.5}]}
+    event = LifecycleEvent(props=RunnerRaw(runner="r", raw_type="t", raw=raw))
+    as_text = json.loads(event_json(event))
+    assert as_text["props"]["raw"] == {"n": None, "i": None, "nested": [{"x": None, "ok": 1.5}]}
+    assert dump_event(event) == as_text
