@@ -22,16 +22,18 @@ from orchestrator.errors import UsageError
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def refuse_inside(path: Path, workspace: Path, flag: str) -> None:
-    """Refuse a host path for Cage's own files that the sandbox could reach.
+_PLANT = "the agent could plant links there, and Cage keeps its own files outside the checkout"
+
+
+def refuse_inside(path: Path, workspace: Path, flag: str, why: str = _PLANT) -> None:
+    """Refuse a host path Cage relies on that the sandbox could reach.
 
     Raises:
         UsageError: `path` is the workspace or inside it (symlinks resolved), naming `flag`.
     """
     if is_within(path, workspace):
         raise UsageError(
-            f"{flag} {path}: inside the workspace {workspace}; the agent could plant files there, "
-            "so Cage keeps its own files outside it (pick a directory outside the checkout)"
+            f"{flag} {path}: inside the workspace {workspace}; {why} (pick a directory outside it)"
         )
 
 

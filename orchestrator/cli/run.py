@@ -7,7 +7,8 @@ Exit codes: 0 completed · 1 the agent ended in error · 2 bad usage or assistan
 The checkout is hostile once the agent had it (docs/security.md, "CI mode"), so a run:
 
 * keeps its own state (database, snapshots, sanitized git configs) in the data dir — `CAGE_DATA_DIR`
-  or `$XDG_STATE_HOME/cage` — and refuses a data dir or `--output-dir` inside the workspace;
+  or `$XDG_STATE_HOME/cage` — and refuses a data dir, an `--output-dir` or an app dir (hooks are
+  host code) inside the workspace;
 * runs the sandbox as `oneshot` whatever the assistant says, labels it with this run's id, and
   removes every box with that label in a `finally` before it looks at the checkout again, so no
   process of the agent outlives the run or writes while the patch is made;
@@ -318,6 +319,13 @@ def run(
     if not os.environ.get("CAGE_DATA_DIR"):
         settings = settings.model_copy(update={"data_dir": default_data_dir()})
     refuse_inside(settings.data_dir, opts.workspace, "the data dir (CAGE_DATA_DIR)")
+    refuse_inside(
+        settings.app_dir,
+        opts.workspace,
+        "--app (the application directory)",
+        "its hooks and connectors run on the host, and the agent could rewrite them during the turn; "
+        "load the app from a trusted checkout outside the workspace",
+    )
     if opts.output_dir is not None:
         refuse_inside(opts.output_dir, opts.workspace, "--output-dir")
     raise typer.Exit(anyio.run(run_job, settings, opts))

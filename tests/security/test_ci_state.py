@@ -6,6 +6,7 @@ checkout, and runner file writes handed that directory to the sandbox user.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -44,3 +45,15 @@ def test_a_data_dir_inside_the_workspace_is_refused(app: App, tmp_path: Path) ->
     assert result.code == 2, result.stderr[-2000:]
     assert "CAGE_DATA_DIR" in result.stderr and "inside the workspace" in result.stderr
     assert not (ws / ".cage").exists()
+
+
+def test_an_app_dir_the_agent_could_rewrite_is_refused(app: App, tmp_path: Path) -> None:
+    """M13: hooks (`src/index.py`) are host Python; an app inside the checkout is the agent's to edit."""
+    assistant = attack(app, "echo hi")
+    ws = repo(tmp_path / "ws")
+    shutil.copytree(app.root, ws / ".cage-app")
+    own(ws)
+    result = cage_run(app, assistant, ws, "hi", env={"CAGE_APP_DIR": str(ws / ".cage-app")})
+    assert result.code == 2, result.stderr[-2000:]
+    assert "--app" in result.stderr and "inside the workspace" in result.stderr
+    assert result.events == []
