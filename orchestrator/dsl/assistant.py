@@ -332,7 +332,8 @@ def _localized(package: PackageSpec, messages: Mapping[str, Messages]) -> Packag
 
 
 def _local_mcps(directory: Path, assistant_id: str, ctx: AppContext) -> tuple[McpTable, list[ConfigWarning]]:
-    """The assistant's own `mcps/` folder: servers `agents.<assistant>.<name>`."""
+    """The assistant's own `mcps/` folder: servers `agents.<assistant>.<name>` (for assistants outside
+    the app's `assistants/`, e.g. API-created ones; the loader registers the app's own app-wide)."""
     table = McpTable()
     notes: list[ConfigWarning] = []
     root = directory / "mcps"
@@ -343,8 +344,11 @@ def _local_mcps(directory: Path, assistant_id: str, ctx: AppContext) -> tuple[Mc
         if not path.is_file() or not rel.endswith(MCP_SUFFIXES) or rel.startswith("mapping/"):
             continue
         name = file_id(rel, MCP_SUFFIXES)
+        server_id = f"agents.{assistant_id}.{name}"
+        if server_id in ctx.mcps:  # the loader read the app's assistants' folders already
+            continue
         mapping = root / "mapping" / name.replace(".", "/")
-        notes.extend(add_mcp_file(table, f"agents.{assistant_id}.{name}", path, ctx.rel(path), ctx.environ,
+        notes.extend(add_mcp_file(table, server_id, path, ctx.rel(path), ctx.environ,
                                   mapping, ctx.app_dir / "assistants"))
     return table, notes
 

@@ -296,6 +296,12 @@ class AppLoader:
             mapping = self.app_dir / "mcps" / "mapping" / server_id.replace(".", "/")
             notes.extend(add_mcp_file(mcps, server_id, path, self._rel(path), self._environ, mapping,
                                       self.app_dir / "assistants"))
+        # Assistants' own mcps/ folders: app-wide servers `agents.<assistant>.<name>`, as in Yao.
+        for assistant_id, directory in sorted(self._discover().items()):
+            for name, path in _files(directory / "mcps", MCP_SUFFIXES):
+                mapping = directory / "mcps" / "mapping" / name.replace(".", "/")
+                notes.extend(add_mcp_file(mcps, f"agents.{assistant_id}.{name}", path, self._rel(path),
+                                          self._environ, mapping, self.app_dir / "assistants"))
         layer = load_global_layer(self.app_dir, connectors, self._environ,
                                   lambda path: read_document(path, self._rel(path)),
                                   lambda inline, doc: self._inline_connectors(inline, doc, connectors,

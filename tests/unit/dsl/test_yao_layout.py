@@ -83,6 +83,9 @@ def test_dev_app_ids_hooks_scripts_and_local_mcps() -> None:
     assert {"claude.sonnet-3_5", "claude.sonnet-3_7", "deepseek.v3", "openai.gpt-4o"} <= set(loader.connector_ids())
     with pytest.raises(ConfigError, match="not a model connector"):
         loader.connector("mysql")
+    # assistant-local mcps/ folders are app-wide servers, ids as Yao derives them
+    assert {"agents.robot.host.tools", "agents.tests.mcpload.test", "agents.tests.mcpload.nested.tool"} <= set(
+        loader.mcp_server_ids())
     host = loader.get("robot.host")
     assert [s.id for s in host.mcp_servers] == ["agents.robot.host.tools"]
     (tool,) = host.mcp_servers[0].process_tools
