@@ -21,6 +21,7 @@ from orchestrator.api.config import ApiConfig
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.gate import Gate
 from orchestrator.api.metrics import Metrics
+from orchestrator.api.openapi import install_openapi
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.requestlog import RequestLog
 from orchestrator.api.routers import completions, health, memory, sandboxes, sessions, streams
@@ -132,6 +133,7 @@ def create_app(
     ):
         app.include_router(module.router)
     install_error_handlers(app)
+    install_openapi(app)
     failures = RateLimiter(
         per_minute=api_config.failed_auth_per_minute,
         burst=api_config.failed_auth_burst,
