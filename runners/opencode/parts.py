@@ -83,7 +83,7 @@ def tool_input(state: dict[str, Any]) -> JsonValue:
     """The tool's input; None while opencode has not parsed it yet (a pending call has `{}`)."""
     value = state.get("input")
     if isinstance(value, dict) and value:
-        return cast(JsonValue, json.loads(json.dumps(value)))  # plain JSON, whatever was parsed
+        return cast(JsonValue, value)  # parsed from a JSON line: plain JSON already, no copy needed
     if isinstance(value, str) and value:
         return value
     return None
