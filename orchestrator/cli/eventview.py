@@ -72,7 +72,7 @@ class EventView:
         if event == "sandbox/status":
             self._line(f"[sandbox {props.get('phase', '')}: {props.get('message', '')}]", "dim")
         elif event == "permission/request":
-            self._line(f"permission asked: {props.get('tool', '')} {props.get('message', '')}", "yellow")
+            self._line(f"permission asked: {props.get('tool', '')} {props.get('reason') or ''}", "yellow")
         elif event == "stream_end":
             status = props.get("status")
             usage = props.get("usage") or {}
