@@ -107,10 +107,10 @@ class WorkspaceError(SandboxError):
 class CapacityError(CageError):
     """A global or per-owner limit is reached; nothing was created."""
 
-    def __init__(self, scope: str, limit: int) -> None:
+    def __init__(self, scope: str, limit: int, *, what: str = "sandbox") -> None:
         self.scope = scope
         self.limit = limit
-        super().__init__(f"sandbox limit reached for {scope}: at most {limit}")
+        super().__init__(f"{what} limit reached for {scope}: at most {limit}")
 
 
 class RunnerError(CageError):

@@ -52,6 +52,18 @@ class Settings(BaseSettings):
     """Extra labels on every sandbox and volume (JSON in `CAGE_SANDBOX_LABELS`), e.g. a deployment id."""
     reaper_interval: float = 30.0
     """Seconds between two reaper sweeps."""
+    acquire_timeout: float = Field(default=900.0, gt=0)
+    """Seconds a sandbox may take to be ready (image build + prepare steps); then the turn fails."""
+    max_workspace_volumes_per_owner: int = Field(default=50, ge=1)
+    """Workspace volumes one owner may have; a turn that needs one more is refused (429)."""
+    workspace_idle_timeout: float = Field(default=14 * 86400.0, gt=0)
+    """Seconds a workspace volume no sandbox uses may stay before the volume GC removes it."""
+    default_cpus: float = Field(default=2.0, gt=0)
+    """CPU cores a sandbox gets when its `computer.cpus` is not set."""
+    sandbox_disk: int | None = Field(default=None, gt=0)
+    """Bytes of writable container layer per sandbox where the storage driver can enforce it."""
+    workspace_tmpfs_bytes: int | None = Field(default=None, gt=0)
+    """When set, workspaces are size-bounded tmpfs volumes (lost when no sandbox mounts them)."""
     assistant_cache_size: int = 256
     """Loaded assistants kept in the LRU cache."""
     log_level: str = "WARNING"

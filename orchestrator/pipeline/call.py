@@ -63,7 +63,10 @@ def _sum_usage(*usages: Usage | None) -> Usage | None:
 async def write_attachments(
     manager: SandboxManager, lease: SandboxLease, attachments: Sequence[Attachment]
 ) -> None:
-    """The user's files, into `<work dir>/attachments/`, owned by the sandbox user.
+    """The user's files, into `<work dir>/attachments/`, owned by and written as the sandbox user.
+
+    `attachments` is a member of the archive (not the extraction root), so a symlink the agent
+    left in its place is replaced by a directory instead of followed (`put_files`).
 
     Raises:
         WorkspaceError: a name is a path, not a file name.
@@ -72,8 +75,10 @@ async def write_attachments(
     for item in attachments:
         if "/" in item.name or "\\" in item.name or item.name in (".", ".."):
             raise WorkspaceError(item.name, "attachment names are plain file names")
-        entries.append(FileEntry(path=item.name, content=item.content, uid=SANDBOX_UID, gid=SANDBOX_UID))
-    await manager.backend.put_files(lease.ref, f"{lease.work_dir.rstrip('/')}/attachments", entries)
+        entries.append(
+            FileEntry(path=f"attachments/{item.name}", content=item.content, uid=SANDBOX_UID, gid=SANDBOX_UID)
+        )
+    await manager.backend.put_files(lease.ref, lease.work_dir, entries)
 
 
 

@@ -107,6 +107,31 @@ class ResourceLimits(BaseModel):
     nano_cpus: int | None = Field(default=None, gt=0)
     """CPU quota in 1e-9 cores (`--cpus 1.5` is 1_500_000_000)."""
     pids: int | None = Field(default=None, gt=0)
+    disk_bytes: int | None = Field(default=None, gt=0)
+    """Writable-layer size; applied only where the storage driver enforces it (`disk_limit_supported`)."""
+
+
+class VolumeInfo(BaseModel):
+    """A workspace volume as `list_volumes` sees it."""
+
+    model_config = _FROZEN
+    name: str
+    labels: Mapping[str, str] = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+class ProcessInfo(BaseModel):
+    """One process inside a sandbox, as seen from its own pid namespace."""
+
+    model_config = _FROZEN
+    pid: int
+    ppid: int
+    start: int
+    """Start time in clock ticks since boot: with `pid`, a key no later process can reuse."""
+    exe: str = ""
+    """Path of its executable (empty when the lister may not read it); a process cannot fake it."""
+    argv: tuple[str, ...] = ()
+    """The first words of its command line (a process can rewrite it)."""
 
 
 class PortBinding(BaseModel):
@@ -183,9 +208,9 @@ class FileEntry(BaseModel):
     path: str = Field(min_length=1)
     content: bytes
     mode: int = Field(default=0o644, ge=0, le=0o7777)
-    uid: int = Field(default=0, ge=0)
-    """Owner written into the archive (the manager passes the `sandbox` user's uid)."""
-    gid: int = Field(default=0, ge=0)
+    uid: int = Field(default=1000, ge=0)
+    """Owner of the file, and the uid that writes it (the sandbox's user: see `put_files`)."""
+    gid: int = Field(default=1000, ge=0)
 
 
 ExecItem = bytes | StreamLimitError
@@ -256,12 +281,44 @@ class SandboxBackend(Protocol):
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> ExecHandle: ...
 
-    async def put_files(self, ref: SandboxRef, dest_dir: str, files: Sequence[FileEntry]) -> None: ...
+    async def put_files(self, ref: SandboxRef, dest_dir: str, files: Sequence[FileEntry]) -> None:
+        """Write `files` below `dest_dir` in a running sandbox, as the files' own (non-root) owner.
+
+        Never through a symlink the sandbox planted: an existing symlink on a file's path (a
+        parent directory or the file itself) is replaced, not followed, and the writer has no
+        more rights than the agent. All entries must have the same owner.
+        """
+        ...
 
     async def get_file(self, ref: SandboxRef, path: str) -> bytes: ...
 
-    async def ensure_volume(self, name: str, labels: Mapping[str, str]) -> bool:
-        """Create the volume unless it exists; True when it was created now."""
+    async def ensure_volume(
+        self, name: str, labels: Mapping[str, str], *, tmpfs_bytes: int | None = None
+    ) -> bool:
+        """Create the volume unless it exists; True when it was created now.
+
+        `tmpfs_bytes` makes it a size-bounded memory volume (its content lives while mounted).
+        """
         ...
 
     async def remove_volume(self, name: str) -> None: ...
+
+    async def list_volumes(self, labels: Mapping[str, str], *, unused: bool = False) -> list[VolumeInfo]:
+        """Volumes carrying all of `labels`; `unused`: only those no sandbox (in any state) mounts."""
+        ...
+
+    async def copy_volume(self, source: str, target: str, *, image: str, owner: tuple[int, int]) -> None:
+        """Copy the content of volume `source` into `target`, as `owner`, in a throw-away box."""
+        ...
+
+    async def disk_limit_supported(self) -> bool:
+        """Whether `ResourceLimits.disk_bytes` is enforced by this engine's storage driver."""
+        ...
+
+    async def list_processes(self, ref: SandboxRef) -> list[ProcessInfo]:
+        """Every process in the running sandbox (read from inside, as the sandbox user)."""
+        ...
+
+    async def kill_processes(self, ref: SandboxRef, pids: Sequence[int], *, user: str) -> None:
+        """SIGKILL `pids` inside the sandbox, as `user` (who can signal only its own processes)."""
+        ...

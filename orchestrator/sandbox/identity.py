@@ -1,8 +1,16 @@
 """Who a sandbox belongs to and what it is called, by lifecycle (DESIGN.md, "Config hash and identity").
 
+Names are injective: every name is `cage-<hint>-<digest>`, where the digest is a sha256 over an
+unambiguous encoding of the *whole* identity (`identity_key`: a kind tag and the ids, NUL-separated;
+ids cannot contain NUL). The hint is a readable, cosmetic prefix (owner and assistant, cut short);
+the readable parts live in `cage.*` labels. Two identities share a name only if sha256 collides on
+its first 96 bits, so owner `acme` asking for workspace `ci-default` never lands on owner
+`acme-ci`'s `default` (the old `<owner>-<workspace>` concatenation did).
+
 * `oneshot`: a fresh random name per turn;
-* `session`: `<owner>-<assistant>-<chat>`;
-* `longrunning` / `persistent`: `<owner>-<assistant>.<workspace>`.
+* `session`: a digest of (owner, assistant, chat, workspace scope);
+* `longrunning` / `persistent`: a digest of (owner, assistant, workspace scope), where the scope is
+  the assistant's own default workspace or a `workspace_id` the request named (`workspace.py`).
 
 Ids are validated (`[A-Za-z0-9_.-]{1,64}`) before they reach a name, a label or a volume, so nobody
 can smuggle a path, a flag or a second label into the engine.
@@ -23,6 +31,9 @@ _ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 MAX_NAME = 120
 DEFAULT_WORKSPACE = "default"
+DIGEST_HEX = 24
+"""Hex digits of the identity digest in a name (96 bits)."""
+HINT_CHARS = 40
 
 
 def validate_id(kind: str, value: str) -> str:
@@ -32,8 +43,30 @@ def validate_id(kind: str, value: str) -> str:
     return value
 
 
+def identity_key(kind: str, *parts: str) -> bytes:
+    """The unambiguous encoding of an identity: `kind`, then each part, NUL-separated.
+
+    Injective for validated ids (they never contain NUL) and a fixed kind: the parts can be read
+    back by splitting on NUL, so distinct inputs never give the same bytes.
+    """
+    for part in (kind, *parts):
+        if "\0" in part:
+            raise ValueError("identity parts cannot contain NUL")
+    return "\0".join((kind, *parts)).encode()
+
+
+def digest_name(prefix: str, hint: str, key: bytes) -> str:
+    """`<prefix>-<hint>-<digest of key>`: Docker's name charset, at most `MAX_NAME` characters."""
+    clean = _NAME_BAD.sub("-", hint)[:HINT_CHARS].strip("-._")
+    digest = hashlib.sha256(key).hexdigest()[:DIGEST_HEX]
+    return f"{prefix}-{clean}-{digest}" if clean else f"{prefix}-{digest}"
+
+
 def container_name(raw: str) -> str:
-    """`raw` in Docker's name charset (`[a-zA-Z0-9][a-zA-Z0-9_.-]*`), unique even when shortened."""
+    """`raw` in Docker's name charset (`[a-zA-Z0-9][a-zA-Z0-9_.-]*`), unique even when shortened.
+
+    The pre-digest naming; kept to find resources made by earlier versions (migration).
+    """
     name = _NAME_BAD.sub("-", raw)
     if not name or not name[0].isalnum():
         name = f"c{name}"
@@ -53,6 +86,8 @@ class SandboxIdentity(BaseModel):
     assistant_id: str
     workspace_id: str
     chat_id: str | None = None
+    shared_workspace: bool = False
+    """True when the request named a `workspace_id` (deliberate sharing within the owner)."""
 
 
 def identity_for(
@@ -69,19 +104,22 @@ def identity_for(
     workspace = validate_id("workspace", workspace_id or DEFAULT_WORKSPACE)
     if chat_id is not None:
         validate_id("chat", chat_id)
+    hint = f"{owner}-{assistant_id}"
+    scope = "default" if workspace_id is None else f"shared:{workspace}"  # ids never contain ':'
     if lifecycle is Lifecycle.ONESHOT:
-        raw = f"cage-{secrets.token_hex(8)}"
+        name = f"cage-{secrets.token_hex(8)}"
     elif lifecycle is Lifecycle.SESSION:
         if not chat_id:
             raise UsageError("a session sandbox needs a chat id")
-        raw = f"{owner}-{assistant_id}-{chat_id}"
+        name = digest_name("cage", hint, identity_key("session", owner, assistant_id, chat_id, scope))
     else:
-        raw = f"{owner}-{assistant_id}.{workspace}"
+        name = digest_name("cage", hint, identity_key("workspace-box", owner, assistant_id, scope))
     return SandboxIdentity(
         lifecycle=lifecycle,
-        name=container_name(raw),
+        name=name,
         owner=owner,
         assistant_id=assistant_id,
         workspace_id=workspace,
         chat_id=chat_id,
+        shared_workspace=workspace_id is not None,
     )

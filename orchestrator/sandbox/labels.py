@@ -23,6 +23,8 @@ WORKSPACE = "cage.workspace"
 CHAT = "cage.chat"
 IDLE_TIMEOUT = "cage.idle-timeout"
 MAX_LIFETIME = "cage.max-lifetime"
+VOLUME = "cage.volume"
+"""Set on workspace volumes (value `workspace`), with the owner and scope labels."""
 HELPER = "cage.helper"
 """Set on short-lived helper containers (volume initialisation); they are never adopted."""
 

@@ -49,15 +49,21 @@ class Hardening(BaseModel):
     ports: tuple[PortBinding, ...] = ()
 
 
-def hardening(computer: ComputerSpec, *, source: Path) -> Hardening:
+def hardening(
+    computer: ComputerSpec, *, source: Path, default_cpus: float | None = None, disk_bytes: int | None = None
+) -> Hardening:
     """Limits and security options for `computer`; `source` names sandbox.yao in errors.
+
+    `default_cpus` applies when `computer.cpus` is unset (a sandbox never gets every host core by
+    default); `disk_bytes` bounds the writable layer where the storage driver can.
 
     Raises:
     """
     limits = ResourceLimits(
         memory_bytes=computer.memory or DEFAULT_MEMORY,
-        nano_cpus=round(computer.cpus * 1e9) if computer.cpus else None,
+        nano_cpus=round(cpus * 1e9) if (cpus := computer.cpus or default_cpus) else None,
         pids=computer.pids,
+        disk_bytes=disk_bytes,
     )
     bridge = computer.network == "bridge"
     return Hardening(

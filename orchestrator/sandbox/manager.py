@@ -3,6 +3,12 @@
 `acquire()` finds or creates the sandbox for a request and returns a `SandboxLease`; the lease marks
 the sandbox busy (the reaper never touches it) until `release()`, which starts the idle clock and
 removes `oneshot` boxes. The manager speaks only the `SandboxBackend` protocol: no engine types.
+
+Bounds it enforces: `acquire` (image build + prepare) finishes within `settings.acquire_timeout`
+or fails and lets go of the identity lock; each owner has at most
+`settings.max_workspace_volumes_per_owner` workspace volumes; when a long-lived box goes idle
+(its last lease released) every process the turns left behind is killed (`strays`), so a
+`nohup`/`setsid` writer never outlives its turn.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from anyio import to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
-from orchestrator.errors import SandboxError
+from orchestrator.errors import CapacityError, SandboxError
 from orchestrator.redaction import register_secret
 from orchestrator.sandbox.backend import (
     CreateSpec,
@@ -37,9 +43,20 @@ from orchestrator.sandbox.backend import (
 )
 from orchestrator.sandbox.checkout import checkout_mounts, checkout_owner
 from orchestrator.sandbox.hashing import config_hash
-from orchestrator.sandbox.identity import SandboxIdentity, identity_for
+from orchestrator.sandbox.identity import SandboxIdentity, container_name, identity_for
 from orchestrator.sandbox.images import ImageBuilder, ProgressCallback
-from orchestrator.sandbox.labels import CONFIG_HASH, MANAGED, SANDBOX, SandboxLabels, sandbox_labels
+from orchestrator.sandbox.labels import (
+    ASSISTANT,
+    CHAT,
+    CONFIG_HASH,
+    MANAGED,
+    OWNER,
+    SANDBOX,
+    VOLUME,
+    WORKSPACE,
+    SandboxLabels,
+    sandbox_labels,
+)
 from orchestrator.sandbox.limits import (
     MAIN_COMMAND,
     SANDBOX_GID,
@@ -52,7 +69,13 @@ from orchestrator.sandbox.locks import KeyedLocks
 from orchestrator.sandbox.network import proxy_env, sandbox_egress
 from orchestrator.sandbox.prepare import PrepareContext, run_prepare
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
-from orchestrator.sandbox.workspace import workspace_mount
+from orchestrator.sandbox.strays import RESIDENT, stray_pids
+from orchestrator.sandbox.workspace import (
+    WorkspaceScope,
+    legacy_volume_name,
+    workspace_mount,
+    workspace_scope,
+)
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -60,6 +83,10 @@ _ENV_REF = "$ENV."
 _GONE = (SandboxStatus.DEAD, SandboxStatus.REMOVING)
 STOP_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when the reaper stops a box (its sleep loop exits on TERM)."""
+STRAY_ROUNDS = 4
+"""List-and-kill rounds when a box goes idle (a process forking while it is killed is caught next)."""
+STRAY_SECONDS = 30.0
+"""Time bound of one idle sweep (a box at its pids limit may refuse the lister's exec)."""
 
 
 class ReleaseOutcome(enum.StrEnum):
@@ -145,6 +172,10 @@ class SandboxManager:
             max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner, clock=clock
         )
         self._leases: set[str] = set()
+        self.started_at = clock()
+        self._volume_used: dict[str, float] = {}
+        """Workspace volume -> manager-clock time of its last acquire or release (volume GC)."""
+        self._legacy_checked: set[str] = set()
         self.gateway_port: int | None = None
         """The running model gateway's port: isolated sandboxes reach it through the proxy's relay."""
 
@@ -160,16 +191,36 @@ class SandboxManager:
             ConfigError: the spec asks for something the backend cannot enforce.
             PrepareError, WorkspaceError, ImageBuildError, SandboxError, EngineUnavailable.
         """
-        spec = request.spec
         identity = identity_for(
-            spec.lifecycle,
+            request.spec.lifecycle,
             owner=request.owner,
             assistant_id=request.assistant_id,
             chat_id=request.chat_id,
             workspace_id=request.workspace_id,
         )
+        limit = self.settings.acquire_timeout
+        try:
+            with anyio.fail_after(limit):
+                return await self._acquire(request, identity, on_progress)
+        except TimeoutError as exc:
+            log.warning("sandbox acquire timed out", sandbox=identity.name, seconds=limit)
+            raise SandboxError(
+                identity.name,
+                f"not ready within {limit:g}s (image build and prepare steps); a prepare step may hang"
+                " (give it a `timeout`) or raise CAGE_ACQUIRE_TIMEOUT",
+            ) from exc
+
+    async def _acquire(
+        self, request: SandboxRequest, identity: SandboxIdentity, on_progress: ProgressCallback | None
+    ) -> SandboxLease:
+        spec = request.spec
         source = request.assistant_dir / "sandbox.yao"
-        hard = hardening(spec.computer, source=source)
+        hard = hardening(
+            spec.computer,
+            source=source,
+            default_cpus=self.settings.default_cpus,
+            disk_bytes=self.settings.sandbox_disk,
+        )
         uid, gid = SANDBOX_UID, SANDBOX_GID
         if request.host_workspace is not None:
             uid, gid = await to_thread.run_sync(checkout_owner, request.host_workspace)
@@ -187,8 +238,9 @@ class SandboxManager:
             box = self.registry.get(identity.name)
             assert box is not None  # _reuse and _create both register the box
             box.busy += 1
+            box.resident = RESIDENT.get(spec.runner.name, ())
             try:
-                await run_prepare(
+                report = await run_prepare(
                     self.backend,
                     spec.prepare,
                     PrepareContext(
@@ -205,6 +257,8 @@ class SandboxManager:
                         gid=gid,
                     ),
                 )
+                if report.background:
+                    await self._keep(box, report.background)
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await self._after_turn(identity.name, remove=identity.lifecycle is Lifecycle.ONESHOT)
@@ -226,6 +280,8 @@ class SandboxManager:
             isolated=self.isolates(spec),
         )
         self._leases.add(lease.lease_id)
+        if request.host_workspace is None:
+            self._volume_used[workspace_scope(identity).volume_name] = self.registry.clock()
         log.info(
             "sandbox acquired", sandbox=identity.name, created=created, lifecycle=identity.lifecycle.value
         )
@@ -241,6 +297,12 @@ class SandboxManager:
                 await self._after_turn(
                     lease.identity.name, remove=lease.identity.lifecycle is Lifecycle.ONESHOT
                 )
+                box = self.registry.get(lease.identity.name)
+                if box is not None and not box.busy and not box.stopped:
+                    await self._kill_strays(box, user=lease.user)
+        volume = workspace_scope(lease.identity).volume_name
+        if volume in self._volume_used:
+            self._volume_used[volume] = self.registry.clock()
         log.info("sandbox released", sandbox=lease.identity.name, outcome=outcome.value)
 
     @asynccontextmanager
@@ -318,6 +380,7 @@ class SandboxManager:
     async def _reuse(self, identity: SandboxIdentity, digest: str) -> tuple[SandboxRef | None, bool]:
         if identity.lifecycle is Lifecycle.ONESHOT:
             return None, False
+        await self._drop_legacy(identity)
         found = await self.backend.find({MANAGED: "true", SANDBOX: identity.name})
         keep: SandboxRef | None = None
         for ref in found:
@@ -351,11 +414,11 @@ class SandboxManager:
         spec = request.spec
         self.registry.reserve(identity.owner)
         try:
+            scope = workspace_scope(identity)
             mount = await to_thread.run_sync(  # resolves the host path: file system calls
                 functools.partial(
                     workspace_mount,
-                    owner=identity.owner,
-                    workspace_id=identity.workspace_id,
+                    volume=scope.volume_name,
                     mount_path=spec.computer.mount_path,
                     read_only=spec.computer.mount_mode == "ro",
                     host_path=request.host_workspace,
@@ -373,7 +436,7 @@ class SandboxManager:
                     )
                 )
             if mount.kind == "volume":
-                await self.backend.ensure_volume(mount.source, {**self.extra_labels, MANAGED: "true"})
+                await self._ensure_workspace(scope, image)
             idle = _seconds(spec.effective_idle_timeout())
             lifetime = _seconds(spec.max_lifetime)
             create = CreateSpec(
@@ -446,6 +509,88 @@ class SandboxManager:
         env = {**proxy_env(), **create.env}
         update = {"egress": egress, "gateway_relay": relay, "extra_hosts": {}, "env": env}
         return create.model_copy(update=update)
+
+    async def _drop_legacy(self, identity: SandboxIdentity) -> None:
+        """Remove this identity's box made under the pre-digest name (its workspace is migrated)."""
+        if identity.name in self._legacy_checked:
+            return
+        if identity.lifecycle is Lifecycle.SESSION:
+            raw = f"{identity.owner}-{identity.assistant_id}-{identity.chat_id}"
+        else:
+            raw = f"{identity.owner}-{identity.assistant_id}.{identity.workspace_id}"
+        legacy = container_name(raw)
+        mine = {OWNER: identity.owner, ASSISTANT: identity.assistant_id, WORKSPACE: identity.workspace_id}
+        if identity.chat_id and identity.lifecycle is Lifecycle.SESSION:
+            mine[CHAT] = identity.chat_id
+        for ref in await self.backend.find({MANAGED: "true", SANDBOX: legacy}):
+            tracked = self.registry.get(ref.name)
+            if ref.name != legacy or any(ref.labels.get(k) != v for k, v in mine.items()):
+                continue
+            if tracked is not None and tracked.busy:
+                continue
+            log.info("sandbox renamed, replacing the box made under its old name", sandbox=identity.name)
+            await self.backend.remove(ref, force=True)
+            self.registry.drop(ref.name)
+        self._legacy_checked.add(identity.name)
+
+    async def _ensure_workspace(self, scope: WorkspaceScope, image: str) -> None:
+        """The scope's volume exists (created within the owner's volume cap, old content migrated).
+
+        Raises:
+            CapacityError: the owner already has `max_workspace_volumes_per_owner` volumes.
+        """
+        name = scope.volume_name
+        mine = {**self.extra_labels, MANAGED: "true", VOLUME: "workspace", OWNER: scope.owner}
+        async with self.locks.hold(f"volumes-of:{scope.owner}"), self.locks.hold(f"volume:{name}"):
+            existing = await self.backend.list_volumes(mine)
+            if all(v.name != name for v in existing):
+                cap = self.settings.max_workspace_volumes_per_owner
+                if len(existing) >= cap:
+                    raise CapacityError(f"owner {scope.owner}", cap, what="workspace volume")
+            self._volume_used[name] = self.registry.clock()  # before it exists: the GC sees it in use
+            created = await self.backend.ensure_volume(
+                name,
+                {**self.extra_labels, MANAGED: "true", **scope.labels()},
+                tmpfs_bytes=self.settings.workspace_tmpfs_bytes,
+            )
+        legacy = legacy_volume_name(scope)
+        if not created or legacy is None:
+            return
+        old = await self.backend.list_volumes({**self.extra_labels, MANAGED: "true"})
+        if any(v.name == legacy and VOLUME not in v.labels for v in old):
+            log.info("workspace migrated from its pre-digest volume", volume=name, legacy=legacy)
+            await self.backend.copy_volume(legacy, name, image=image, owner=(SANDBOX_UID, SANDBOX_GID))
+
+    def volume_last_used(self, name: str) -> float:
+        """Manager-clock time a workspace volume was last used (this process's start if never seen)."""
+        return max(self._volume_used.get(name, self.started_at), self.started_at)
+
+    async def _keep(self, box: TrackedSandbox, pids: tuple[int, ...]) -> None:
+        """Record Cage's background processes (by pid and start time) as survivors of idle sweeps."""
+        procs = await self.backend.list_processes(box.ref)
+        box.survivors |= {(proc.pid, proc.start) for proc in procs if proc.pid in pids}
+
+    async def _kill_strays(self, box: TrackedSandbox, *, user: str) -> None:
+        """Kill every process the turns left in an idle box (see `strays`); errors are logged."""
+        killed: list[int] = []
+        try:
+            with anyio.move_on_after(STRAY_SECONDS):
+                await self._sweep(box, user, killed)
+        except SandboxError as exc:
+            log.warning("could not sweep stray processes", sandbox=box.ref.name, error=str(exc))
+            return
+        if killed:
+            log.info("stray processes killed", sandbox=box.ref.name, count=len(set(killed)))
+
+    async def _sweep(self, box: TrackedSandbox, user: str, killed: list[int]) -> None:
+        for _ in range(STRAY_ROUNDS):
+            procs = await self.backend.list_processes(box.ref)
+            box.survivors &= {(proc.pid, proc.start) for proc in procs}
+            targets = stray_pids(procs, survivors=box.survivors, resident=box.resident)
+            if not targets:
+                return
+            await self.backend.kill_processes(box.ref, targets, user=user)
+            killed.extend(targets)
 
     async def _after_turn(self, name: str, *, remove: bool) -> None:
         box = self.registry.get(name)

@@ -31,6 +31,7 @@ from orchestrator.sandbox.workspace import ensure_inside, host_source, relative_
 log = structlog.get_logger(__name__)
 STDERR_HEAD = 200
 MAX_COPY_BYTES = 256 * 2**20
+BACKGROUND_MARK = "cage-background"
 
 
 def marker_path(assistant_id: str) -> str:
@@ -60,6 +61,8 @@ class PrepareReport(BaseModel):
     ran: tuple[int, ...] = ()
     skipped: tuple[int, ...] = ()
     failed_ignored: tuple[int, ...] = ()
+    background: tuple[int, ...] = ()
+    """Pids (in the box) of the processes `background` steps started: kept across idle sweeps."""
 
 
 async def run_prepare(
@@ -78,13 +81,16 @@ async def run_prepare(
     ran: list[int] = []
     skipped: list[int] = []
     ignored: list[int] = []
+    background: list[int] = []
     for index, step in enumerate(steps):
         if step.once and once_done:
             skipped.append(index)
             continue
         try:
-            await _run_step(backend, ctx, index, step)
+            pid = await _run_step(backend, ctx, index, step)
             ran.append(index)
+            if pid is not None:
+                background.append(pid)
         except PrepareError as exc:
             if not step.ignore_error:
                 raise
@@ -93,7 +99,9 @@ async def run_prepare(
     if ctx.config_hash and not once_done:
         entry = FileEntry(path=marker, content=ctx.config_hash.encode(), uid=ctx.uid, gid=ctx.gid)
         await backend.put_files(ctx.sandbox, ctx.mount_path, [entry])
-    return PrepareReport(ran=tuple(ran), skipped=tuple(skipped), failed_ignored=tuple(ignored))
+    return PrepareReport(
+        ran=tuple(ran), skipped=tuple(skipped), failed_ignored=tuple(ignored), background=tuple(background)
+    )
 
 
 async def _read_marker(backend: SandboxBackend, ctx: PrepareContext, marker: str) -> str:
@@ -106,7 +114,10 @@ async def _read_marker(backend: SandboxBackend, ctx: PrepareContext, marker: str
     return data.decode(errors="replace").strip()
 
 
-async def _run_step(backend: SandboxBackend, ctx: PrepareContext, index: int, step: PrepareStep) -> None:
+async def _run_step(
+    backend: SandboxBackend, ctx: PrepareContext, index: int, step: PrepareStep
+) -> int | None:
+    """Run one step; for a `background` exec, the pid of the process it left running."""
     if isinstance(step, FileStep):
         rel = relative_path(step.path)
         await ensure_inside(backend, ctx.sandbox, ctx.mount_path, rel)
@@ -117,7 +128,8 @@ async def _run_step(backend: SandboxBackend, ctx: PrepareContext, index: int, st
     elif isinstance(step, CopyStep):
         await _copy(backend, ctx, index, step)
     elif isinstance(step, ExecStep):
-        await _exec(backend, ctx, index, step)
+        return await _exec(backend, ctx, index, step)
+    return None
 
 
 async def _put(backend: SandboxBackend, ctx: PrepareContext, index: int, entries: list[FileEntry]) -> None:
@@ -184,8 +196,10 @@ async def _copy(backend: SandboxBackend, ctx: PrepareContext, index: int, step: 
     await _put(backend, ctx, index, entries)
 
 
-async def _exec(backend: SandboxBackend, ctx: PrepareContext, index: int, step: ExecStep) -> None:
-    command = f"nohup sh -c {shlex.quote(step.cmd)} >/dev/null 2>&1 &" if step.background else step.cmd
+async def _exec(backend: SandboxBackend, ctx: PrepareContext, index: int, step: ExecStep) -> int | None:
+    command = step.cmd
+    if step.background:
+        command = f'nohup sh -c {shlex.quote(step.cmd)} >/dev/null 2>&1 & echo "{BACKGROUND_MARK} $!"'
     spec = ExecSpec(
         argv=("sh", "-c", command),
         user=ctx.user,
@@ -195,8 +209,10 @@ async def _exec(backend: SandboxBackend, ctx: PrepareContext, index: int, step: 
     )
     limit = step.timeout.total_seconds() if step.timeout else None
     code: int | None = None
+    out: list[bytes] = []
     async with await backend.exec(ctx.sandbox, spec) as handle:
         with anyio.move_on_after(limit):
+            out = [item async for item in handle if isinstance(item, bytes)]
             code = await handle.wait()
         stderr = handle.stderr
     if code is None:
@@ -204,3 +220,8 @@ async def _exec(backend: SandboxBackend, ctx: PrepareContext, index: int, step: 
     if code != 0:
         head = redact(stderr[: STDERR_HEAD * 4].decode(errors="replace"))[:STDERR_HEAD]
         raise PrepareError(ctx.sandbox.name, index, f"exit {code}", stderr_head=head)
+    for line in out if step.background else []:
+        mark, _, pid = line.decode(errors="replace").partition(" ")
+        if mark == BACKGROUND_MARK and pid.strip().isdigit():
+            return int(pid)
+    return None

@@ -25,6 +25,10 @@ class TrackedSandbox:
     last_used: float
     busy: int = 0
     stopped: bool = False
+    survivors: set[tuple[int, int]] = dataclasses.field(default_factory=set)
+    """(pid, start time) of processes Cage started to outlive a turn (background prepare steps)."""
+    resident: tuple[tuple[str, str], ...] = ()
+    """(executable, argument) of the runner's resident servers kept between turns (`strays`)."""
 
     def idle_for(self, now: float) -> float:
         return 0.0 if self.busy else now - self.last_used

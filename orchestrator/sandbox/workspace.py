@@ -1,12 +1,21 @@
-"""Workspaces: where an assistant's files live, and the rules paths into them must follow.
+"""Workspaces: where an assistant's files live, who shares them, and the rules paths into them follow.
 
-By default a workspace is a named volume `cage-ws-<owner>-<workspace>` owned by the `sandbox` user
-(uid 1000), so it survives container recreation and works when the orchestrator itself runs in a
-container. CI mode bind-mounts a host directory instead (its ownership is left alone).
+Scope (docs/api.md, "Workspaces"): by default a workspace belongs to one owner *and* one assistant
+(`session` assistants: one owner, assistant and chat). A request's `workspace_id` is the deliberate
+way to share one workspace between an owner's assistants and chats; it is still scoped by owner, so
+two owners naming the same `workspace_id` get two volumes. A workspace is a named volume
+`cage-ws-<hint>-<digest>` (digest of the scope, `identity.identity_key`) owned by the `sandbox`
+user (uid 1000), so it survives container recreation and works when the orchestrator itself runs
+in a container. CI mode bind-mounts a host directory instead (its ownership is left alone).
+
+Volumes made by earlier versions were named `cage-ws-<owner>-<workspace>`, an ambiguous
+concatenation. `legacy_volume_name` finds the one that provably belongs to a scope (neither id has
+a `-`); the manager copies it into the new volume on first use and leaves it in place.
 
 Paths given by sandbox.yao (`file.path`, `copy.dst`) are relative to the workspace root (`~/` means
-the root). They may not be absolute or contain `..`; a symlink inside the workspace that points out
-of it is caught by resolving the path inside the sandbox before anything is written.
+the root). They may not be absolute or contain `..`; files are written by the unprivileged sandbox
+user without following symlinks in existing directories (`DockerBackend.put_files`), and a symlink
+pointing out of the workspace is refused with a clear error first (`ensure_inside`).
 """
 
 from __future__ import annotations
@@ -16,18 +25,85 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.errors import WorkspaceError
 from orchestrator.sandbox.backend import BindMount, ExecSpec, Mount, SandboxBackend, SandboxRef, VolumeMount
-from orchestrator.sandbox.identity import container_name
+from orchestrator.sandbox.identity import (
+    DEFAULT_WORKSPACE,
+    SandboxIdentity,
+    container_name,
+    digest_name,
+    identity_key,
+)
+from orchestrator.sandbox.labels import ASSISTANT, CHAT, OWNER, VOLUME, WORKSPACE
 from orchestrator.sandbox.limits import SANDBOX_GID, SANDBOX_UID, SANDBOX_USER
 
 
-def volume_name(owner: str, workspace_id: str) -> str:
-    return container_name(f"cage-ws-{owner}-{workspace_id}")
+class WorkspaceScope(BaseModel):
+    """Who a workspace volume belongs to; its labels say the same in readable form."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    owner: str
+    workspace_id: str
+    assistant_id: str | None = None
+    """Set for a default workspace (one assistant's); None for a shared `workspace_id`."""
+    chat_id: str | None = None
+    """Set for a `session` assistant's default workspace."""
+
+    @property
+    def volume_name(self) -> str:
+        if self.assistant_id is None:
+            key = identity_key("workspace", self.owner, self.workspace_id)
+            hint = f"{self.owner}-{self.workspace_id}"
+        elif self.chat_id is None:
+            key = identity_key("assistant-workspace", self.owner, self.assistant_id)
+            hint = f"{self.owner}-{self.assistant_id}"
+        else:
+            key = identity_key("session-workspace", self.owner, self.assistant_id, self.chat_id)
+            hint = f"{self.owner}-{self.assistant_id}"
+        return digest_name("cage-ws", hint, key)
+
+    def labels(self) -> dict[str, str]:
+        """`cage.*` labels of the volume (ids only, never a secret)."""
+        labels = {VOLUME: "workspace", OWNER: self.owner, WORKSPACE: self.workspace_id}
+        if self.assistant_id is not None:
+            labels[ASSISTANT] = self.assistant_id
+        if self.chat_id is not None:
+            labels[CHAT] = self.chat_id
+        return labels
+
+
+def workspace_scope(identity: SandboxIdentity) -> WorkspaceScope:
+    """The workspace a sandbox identity mounts (see the module docstring)."""
+    if identity.shared_workspace:
+        return WorkspaceScope(owner=identity.owner, workspace_id=identity.workspace_id)
+    chat = identity.chat_id if identity.lifecycle is Lifecycle.SESSION else None
+    return WorkspaceScope(
+        owner=identity.owner, workspace_id=DEFAULT_WORKSPACE, assistant_id=identity.assistant_id, chat_id=chat
+    )
+
+
+def volume_name(identity: SandboxIdentity) -> str:
+    return workspace_scope(identity).volume_name
+
+
+def legacy_volume_name(scope: WorkspaceScope) -> str | None:
+    """The pre-digest volume this scope inherits, when that name could only have been this owner's.
+
+    Old names were `cage-ws-<owner>-<workspace>` for every assistant of the owner. The name is
+    attributed only when neither id contains `-` (then the split is unique) and it was not
+    shortened; session workspaces inherit nothing (one copy per chat would multiply the disk).
+    """
+    if scope.chat_id is not None or "-" in scope.owner or "-" in scope.workspace_id:
+        return None
+    raw = f"cage-ws-{scope.owner}-{scope.workspace_id}"
+    return raw if container_name(raw) == raw else None
 
 
 def workspace_mount(
-    *, owner: str, workspace_id: str, mount_path: str, read_only: bool, host_path: Path | None
+    *, volume: str, mount_path: str, read_only: bool, host_path: Path | None
 ) -> Mount:
     """A bind mount of `host_path` (CI mode) or the owner's named workspace volume.
 
@@ -40,7 +116,7 @@ def workspace_mount(
             raise WorkspaceError(str(host_path), "host workspace must be an existing directory")
         return BindMount(source=str(resolved), target=mount_path, read_only=read_only)
     return VolumeMount(
-        source=volume_name(owner, workspace_id),
+        source=volume,
         target=mount_path,
         read_only=read_only,
         owner=(SANDBOX_UID, SANDBOX_GID),

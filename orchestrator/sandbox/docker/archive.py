@@ -32,7 +32,7 @@ def files_tar(files: Sequence[FileEntry]) -> bytes:
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for entry in files:
             rel = posixpath.normpath(entry.path.lstrip("/"))
-            if rel in (".", "") or rel.startswith("../"):
+            if rel in (".", "", "..") or rel.startswith("../"):
                 raise ValueError(f"file path must stay below the destination: {entry.path!r}")
             parts = rel.split("/")[:-1]
             for i in range(1, len(parts) + 1):

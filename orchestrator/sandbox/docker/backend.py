@@ -21,6 +21,7 @@ import anyio
 import docker
 import docker.errors
 import docker.types
+import structlog
 from anyio import to_thread
 
 from orchestrator.errors import SandboxError, SandboxNotFound
@@ -28,18 +29,21 @@ from orchestrator.sandbox.backend import (
     CreateSpec,
     ExecSpec,
     FileEntry,
+    ProcessInfo,
     ResourceUsage,
     SandboxInfo,
     SandboxRef,
     SandboxStatus,
+    VolumeInfo,
     VolumeMount,
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
 from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.sandbox.docker.errors import engine_errors
-from orchestrator.sandbox.docker.exec import PID_DIR, DockerExecHandle, signal_script, wrap_argv
+from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
 from orchestrator.settings import Settings
 
+log = structlog.get_logger(__name__)
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -53,6 +57,30 @@ _STATES = {
     "dead": SandboxStatus.DEAD,
 }
 _INIT_MOUNT = "/cage-mount-init"
+PUT_SCRIPT = (
+    'd="$1"; mkdir -p -- "$d" 2>/dev/null; cd -P -- "$d" 2>/dev/null || exit 4; '
+    '[ "$(pwd -P)" = "$d" ] || exit 3; exec tar -x -p --no-same-owner -f -'
+)
+"""Runs as the files' owner: refuse a destination reached through a symlink, then extract."""
+PS_SCRIPT = (
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; s=$(cat "$d/stat" 2>/dev/null) || continue; '
+    's=${s##*) }; set -- $s; e=$(readlink "$d/exe" 2>/dev/null | tr " " "?"); '
+    'a=$(tr "\\000\\n" "  " < "$d/cmdline" 2>/dev/null | cut -c1-200); '
+    'echo "$p $2 ${20} ${e:--} $a"; done'
+)
+"""One line per process: pid, ppid, start time (field 22 of stat, read after the last `) ` so a
+process name with spaces or parentheses cannot shift the fields), its executable (readable for
+the lister's own uid only) and the head of its argv."""
+
+
+def _process(line: bytes) -> ProcessInfo | None:
+    words = line.decode(errors="replace").split()
+    try:
+        pid, ppid, start = int(words[0]), int(words[1]), int(words[2])
+    except (IndexError, ValueError):
+        return None
+    exe = words[3] if len(words) > 3 and words[3] != "-" else ""
+    return ProcessInfo(pid=pid, ppid=ppid, start=start, exe=exe, argv=tuple(words[4:8]))
 
 
 def _time(value: str | None) -> datetime | None:
@@ -74,6 +102,8 @@ class DockerBackend:
         self._client_lock = threading.Lock()
         self.stream_limiter = anyio.CapacityLimiter(settings.max_streams)
         self.egress = DockerEgress(self._api, settings)
+        self._disk_ok: bool | None = None
+        self._info: dict[str, Any] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DockerBackend:
@@ -161,8 +191,24 @@ class DockerBackend:
             raise
 
     async def _create_container(self, spec: CreateSpec) -> SandboxRef:
-        with engine_errors(spec.name, not_found=f"image {spec.image}"):
-            container_id = await self._call(self._create_sync, spec)
+        disk = spec.limits.disk_bytes
+        if disk is not None and not await self.disk_limit_supported():
+            disk = None
+        cores = int((await self._engine_info()).get("NCPU") or 0)
+        if cores and spec.limits.nano_cpus and spec.limits.nano_cpus > cores * 10**9:
+            # a default quota above the engine's cores is refused by the engine: all its cores
+            limits = spec.limits.model_copy(update={"nano_cpus": cores * 10**9})
+            spec = spec.model_copy(update={"limits": limits})
+        try:
+            with engine_errors(spec.name, not_found=f"image {spec.image}"):
+                container_id = await self._call(self._create_sync, spec, disk)
+        except SandboxError as exc:
+            if disk is None or "storage" not in str(exc).lower():
+                raise
+            self._disk_ok = False  # e.g. overlay2 on xfs without pquota: say so once, go on unbounded
+            log.warning("storage driver refuses a writable-layer size; sandboxes are not disk-bounded")
+            with engine_errors(spec.name, not_found=f"image {spec.image}"):
+                container_id = await self._call(self._create_sync, spec, None)
         try:
             for mount in spec.mounts:
                 if isinstance(mount, VolumeMount) and mount.owner is not None:
@@ -173,7 +219,7 @@ class DockerBackend:
             raise
         return SandboxRef(id=container_id, name=spec.name, labels=dict(spec.labels))
 
-    def _create_sync(self, spec: CreateSpec) -> str:
+    def _create_sync(self, spec: CreateSpec, disk_bytes: int | None) -> str:
         api = self._api()
         mounts = [
             docker.types.Mount(
@@ -191,6 +237,7 @@ class DockerBackend:
             memswap_limit=limits.memory_bytes,
             nano_cpus=limits.nano_cpus,
             pids_limit=limits.pids,
+            storage_opt={"size": str(disk_bytes)} if disk_bytes else None,
             cap_drop=list(spec.cap_drop) or None,
             cap_add=list(spec.cap_add) or None,
             security_opt=list(spec.security_opt) or None,
@@ -276,9 +323,8 @@ class DockerBackend:
             await self.egress.detach(ref.name)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
-        pid_file = f"{PID_DIR}/{secrets.token_hex(8)}.pid"
         with engine_errors(ref.name or ref.id):
-            exec_id, sock = await self._call(self._start_exec, ref.id, spec, pid_file)
+            exec_id, sock = await self._call(self._start_exec, ref.id, spec)
         try:
             reader = sock._response.raw._fp.fp
             raw = getattr(sock, "_sock", sock)
@@ -291,12 +337,13 @@ class DockerBackend:
             reader=reader,
             keepalive=sock._response,
             inspect=functools.partial(self._exec_inspect, ref, exec_id),
-            send_signal=functools.partial(self._signal, ref, spec.user, pid_file),
+            send_signal=functools.partial(self._signal, ref, spec.user),
             limiter=self.stream_limiter,
             max_line_bytes=self._settings.max_line_bytes,
             stderr_keep_bytes=self._settings.stderr_keep_bytes,
             grace=spec.grace_seconds,
         )
+        await handle.read_pgid()
         if isinstance(spec.stdin, bytes):
             if spec.stdin:
                 await handle.write_stdin(spec.stdin)
@@ -305,11 +352,11 @@ class DockerBackend:
             await handle.close_stdin()
         return handle
 
-    def _start_exec(self, container_id: str, spec: ExecSpec, pid_file: str) -> tuple[str, Any]:
+    def _start_exec(self, container_id: str, spec: ExecSpec) -> tuple[str, Any]:
         api = self._api()
         created = api.exec_create(
             container_id,
-            wrap_argv(spec.argv, pid_file),
+            wrap_argv(spec.argv),
             stdin=spec.stdin is not None,
             user=spec.user,
             environment=[f"{k}={v}" for k, v in spec.env.items()] or None,
@@ -322,10 +369,10 @@ class DockerBackend:
             result: dict[str, Any] = await self._call(self._sync, "exec_inspect", exec_id)
         return result
 
-    async def _signal(self, ref: SandboxRef, user: str, pid_file: str, sig: signals.Signals) -> None:
+    async def _signal(self, ref: SandboxRef, user: str, pgid: int, sig: signals.Signals) -> None:
         def run() -> None:
             api = self._api()
-            created = api.exec_create(ref.id, signal_script(pid_file, sig), user=user)
+            created = api.exec_create(ref.id, signal_script(pgid, sig), user=user)
             api.exec_start(created["Id"])
 
         try:
@@ -335,9 +382,28 @@ class DockerBackend:
             return
 
     async def put_files(self, ref: SandboxRef, dest_dir: str, files: Sequence[FileEntry]) -> None:
+        """Extract the files with GNU tar run *inside* the box as their owner (never root).
+
+        The engine's own `put_archive` extracts as root and follows symlinks the agent planted
+        in existing directories (`attachments -> /etc`). Here the writer is the sandbox user,
+        `dest_dir` must resolve to itself (no symlink on the way), and tar replaces an existing
+        symlink on a member's path instead of following it (directory members included).
+        """
+        if not files:
+            return
+        owners = {(entry.uid, entry.gid) for entry in files}
+        if len(owners) != 1:
+            raise SandboxError(ref.name or ref.id, "put_files needs one owner for all files")
+        uid, gid = owners.pop()
         data = await self._call(files_tar, files)
-        with engine_errors(ref.name or ref.id, not_found=f"directory {dest_dir}"):
-            await self._call(self._sync, "put_archive", ref.id, dest_dir, data)
+        dest_dir = posixpath.normpath(dest_dir)
+        spec = ExecSpec(argv=("sh", "-c", PUT_SCRIPT, "cage-put", dest_dir), user=f"{uid}:{gid}", stdin=data)
+        async with await self.exec(ref, spec) as handle:
+            code = await handle.wait()
+            stderr = handle.stderr.decode(errors="replace").strip()
+        if code != 0:
+            reason = {3: "it is (or passes through) a symlink", 4: "it cannot be created"}.get(code, stderr)
+            raise SandboxError(ref.name or ref.id, f"cannot write files into {dest_dir}: {reason[-300:]}")
 
     async def get_file(self, ref: SandboxRef, path: str) -> bytes:
         limit = self._settings.max_line_bytes
@@ -352,7 +418,9 @@ class DockerBackend:
             except (ValueError, IsADirectoryError) as exc:
                 raise SandboxError(ref.name or ref.id, f"cannot read {path}: {exc}") from exc
 
-    async def ensure_volume(self, name: str, labels: Mapping[str, str]) -> bool:
+    async def ensure_volume(
+        self, name: str, labels: Mapping[str, str], *, tmpfs_bytes: int | None = None
+    ) -> bool:
         try:
             with engine_errors(name, not_found="volume"):
                 await self._call(self._sync, "inspect_volume", name)
@@ -360,9 +428,94 @@ class DockerBackend:
         except SandboxError as exc:
             if not isinstance(exc.__cause__, docker.errors.NotFound):
                 raise
+        options = None
+        if tmpfs_bytes is not None:
+            size = f"size={tmpfs_bytes},uid=1000,gid=1000,mode=0755"
+            options = {"type": "tmpfs", "device": "tmpfs", "o": size}
         with engine_errors(name):
-            await self._call(self._sync, "create_volume", name, labels=dict(labels))
+            await self._call(self._sync, "create_volume", name, driver_opts=options, labels=dict(labels))
         return True
+
+    async def list_volumes(self, labels: Mapping[str, str], *, unused: bool = False) -> list[VolumeInfo]:
+        filters: dict[str, Any] = {"label": [f"{k}={v}" for k, v in labels.items()]}
+        if unused:
+            filters["dangling"] = True
+        with engine_errors("volumes"):
+            data = await self._call(self._sync, "volumes", filters=filters)
+        return [
+            VolumeInfo(
+                name=row["Name"], labels=row.get("Labels") or {}, created_at=_time(row.get("CreatedAt"))
+            )
+            for row in (data or {}).get("Volumes") or []
+        ]
+
+    async def copy_volume(self, source: str, target: str, *, image: str, owner: tuple[int, int]) -> None:
+        """`cp -a` in a helper container (no network, no capabilities) running as `owner`."""
+        helper = f"cage-copy-{secrets.token_hex(6)}"
+        with engine_errors(helper, not_found=f"image {image}"):
+            made = await self._call(
+                self._sync,
+                "create_container",
+                image=image,
+                command=["sh", "-c", "cp -a /cage-from/. /cage-to/"],
+                name=helper,
+                user=f"{owner[0]}:{owner[1]}",
+                labels={"cage.managed": "true", "cage.helper": "volume-copy"},
+                network_disabled=True,
+                host_config=self._api().create_host_config(
+                    mounts=[
+                        docker.types.Mount(target="/cage-from", source=source, type="volume", read_only=True),
+                        docker.types.Mount(target="/cage-to", source=target, type="volume"),
+                    ],
+                    network_mode="none",
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges:true"],
+                ),
+            )
+        try:
+            with engine_errors(helper):
+                await self._call(self._sync, "start", made["Id"])
+                result = await self._call(self._sync, "wait", made["Id"], timeout=600)
+            if int((result or {}).get("StatusCode", 1)) != 0:
+                raise SandboxError(helper, f"copying volume {source} into {target} failed")
+        finally:
+            with anyio.CancelScope(shield=True), engine_errors(helper):
+                await self._call(self._sync, "remove_container", made["Id"], force=True)
+
+    async def disk_limit_supported(self) -> bool:
+        """overlay2 on xfs (mounted with pquota), devicemapper, btrfs and zfs enforce `size`.
+
+        overlay2 on xfs without pquota cannot be told from the info alone: the first create with
+        a size that the engine refuses turns it off for this process (see `create`).
+        """
+        if self._disk_ok is None:
+            info = await self._engine_info()
+            driver = info.get("Driver", "")
+            status = dict(tuple(pair) for pair in info.get("DriverStatus") or [] if len(pair) == 2)
+            self._disk_ok = driver in ("devicemapper", "btrfs", "zfs") or (
+                driver == "overlay2" and status.get("Backing Filesystem") == "xfs"
+            )
+        return self._disk_ok
+
+    async def _engine_info(self) -> dict[str, Any]:
+        if self._info is None:
+            with engine_errors("engine"):
+                self._info = dict(await self._call(self._sync, "info"))
+        return self._info
+
+    async def list_processes(self, ref: SandboxRef) -> list[ProcessInfo]:
+        spec = ExecSpec(argv=("sh", "-c", PS_SCRIPT), user="")
+        async with await self.exec(ref, spec) as handle:
+            lines = [item for item in [line async for line in handle] if isinstance(item, bytes)]
+            await handle.wait()
+        return [proc for proc in (_process(line) for line in lines) if proc is not None]
+
+    async def kill_processes(self, ref: SandboxRef, pids: Sequence[int], *, user: str) -> None:
+        if not pids:
+            return
+        argv = ("sh", "-c", 'kill -s KILL "$@" 2>/dev/null; exit 0', "cage-kill", *map(str, pids))
+        async with await self.exec(ref, ExecSpec(argv=argv, user=user)) as handle:
+            await handle.wait()
 
     async def remove_volume(self, name: str) -> None:
         try:

@@ -1,9 +1,12 @@
 """`DockerExecHandle`: one process started with `docker exec`, read over the hijacked socket.
 
-The command runs under a tiny wrapper: `setsid -w sh -c '<record pgid>; exec "$@"'`. `setsid`
-gives it a fresh process group whose id the wrapper writes to `/tmp/.cage-exec/<token>.pid`, so
-`signal()` reaches the whole tree (a second exec runs `kill -- -<pgid>` as the same user, which
-needs no capability). The wrapper also prunes pid files whose process is gone.
+The command runs under a tiny wrapper: `setsid -w sh -c 'echo <marker> $$; exec "$@"'`. `setsid`
+gives it a fresh process group, and the wrapper prints the group id as the very first stdout
+line, before the command can print anything. The handle reads that line itself (the caller never
+sees it) and keeps the id in the orchestrator's memory, so `signal()` reaches the whole group (an
+exec as the same user runs `kill -- -<pgid>`, which needs no capability) without any control file
+the agent could rewrite. Processes that leave the group (`setsid`, `nohup ... &` with a new
+session) are not the handle's business: `SandboxManager` kills them when the box goes idle.
 """
 
 from __future__ import annotations
@@ -26,30 +29,19 @@ from orchestrator.sandbox.capture import HeadTailCapture
 from orchestrator.sandbox.docker.frames import STDERR, FrameDecoder
 from orchestrator.sandbox.framer import LineFramer
 
-PID_DIR = "/tmp/.cage-exec"
 READ_SIZE = 256 * 1024
-
-WRAPPER = (
-    f"d={PID_DIR}; [ -d $d ] || mkdir -p -m 1777 $d 2>/dev/null; "
-    'for f in $d/*.pid; do [ -e "$f" ] || break; read p < "$f" 2>/dev/null; '
-    'kill -0 "$p" 2>/dev/null || rm -f "$f" 2>/dev/null; done; '
-    'echo $$ > "$1"; shift; exec "$@"'
-)
+PGID_MARKER = b"cage-exec-pgid"
+WRAPPER = f'echo "{PGID_MARKER.decode()} $$"; exec "$@"'
 
 
-def wrap_argv(argv: tuple[str, ...], pid_file: str) -> list[str]:
-    """The argv that runs `argv` in its own process group and records the group id."""
-    return ["setsid", "-w", "sh", "-c", WRAPPER, "cage-exec", pid_file, *argv]
+def wrap_argv(argv: tuple[str, ...]) -> list[str]:
+    """The argv that runs `argv` in its own process group and prints the group id first."""
+    return ["setsid", "-w", "sh", "-c", WRAPPER, "cage-exec", *argv]
 
 
-def signal_script(pid_file: str, sig: signals.Signals) -> list[str]:
-    """A command delivering `sig` to the group recorded in `pid_file` (waits up to 1 s for it)."""
-    name = sig.name.removeprefix("SIG")
-    script = (
-        'i=0; while [ ! -s "$1" ] && [ $i -lt 100 ]; do sleep 0.01; i=$((i+1)); done; '
-        f'read g < "$1" && kill -s {name} -- "-$g"'
-    )
-    return ["sh", "-c", script, "cage-signal", pid_file]
+def signal_script(pgid: int, sig: signals.Signals) -> list[str]:
+    """A command delivering `sig` to the process group `pgid` (run as the group's user)."""
+    return ["sh", "-c", 'kill -s "$1" -- "-$2"', "cage-signal", sig.name.removeprefix("SIG"), str(pgid)]
 
 
 class _State(enum.Enum):
@@ -69,7 +61,7 @@ class DockerExecHandle:
         reader: BufferedReader,
         keepalive: Any,
         inspect: Callable[[], Awaitable[dict[str, Any]]],
-        send_signal: Callable[[signals.Signals], Awaitable[None]],
+        send_signal: Callable[[int, signals.Signals], Awaitable[None]],
         limiter: anyio.CapacityLimiter,
         max_line_bytes: int,
         stderr_keep_bytes: int,
@@ -91,6 +83,8 @@ class DockerExecHandle:
         self._stdin_open = True
         self._exit_code: int | None = None
         self._iterating = False
+        self._pgid: int | None = None
+        self._pending: list[ExecItem] = []
 
     @property
     def stderr(self) -> bytes:
@@ -102,12 +96,33 @@ class DockerExecHandle:
         self._iterating = True
         return self._lines()
 
+    @property
+    def pgid(self) -> int | None:
+        """The process group of the exec (None when the wrapper never reported it)."""
+        return self._pgid
+
+    async def read_pgid(self) -> None:
+        """Read the wrapper's first line (the group id); what follows is kept for the iterator."""
+        while self._pgid is None and not self._eof and not self._pending:
+            items = await self._read_items(raw=True)
+            first = items[0] if items else None
+            if isinstance(first, bytes) and first.startswith(PGID_MARKER + b" "):
+                with contextlib.suppress(ValueError):
+                    self._pgid = int(first[len(PGID_MARKER) + 1 :])
+                items = items[1:]
+                self._pending.extend(items)
+                return
+            self._pending.extend(items)
+
     async def _lines(self) -> AsyncIterator[ExecItem]:
-        while not self._eof:
+        while not self._eof or self._pending:
             for item in await self._read_items():
                 yield item
 
-    async def _read_items(self) -> list[ExecItem]:
+    async def _read_items(self, *, raw: bool = False) -> list[ExecItem]:
+        if not raw and self._pending:
+            items, self._pending = self._pending, []
+            return items
         if self._state is _State.CLOSED:
             self._eof = True
             return []
@@ -144,9 +159,11 @@ class DockerExecHandle:
             self._sock.shutdown(socket.SHUT_WR)
 
     async def signal(self, sig: signals.Signals) -> None:
-        await self._send_signal(sig)
+        if self._pgid is not None:
+            await self._send_signal(self._pgid, sig)
 
     async def wait(self) -> int:
+        self._pending.clear()
         while not self._eof:
             await self._read_items()
         return await self._exit_status(within=10.0)
@@ -181,10 +198,10 @@ class DockerExecHandle:
         self._shutdown_socket()
 
     async def _terminate(self) -> None:
-        await self._send_signal(signals.SIGTERM)
+        await self.signal(signals.SIGTERM)
         if await self._exited_within(self._grace):
             return
-        await self._send_signal(signals.SIGKILL)
+        await self.signal(signals.SIGKILL)
         await self._exited_within(2.0)
 
     async def _exited_within(self, seconds: float) -> bool:

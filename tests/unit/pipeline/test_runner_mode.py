@@ -83,8 +83,9 @@ async def test_runner_turn_with_hooks_on_the_sandbox(app_root: Path, store: Stor
     )  # the runner got the Create hook's messages
     chat = await store.chats.require("chat-r")
     assert chat.resume["claude:tests.claude"]  # the CLI session id, for the next turn to resume
-    [(name, box)] = [(b.ref.name, b) for b in backend.boxes.values()]
-    assert "chat-r" in name and box.ref.status.value == "running"  # session lifecycle: kept
+    [box] = list(backend.boxes.values())
+    assert box.ref.labels["cage.chat"] == "chat-r"  # names are digests: the chat is a label
+    assert box.ref.status.value == "running"  # session lifecycle: kept
     [turn] = await store.turns.of_chat("chat-r")
     assert turn.usage.input_tokens > 0
 

@@ -17,9 +17,11 @@ from orchestrator.sandbox.backend import (
     ExecItem,
     ExecSpec,
     FileEntry,
+    ProcessInfo,
     SandboxInfo,
     SandboxRef,
     SandboxStatus,
+    VolumeInfo,
 )
 from orchestrator.sandbox.images import BuildProgress, ImageInfo, ImageRef
 
@@ -130,6 +132,11 @@ class FakeBackend:
     def __init__(self, script: ExecScript | None = None, *, create_delay: float = 0.0) -> None:
         self.boxes: dict[str, FakeBox] = {}
         self.volumes: dict[str, dict[str, bytes]] = {}
+        self.volume_labels: dict[str, dict[str, str]] = {}
+        self.processes: dict[str, list[ProcessInfo]] = {}
+        """Box id -> its process table (`list_processes`); `kill_processes` removes entries."""
+        self.killed: list[int] = []
+        self.copies: list[tuple[str, str]] = []
         self.execs: list[tuple[str, tuple[str, ...]]] = []
         self.created = 0
         self.removed: list[str] = []
@@ -204,11 +211,40 @@ class FakeBackend:
             raise SandboxError(ref.name, f"file not found: {path}")
         return store[key]
 
-    async def ensure_volume(self, name: str, labels: Mapping[str, str]) -> bool:
-        if name in self.volumes:
+    async def ensure_volume(
+        self, name: str, labels: Mapping[str, str], *, tmpfs_bytes: int | None = None
+    ) -> bool:
+        if name in self.volume_labels:
             return False
-        self.volumes[name] = {}
+        self.volumes.setdefault(name, {})
+        self.volume_labels[name] = dict(labels)
         return True
 
     async def remove_volume(self, name: str) -> None:
         self.volumes.pop(name, None)
+        self.volume_labels.pop(name, None)
+
+    def _mounted(self, name: str) -> bool:
+        return any(m.kind == "volume" and m.source == name for b in self.boxes.values() for m in b.spec.mounts)
+
+    async def list_volumes(self, labels: Mapping[str, str], *, unused: bool = False) -> list[VolumeInfo]:
+        return [
+            VolumeInfo(name=name, labels=have)
+            for name, have in self.volume_labels.items()
+            if all(have.get(k) == v for k, v in labels.items()) and not (unused and self._mounted(name))
+        ]
+
+    async def copy_volume(self, source: str, target: str, *, image: str, owner: tuple[int, int]) -> None:
+        self.copies.append((source, target))
+        self.volumes.setdefault(target, {}).update(self.volumes.get(source, {}))
+
+    async def disk_limit_supported(self) -> bool:
+        return False
+
+    async def list_processes(self, ref: SandboxRef) -> list[ProcessInfo]:
+        return list(self.processes.get(self._box(ref).ref.id, []))
+
+    async def kill_processes(self, ref: SandboxRef, pids: Sequence[int], *, user: str) -> None:
+        box_id = self._box(ref).ref.id
+        self.killed.extend(pids)
+        self.processes[box_id] = [p for p in self.processes.get(box_id, []) if p.pid not in pids]

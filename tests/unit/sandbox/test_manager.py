@@ -9,12 +9,14 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.errors import CapacityError, UsageError, WorkspaceError
 from orchestrator.redaction import redact
 from orchestrator.sandbox.backend import SandboxStatus
+from orchestrator.sandbox.identity import identity_for
 from orchestrator.sandbox.labels import CONFIG_HASH, LIFECYCLE, SANDBOX
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxManager, SandboxRequest
+from orchestrator.sandbox.workspace import volume_name
 from orchestrator.settings import Settings
 from tests.unit.sandbox.fakes import FakeBackend, FakeImageBuilder
 
@@ -23,6 +25,13 @@ def make_spec(**kw: Any) -> SandboxSpec:
     data: dict[str, Any] = {"version": "2.0", "runner": {"name": "claude"}}
     data.update(kw)
     return SandboxSpec.model_validate(data)
+
+
+def _name(lifecycle: Lifecycle, *, chat_id: str | None = None, workspace_id: str | None = None) -> str:
+    ident = identity_for(
+        lifecycle, owner="alice", assistant_id="tests.echo", chat_id=chat_id, workspace_id=workspace_id
+    )
+    return ident.name
 
 
 def make_request(tmp_path: Path, spec: SandboxSpec, **kw: Any) -> SandboxRequest:
@@ -54,10 +63,10 @@ async def test_session_identity_labels_and_reuse(
     first = await manager.acquire(req)
     await manager.release(first)
     second = await manager.acquire(req)
-    assert first.ref.name == "alice-tests.echo-c1" and first.created
+    assert first.ref.name == _name(Lifecycle.SESSION, chat_id="c1") and first.created
     assert second.ref.id == first.ref.id and not second.created
     labels = backend.boxes[first.ref.id].ref.labels
-    assert labels[SANDBOX] == "alice-tests.echo-c1" and labels[LIFECYCLE] == "session"
+    assert labels[SANDBOX] == first.ref.name and labels[LIFECYCLE] == "session"
     assert labels["cage.test-run"] == "unit" and len(labels[CONFIG_HASH]) == 64
     assert backend.created == 1
 
@@ -66,7 +75,7 @@ async def test_longrunning_identity_uses_the_workspace(manager: SandboxManager, 
     lease = await manager.acquire(
         make_request(tmp_path, make_spec(lifecycle="longrunning"), workspace_id="ws1")
     )
-    assert lease.ref.name == "alice-tests.echo.ws1"
+    assert lease.ref.name == _name(Lifecycle.LONGRUNNING, workspace_id="ws1")
 
 
 async def test_stopped_box_is_started_on_reuse(
@@ -112,13 +121,15 @@ async def test_oneshot_is_removed_however_the_turn_ends(
             if ending == "error":
                 raise RuntimeError("turn failed")
             if ending == "cancel":
+                scope.cancel()  # cancelled mid-turn, however long the acquire took
                 await anyio.sleep(10)
 
+    scope = anyio.CancelScope()
     if ending == "error":
         with pytest.raises(RuntimeError):
             await turn()
     elif ending == "cancel":
-        with anyio.move_on_after(0.05):
+        with scope:
             await turn()
     else:
         await turn()
@@ -148,7 +159,7 @@ async def test_concurrent_first_acquires_create_one_container(tmp_path: Path) ->
             tg.start_soon(one)
     assert len(ids) == 200 and len(set(ids)) == 1
     assert backend.created == 1 and len(backend.boxes) == 1
-    box = manager.registry.get("alice-tests.echo-c1")
+    box = manager.registry.get(_name(Lifecycle.SESSION, chat_id="c1"))
     assert box is not None and box.busy == 200
     assert len(manager.locks) == 0
 
@@ -164,7 +175,9 @@ async def test_per_owner_cap_refuses_without_creating(
     assert info.value.limit == 3 and "alice" in info.value.scope
     assert backend.created == 3
     # reusing an existing box is not a new sandbox
-    assert (await manager.acquire(make_request(tmp_path, spec, chat_id="a"))).ref.name == "alice-tests.echo-a"
+    assert (await manager.acquire(make_request(tmp_path, spec, chat_id="a"))).ref.name == _name(
+        Lifecycle.SESSION, chat_id="a"
+    )
 
 
 async def test_global_cap_under_concurrency(
@@ -212,9 +225,11 @@ async def test_hardening_defaults_and_overrides(
     spec = backend.boxes[lease.ref.id].spec
     assert spec.user == "sandbox" and spec.cap_drop == ("ALL",) and spec.cap_add == ()
     assert "no-new-privileges:true" in spec.security_opt
-    assert spec.limits.memory_bytes == 2 * 2**30 and spec.limits.pids == 512 and spec.limits.nano_cpus is None
+    assert spec.limits.memory_bytes == 2 * 2**30 and spec.limits.pids == 512 and spec.limits.nano_cpus == 2 * 10**9
     assert spec.network == "bridge" and spec.extra_hosts == {"host.docker.internal": "host-gateway"}
-    assert spec.mounts[0].kind == "volume" and spec.mounts[0].source == "cage-ws-alice-default"
+    assert spec.mounts[0].kind == "volume" and spec.mounts[0].source == volume_name(
+        identity_for(Lifecycle.ONESHOT, owner="alice", assistant_id="tests.echo", chat_id=None, workspace_id=None)
+    )
     custom = make_spec(
         computer={"memory": "512m", "cpus": 1.5, "pids": 64, "network": "none", "read_only": True}
     )

@@ -78,13 +78,13 @@ async def test_sweep_removes_idle_session_but_not_a_busy_one(tmp_path: Path) -> 
     busy = await manager.acquire(request("busy"))
     await manager.release(idle)
     now[0] = 100.0
-    assert await reaper.sweep() == [("o-a-idle", ReapAction.REMOVE)]
-    assert [b.ref.name for b in backend.boxes.values()] == ["o-a-busy"]
+    assert await reaper.sweep() == [(idle.ref.name, ReapAction.REMOVE)]
+    assert [b.ref.name for b in backend.boxes.values()] == [busy.ref.name]
     await manager.release(busy)
     now[0] = 101.0
     assert await reaper.sweep() == []
     now[0] = 103.0
-    assert await reaper.sweep() == [("o-a-busy", ReapAction.REMOVE)]
+    assert await reaper.sweep() == [(busy.ref.name, ReapAction.REMOVE)]
     assert backend.boxes == {}
 
 
@@ -98,7 +98,7 @@ async def test_sweep_stops_idle_longrunning_and_reuse_restarts_it(tmp_path: Path
     lease = await manager.acquire(req)
     await manager.release(lease)
     now[0] = 6.0
-    assert await Reaper(manager).sweep() == [("o-a.default", ReapAction.STOP)]
+    assert await Reaper(manager).sweep() == [(lease.ref.name, ReapAction.STOP)]
     assert backend.boxes[lease.ref.id].ref.status.value == "stopped"
     again = await manager.acquire(req)
     assert again.ref.id == lease.ref.id and backend.boxes[lease.ref.id].ref.status.value == "running"
@@ -135,7 +135,7 @@ async def test_reconcile_adopts_known_and_removes_orphans(tmp_path: Path) -> Non
     report = await reconcile(manager, lambda assistant: assistant == "known")
     assert report.adopted == (kept.name,)
     assert sorted(report.removed) == sorted(
-        ["o-gone-c", "half", *[n for n in backend.removed if n.startswith("cage-")]]
+        ["half", *[n for n in backend.removed if n.startswith("cage-")]]
     )
     assert {b.ref.name for b in backend.boxes.values()} == {kept.name, "not-ours", "other-run"}
     box = manager.registry.get(kept.name)
@@ -150,7 +150,7 @@ def test_labels_round_trip() -> None:
     parsed = SandboxLabels.parse(labels)
     assert parsed is not None
     assert (parsed.name, parsed.owner, parsed.workspace_id, parsed.idle_timeout, parsed.max_lifetime) == (
-        "o-a.b.w",
+        ident.name,
         "o",
         "w",
         7200.0,
