@@ -137,6 +137,7 @@ class GatewayApp:
             grant, upstream, path = self._route(scope)
             body = await _read_body(receive)
         except GatewayRefusal as refusal:
+            log.info("gateway.refused", status=refusal.status, reason=refusal.kind, path=scope["path"][:200])
             await _refuse(send, refusal)
             return
         query = scope.get("query_string", b"").decode("latin-1")
@@ -145,7 +146,7 @@ class GatewayApp:
             scope["method"], url, headers=forward_headers(scope["headers"], upstream), content=body
         )
         status = await self._relay(request, receive, send, grant)
-        log.info(
+        (log.info if status >= 400 else log.debug)(  # every turn's total is logged at info on revoke
             "gateway.request",
             sandbox=grant.sandbox,
             turn_id=grant.turn_id,

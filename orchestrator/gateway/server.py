@@ -103,8 +103,11 @@ class ModelGateway:
         async with self._lock:
             if self._address is not None:
                 return self._address
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP,
+            # and without it Nagle holds each small SSE write for the client's delayed ACK (~40 ms).
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 sock.bind((self._host, self._port))
             except OSError as exc:
