@@ -17,6 +17,7 @@ import anyio
 import structlog
 from fastapi import FastAPI
 
+from orchestrator.api.auth import check_auth_mode
 from orchestrator.api.config import ApiConfig
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.gate import Gate
@@ -103,7 +104,12 @@ def create_app(
     settings: Settings, *, runtime: RuntimeFactory | None = None, config: ApiConfig | None = None
 ) -> FastAPI:
     """The Cage server for `settings`. `runtime` defaults to the Docker engine, the settings'
-    database and the turn pipeline; tests pass a factory with fakes."""
+    database and the turn pipeline; tests pass a factory with fakes.
+
+    Raises:
+        UsageError: authentication off on a non-loopback bind.
+    """
+    check_auth_mode(settings)
     if runtime is None:
         from orchestrator.api.pipeline_runtime import default_runtime
 

@@ -7,13 +7,14 @@ may use `/v1/admin/`. Key material never reaches a log line, an error message or
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from typing import Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.api.ratelimit import RateLimiter
-from orchestrator.errors import Forbidden, NotFound, Unauthorized
+from orchestrator.errors import Forbidden, NotFound, Unauthorized, UsageError
 from orchestrator.redaction import register_secret
 from orchestrator.settings import Settings
 from orchestrator.store import Store
@@ -22,6 +23,38 @@ log = structlog.get_logger(__name__)
 
 BOOTSTRAP_KEY_ID = "bootstrap"
 DEV_OWNER = "local"
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a bind address or a `Host` header's name) is on this machine only."""
+    name = host.strip().lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_off_refusal(host: str) -> str:
+    return (
+        f"CAGE_AUTH=off is only allowed on a loopback address, and CAGE_HOST is {host!r}: "
+        "bind 127.0.0.1, or keep authentication on and create a key with `cage keys create`"
+    )
+
+
+def check_auth_mode(settings: Settings) -> None:
+    """Refuse authentication off on an address other machines can reach.
+
+    Raises:
+        UsageError: `CAGE_AUTH=off` with a non-loopback `CAGE_HOST`.
+    """
+    off = settings.auth.strip().lower() in ("off", "false", "0", "no")
+    if off and not is_loopback(settings.host):
+        raise UsageError(auth_off_refusal(settings.host))
 
 
 class Principal(BaseModel):
@@ -65,9 +98,19 @@ class Authenticator:
         self._store = store
         self._limiter = limiter
         self.enabled = settings.auth.strip().lower() not in ("off", "false", "0", "no")
+        if not self.enabled and not is_loopback(settings.host):
+            raise UsageError(auth_off_refusal(settings.host))
         self._bootstrap = settings.bootstrap_admin_key or None
         self._bootstrap_open = self._bootstrap is not None
         register_secret(self._bootstrap)
+
+    async def still_valid(self, principal: Principal) -> bool:
+        """Whether the key behind `principal` still works (not revoked, not deleted); checked
+        again and again by open websockets and event streams."""
+        if not self.enabled or principal.key_id == BOOTSTRAP_KEY_ID:
+            return self._bootstrap_open or not self.enabled
+        info = await self._store.keys.get(principal.key_id)
+        return info is not None and not info.revoked
 
     def announce(self) -> None:
         """Log how the server authenticates; loudly when it does not."""

@@ -23,6 +23,25 @@ class ApiConfig(BaseSettings):
     max_attachment_body_bytes: int = 16 * 2**20
     """Largest request body on the routes that carry attachments (`/v1/assistants/{id}/stream`,
     `/v1/chat/completions`)."""
+    max_websockets_per_owner: int = 32
+    """Session websockets one owner may hold open at once (429 past it)."""
+    max_event_streams_per_owner: int = 32
+    """SSE follows (`GET /v1/sessions/{id}/stream`) one owner may hold open at once."""
+    max_turns_per_owner: int = 16
+    """Turns one owner may have running at once, over all its chats."""
+    resume_per_minute: float = 30.0
+    """`resume` frames (each replays the log) one websocket may send per minute."""
+    revocation_check_interval: float = 5.0
+    """Seconds between checks that an open websocket's or event stream's key is still valid."""
+    ws_ticket_ttl: float = 30.0
+    """Seconds a websocket ticket (`POST /v1/sessions/ws-ticket`) stays valid; it is good once."""
+    allowed_origins: list[str] = []
+    """Browser origins (`https://app.example`) allowed on websockets and, through CORS, on HTTP
+    routes; empty: no browser origin (a websocket with an `Origin` header is refused)."""
+    trusted_hosts: list[str] = ["*"]
+    """`Host` headers the server answers (`*`: any); with authentication off, only loopback names."""
+    sse_keepalive_seconds: float = 15.0
+    """Seconds of silence after which an SSE stream sends a comment, so proxies keep it open."""
     ws_ping_interval: float = 20.0
     """Seconds between websocket protocol pings; a client that misses a pong is dropped."""
     ws_max_message_bytes: int = 16 * 2**20

@@ -13,6 +13,7 @@ import anyio
 import structlog
 
 from orchestrator.api.auth import Principal
+from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.tracker import TurnTracker
@@ -47,8 +48,15 @@ class PermissionResponder(Protocol):
 
 class Conversations:
     def __init__(
-        self, store: Store, turns: TurnService, catalog: Catalog, quota: SandboxQuota, tracker: TurnTracker
+        self,
+        store: Store,
+        turns: TurnService,
+        catalog: Catalog,
+        quota: SandboxQuota,
+        tracker: TurnTracker,
+        caps: OwnerCaps | None = None,
     ) -> None:
+        self._caps = caps or OwnerCaps({"running turn": 1_000_000})
         self._store = store
         self.turns = turns
         self._catalog = catalog
@@ -111,7 +119,8 @@ class Conversations:
 
         Raises:
             Conflict: a turn is already running in this session (the API rejects, never queues).
-            CapacityError: the turn would need a sandbox past the owner's cap.
+            CapacityError: the turn would need a sandbox past the owner's cap, or the owner has
+                `max_turns_per_owner` turns running.
             NotFound, ConfigError: from the pipeline.
         """
         if not messages:
@@ -126,18 +135,25 @@ class Conversations:
             chat_id=chat.id,
             workspace_id=opts.workspace_id,
         )
-        handle = await self.turns.start(
-            TurnInput(
-                assistant_id=chat.assistant_id,
-                owner=chat.owner,
-                chat_id=chat.id,
-                messages=tuple(messages),
-                attachments=tuple(attachments),
-                options=opts,
-                metadata=metadata or {},
+        self._caps.take("running turn", chat.owner)
+        try:
+            handle = await self.turns.start(
+                TurnInput(
+                    assistant_id=chat.assistant_id,
+                    owner=chat.owner,
+                    chat_id=chat.id,
+                    messages=tuple(messages),
+                    attachments=tuple(attachments),
+                    options=opts,
+                    metadata=metadata or {},
+                )
             )
+        except BaseException:
+            self._caps.give_back("running turn", chat.owner)
+            raise
+        self._tracker.track(
+            handle, profile.runner, on_end=lambda: self._caps.give_back("running turn", chat.owner)
         )
-        self._tracker.track(handle, profile.runner)
         log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
         return handle
 

@@ -9,13 +9,15 @@ the socket.
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from orchestrator.api.auth import Principal
-from orchestrator.api.conversations import Conversations
+from orchestrator.api.config import ApiConfig
 from orchestrator.api.dependencies import authenticate, bearer_token
 from orchestrator.api.errors import field_errors, status_for
 from orchestrator.api.frames import (
@@ -36,8 +38,8 @@ from orchestrator.api.frames import (
 )
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.state import ApiState
-from orchestrator.api.tracker import TurnTracker
-from orchestrator.errors import CageError, CapacityError, Conflict
+from orchestrator.api.views import CHAT_ID, MAX_SEQ
+from orchestrator.errors import CageError, CapacityError, Conflict, Forbidden, Unauthorized
 from orchestrator.pipeline import InputMessage
 from orchestrator.redaction import redact
 from orchestrator.store import ChatRecord
@@ -69,21 +71,17 @@ def error_frame(exc: CageError) -> SessionError:
 
 
 class SessionSocket:
-    def __init__(
-        self,
-        websocket: WebSocket,
-        chat: ChatRecord,
-        principal: Principal,
-        conversations: Conversations,
-        tracker: TurnTracker,
-        limiter: RateLimiter,
-    ) -> None:
+    def __init__(self, websocket: WebSocket, chat: ChatRecord, principal: Principal, state: ApiState) -> None:
         self._ws = websocket
         self._chat = chat
         self._principal = principal
-        self._conversations = conversations
-        self._tracker = tracker
-        self._limiter = limiter
+        self._state = state
+        self._conversations = state.conversations
+        self._tracker = state.tracker
+        self._limiter = state.limiter
+        self._resumes = RateLimiter(
+            per_minute=state.config.resume_per_minute, burst=5, subject="resume frames on this websocket"
+        )
         self._encoder = WebSocketEncoder()
         self._send_lock = anyio.Lock()
         self._follower: anyio.CancelScope | None = None
@@ -105,10 +103,26 @@ class SessionSocket:
                 )
             )
             self._follow(start)
+            tg.start_soon(self._watch_key)
             try:
                 await self._receive_frames()
             finally:
                 tg.cancel_scope.cancel()
+
+    async def _watch_key(self) -> None:
+        """Close the connection within `revocation_check_interval` of its key being revoked."""
+        while True:
+            await anyio.sleep(self._state.config.revocation_check_interval)
+            if not await self._state.auth.still_valid(self._principal):
+                await self._revoked()
+                return
+
+    async def _revoked(self) -> None:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            await self._send(SessionError(code="unauthorized", message="API key revoked"))
+            await self._ws.close(code=_CLOSE_CODES["unauthorized"])
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
 
     def _follow(self, after_seq: int) -> None:
         if self._follower is not None:
@@ -136,9 +150,17 @@ class SessionSocket:
     async def _receive_frames(self) -> None:
         while True:
             try:
-                text = await self._ws.receive_text()
-            except WebSocketDisconnect:
+                message = await self._ws.receive()
+            except (WebSocketDisconnect, RuntimeError):
                 return
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:
+                await self._send(
+                    SessionError(code="unsupported", message="send JSON frames as text, not binary")
+                )
+                continue
             try:
                 frame = ClientFrameAdapter.validate_json(text)
             except ValidationError as exc:
@@ -160,6 +182,9 @@ class SessionSocket:
     async def _handle(self, frame: ClientFrame) -> None:
         match frame:
             case UserMessageFrame():
+                if not await self._state.auth.still_valid(self._principal):
+                    await self._revoked()
+                    return
                 self._limiter.check(self._principal.key_id)
                 handle = await self._conversations.start(
                     self._chat,
@@ -177,6 +202,7 @@ class SessionSocket:
                 )
                 await self._send(SessionAck(of=frame.type))
             case ResumeFrame():
+                self._resumes.check("resume")  # each one replays the log from after_seq
                 await self._send(SessionAck(of=frame.type))
                 self._follow(frame.after_seq)
             case PingFrame():
@@ -189,32 +215,94 @@ _CLOSE_CODES = {
     "not_found": 4404,
     "conflict": 4409,
     "rate_limited": 4429,
+    "capacity": 4429,
     "invalid": 4400,
 }
 
 
+class SocketParams(BaseModel):
+    """The websocket's path and query parameters, checked after the handshake (so that a bad one
+    gets a frame naming it, not an HTTP 403 from the handshake)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    chat_id: str = Field(pattern=CHAT_ID)
+    assistant_id: str | None = Field(default=None, min_length=1, max_length=200)
+    after_seq: int | None = Field(default=None, ge=0, le=MAX_SEQ)
+
+    @classmethod
+    def of(
+        cls, chat_id: str, assistant_id: str | None, after_seq: str | None
+    ) -> SocketParams | list[dict[str, str]]:
+        """The parameters, or the field errors (`loc`: `path.chat_id`, `query.after_seq`, ...)."""
+        try:
+            return cls.model_validate(
+                {"chat_id": chat_id, "assistant_id": assistant_id, "after_seq": after_seq}
+            )
+        except ValidationError as exc:
+            errors = field_errors(exc.errors())
+            for error in errors:
+                error["loc"] = ("path." if error["loc"] == "chat_id" else "query.") + error["loc"]
+            return errors
+
+
+def check_origin(origin: str | None, config: ApiConfig) -> None:
+    """A browser page may drive a session only from an allowed origin (cross-site websocket
+    hijacking); clients that are not browsers send no `Origin`.
+
+    Raises:
+        Forbidden: an `Origin` not in `CAGE_ALLOWED_ORIGINS`.
+    """
+    if origin is not None and origin.rstrip("/") not in {o.rstrip("/") for o in config.allowed_origins}:
+        raise Forbidden(f"websocket origin {origin!r} is not allowed (CAGE_ALLOWED_ORIGINS)")
+
+
+async def _principal(websocket: WebSocket, state: ApiState, ticket: str | None) -> Principal:
+    if ticket is not None:
+        principal = state.tickets.redeem(ticket)
+        if principal is None:
+            raise Unauthorized(
+                "invalid, used or expired websocket ticket: get a new one (POST /v1/sessions/ws-ticket)"
+            )
+        return principal
+    return await authenticate(state, bearer_token(websocket))
+
+
+async def _refuse(websocket: WebSocket, frame: SessionError) -> None:
+    await websocket.send_text(frame.model_dump_json(exclude_none=True))
+    await websocket.close(code=_CLOSE_CODES.get(frame.code, 4500))
+
+
 async def serve_session(
-    websocket: WebSocket, state: ApiState, chat_id: str, assistant_id: str | None, after_seq: int | None
+    websocket: WebSocket, state: ApiState, params: SocketParams | list[dict[str, str]], ticket: str | None
 ) -> None:
-    """Authenticate, open (or create) the session, then serve frames until the client leaves.
+    """Check the origin and the parameters, authenticate (header or ticket), open (or create) the
+    session, then serve frames until the client leaves.
 
     A refused connection gets one `session.error` frame, then a close code 4400 + HTTP-like status
-    (4401, 4403, 4404, 4409, 4429).
+    (4400 with `fields` for a bad parameter, 4401, 4403, 4404, 4409, 4429).
     """
     await websocket.accept()
+    if isinstance(params, list):
+        detail = "; ".join(f"{f['loc']}: {f['msg']}" for f in params)
+        await _refuse(websocket, SessionError(code="invalid", message=detail, fields=params))
+        return
     try:
-        principal = await authenticate(state, bearer_token(websocket))
-        chat = await state.conversations.open(principal, chat_id, assistant_id)
+        check_origin(websocket.headers.get("origin"), state.config)
+        principal = await _principal(websocket, state, ticket)
+        chat = await state.conversations.open(principal, params.chat_id, params.assistant_id)
+        if params.after_seq is not None and params.after_seq > chat.last_seq:
+            field = {"loc": "query.after_seq", "msg": f"is past the session's last_seq {chat.last_seq}"}
+            message = f"query.after_seq: {params.after_seq} is past the session's last_seq {chat.last_seq}"
+            await _refuse(websocket, SessionError(code="invalid", message=message, fields=[field]))
+            return
+        state.caps.take("websocket", principal.owner)
     except CageError as exc:
-        frame = error_frame(exc)
-        await websocket.send_text(frame.model_dump_json(exclude_none=True))
-        await websocket.close(code=_CLOSE_CODES.get(frame.code, 4500))
+        await _refuse(websocket, error_frame(exc))
         return
     structlog.contextvars.bind_contextvars(chat_id=chat.id, owner=principal.owner)
     state.metrics.websocket_clients.inc()
     try:
-        await SessionSocket(
-            websocket, chat, principal, state.conversations, state.tracker, state.limiter
-        ).run(after_seq)
+        await SessionSocket(websocket, chat, principal, state).run(params.after_seq)
     finally:
+        state.caps.give_back("websocket", principal.owner)
         state.metrics.websocket_clients.dec()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.api.auth import Authenticator
+from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.config import ApiConfig
 from orchestrator.api.conversations import Conversations
@@ -16,6 +17,7 @@ from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.runtime import Runtime
 from orchestrator.api.supervisor import Supervisor
+from orchestrator.api.tickets import Tickets
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.workshop import Workshop
 
@@ -34,6 +36,8 @@ class ApiState:
     workshop: Workshop
     memories: Memories
     supervisor: Supervisor
+    caps: OwnerCaps
+    tickets: Tickets
 
     @classmethod
     def build(cls, runtime: Runtime, config: ApiConfig, metrics: Metrics, supervisor: Supervisor) -> ApiState:
@@ -53,7 +57,14 @@ class ApiState:
             output_bytes=config.exec_output_bytes,
         )
         metrics.watch_sandboxes(runtime.manager)
-        conversations = Conversations(runtime.store, runtime.turns, catalog, quota, tracker)
+        caps = OwnerCaps(
+            {
+                "websocket": config.max_websockets_per_owner,
+                "event stream": config.max_event_streams_per_owner,
+                "running turn": config.max_turns_per_owner,
+            }
+        )
+        conversations = Conversations(runtime.store, runtime.turns, catalog, quota, tracker, caps)
         return cls(
             runtime=runtime,
             config=config,
@@ -67,4 +78,6 @@ class ApiState:
             workshop=Workshop(runtime.images, fleet, runtime.store, metrics, spawn),
             memories=Memories(runtime.store, conversations),
             supervisor=supervisor,
+            caps=caps,
+            tickets=Tickets(config.ws_ticket_ttl),
         )

@@ -36,8 +36,9 @@ class TurnTracker:
         self._clock = clock
         self._turns: dict[str, _Turn] = {}
 
-    def track(self, handle: TurnHandle, runner: str) -> None:
-        """Watch `handle` in the background until its result; the watch outlives the request."""
+    def track(self, handle: TurnHandle, runner: str, on_end: Callable[[], None] | None = None) -> None:
+        """Watch `handle` in the background until its result (then `on_end` runs); the watch
+        outlives the request."""
         self._turns[handle.turn_id] = _Turn(runner=runner, started=self._clock())
 
         async def watch() -> None:
@@ -49,6 +50,8 @@ class TurnTracker:
             except Exception as exc:  # a watch never takes the server down
                 log.error("turn watch failed", turn_id=handle.turn_id, error=type(exc).__name__, exc_info=exc)
             finally:
+                if on_end is not None:
+                    on_end()
                 turn = self._turns.pop(handle.turn_id, None)
                 if turn is not None:
                     self._metrics.turns.labels(turn.runner, status).inc()

@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.store import ChatRecord
 
-CHAT_ID = r"^[A-Za-z0-9_.-]{1,128}$"
-"""Session ids: they name session sandboxes too, so only `[A-Za-z0-9_.-]`."""
+CHAT_ID = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$"
+"""Session ids: they name session sandboxes too, so only `[A-Za-z0-9_.-]`, at most 64 characters
+(the store's and the sandbox identity's limit), and no leading dot (no `.` or `..`)."""
 MAX_TOKENS = 10_000_000
 """Largest `max_tokens` a request may ask for."""
 MAX_TURN_SECONDS = 7 * 86400

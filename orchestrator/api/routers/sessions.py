@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -11,9 +12,10 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.api.conversations import Conversations, session_view
 from orchestrator.api.dependencies import CallerDep, ConversationsDep, StateDep
-from orchestrator.api.event_stream import sse_response
-from orchestrator.api.session_socket import serve_session
+from orchestrator.api.event_stream import sse_response, watched
+from orchestrator.api.session_socket import SocketParams, serve_session
 from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
+from orchestrator.errors import UsageError
 from orchestrator.store.events import MAX_READ
 from orchestrator.stream import Event, SSEEncoder
 
@@ -63,29 +65,72 @@ async def _subscription(conversations: Conversations, chat_id: str, after_seq: i
         yield encoder.encode(event)
 
 
+REVOKED_SSE = (
+    "event: session.error\ndata: "
+    + json.dumps({"code": "unauthorized", "message": "API key revoked"})
+    + "\n\n"
+)
+
+
 @router.get("/{chat_id}/stream", response_class=StreamingResponse)
 async def follow_session(
     chat_id: ChatId,
     principal: CallerDep,
     conversations: ConversationsDep,
+    state: StateDep,
     after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     last_event_id: Annotated[int | None, Header(ge=0, le=MAX_SEQ)] = None,
 ) -> StreamingResponse:
-    """Every event after `after_seq` (or `Last-Event-ID`, or from now), then live, as SSE."""
+    """Every event after `after_seq` (or `Last-Event-ID`, or from now), then live, as SSE; a
+    keep-alive comment in silences; the stream ends if the key is revoked."""
     chat = await conversations.get(principal, chat_id)
     start = (
         after_seq if after_seq is not None else last_event_id if last_event_id is not None else chat.last_seq
     )
-    return sse_response(_subscription(conversations, chat.id, start))
+    if start > chat.last_seq:
+        raise UsageError(f"after_seq {start} is past the session's last_seq {chat.last_seq}")
+    state.caps.take("event stream", principal.owner)
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            async for item in watched(
+                _subscription(conversations, chat.id, start),
+                keepalive=state.config.sse_keepalive_seconds,
+                still_valid=lambda: state.auth.still_valid(principal),
+                check_every=state.config.revocation_check_interval,
+                revoked=REVOKED_SSE,
+            ):
+                yield item
+        finally:
+            state.caps.give_back("event stream", principal.owner)
+
+    return sse_response(body())
+
+
+class WsTicket(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    ticket: str
+    """Put it in the websocket URL as `?ticket=`; good for one connection."""
+    expires_in: float
+    """Seconds it stays valid."""
+
+
+@router.post("/ws-ticket", response_model=WsTicket)
+async def websocket_ticket(principal: CallerDep, state: StateDep) -> WsTicket:
+    """Trade the API key (header) for a short-lived, single-use websocket ticket, so a browser never
+    puts a key in a URL."""
+    return WsTicket(ticket=state.tickets.issue(principal), expires_in=state.tickets.ttl)
 
 
 @router.websocket("/{chat_id}/ws")
 async def session_socket(
     websocket: WebSocket,
-    chat_id: ChatId,
+    chat_id: str,
     state: StateDep,
     assistant_id: str | None = None,
-    after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
+    after_seq: str | None = None,
+    ticket: str | None = None,
 ) -> None:
-    """The session websocket; see docs/api.md for the frames."""
-    await serve_session(websocket, state, chat_id, assistant_id, after_seq)
+    """The session websocket; see docs/api.md for the frames. Parameters are checked after the
+    handshake, so a bad one is answered with a `session.error` naming it and close code 4400."""
+    await serve_session(websocket, state, SocketParams.of(chat_id, assistant_id, after_seq), ticket)

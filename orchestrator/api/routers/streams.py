@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.api.dependencies import CallerDep, StateDep
-from orchestrator.api.event_stream import sse_response
+from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.frames import AttachmentFrame
 from orchestrator.api.openai_compat import headers_for
 from orchestrator.api.tracker import TurnTracker
@@ -70,4 +70,5 @@ async def stream_turn(
     handle = await conversations.start(
         chat, body.messages, attachments=attachments, options=body.options.turn_options()
     )
-    return sse_response(_events(handle, state.tracker), headers_for(handle))
+    events = watched(_events(handle, state.tracker), keepalive=state.config.sse_keepalive_seconds)
+    return sse_response(events, headers_for(handle))
