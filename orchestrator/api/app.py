@@ -16,6 +16,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio
 import structlog
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from orchestrator.api.auth import check_auth_mode
 from orchestrator.api.config import ApiConfig
@@ -151,5 +153,21 @@ def create_app(
         max_attachment_body_bytes=api_config.max_attachment_body_bytes,
         failures=failures,
     )
+    if api_config.allowed_origins:  # opt-in: browsers on these origins may call the HTTP routes
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=api_config.allowed_origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=[
+                "Authorization",
+                "Content-Type",
+                "X-Request-Id",
+                "X-Cage-Chat-Id",
+                "Last-Event-ID",
+            ],
+            expose_headers=["X-Request-Id", "X-Cage-Chat-Id", "X-Cage-Turn-Id"],
+        )
+    if api_config.trusted_hosts != ["*"]:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=api_config.trusted_hosts)
     app.add_middleware(RequestLog, metrics=metrics)
     return app

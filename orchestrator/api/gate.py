@@ -8,7 +8,8 @@ unauthenticated client make the process buffer a body of any size. The gate ther
 2. authenticates API routes (`/v1/...`) from the headers alone, before the body is read, and
    hands the principal to the `caller` dependency through the request scope (so a request is
    authenticated, and charged to its key's rate limit, once);
-3. charges unauthenticated and failed requests to a bucket per client address, so a flood of bad
+3. with authentication off, answers only loopback `Host` names (no DNS rebinding);
+4. charges unauthenticated and failed requests to a bucket per client address, so a flood of bad
    keys costs neither a database query nor a hash each once the bucket is empty.
 
 Attachment routes (a turn's files travel base64-encoded in the body) get the larger limit.
@@ -23,10 +24,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchestrator.api.auth import Principal
+from orchestrator.api.auth import Principal, is_loopback
 from orchestrator.api.errors import KeyRateLimited, cage_error_handler, error_body
 from orchestrator.api.ratelimit import RateLimiter
-from orchestrator.errors import CageError, Unauthorized
+from orchestrator.errors import CageError, Forbidden, Unauthorized
 
 PRINCIPAL_SCOPE_KEY = "cage.principal"
 """Where the gate leaves the authenticated `Principal` in the ASGI scope."""
@@ -71,14 +72,31 @@ class Gate:
         self.max_attachment_body_bytes = max_attachment_body_bytes
         self.failures = failures
 
+    def _host_allowed(self, scope: Scope) -> bool:
+        """With authentication off every caller is an admin, so a page on another site that
+        rebinds its name to 127.0.0.1 (DNS rebinding) must not reach the server: only loopback
+        `Host` names are answered then."""
+        state = getattr(scope["app"].state, "api", None)
+        if state is None or state.auth.enabled:
+            return True
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return is_loopback(name)
+
     def limit_for(self, path: str) -> int:
         if _ATTACHMENT_ROUTES.match(path):
             return self.max_attachment_body_bytes
         return self.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and not self._host_allowed(scope):
+            await send({"type": "websocket.close", "code": 4403, "reason": "host not allowed"})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if not self._host_allowed(scope):
+            await self._refuse(scope, receive, send, Forbidden("this server answers only on loopback names"))
             return
         path: str = scope.get("path", "")
         limit = self.limit_for(path)
