@@ -3,17 +3,25 @@
 1. **Start-up**: `cage --help` against `python -c "import typer, rich"` (the floor any typer CLI
    pays), as a ratio of medians; target ≤ 2×. `cage --version`, `cage validate` and
    `cage assistants --json` on this repository's app are listed for reference.
+2. **A runner turn** (`--turn`; the Docker engine and the claude runner image): `cage run` of a
+   claude turn on an app made by `cage init` against the fake model server, against `docker run`
+   of the same image, CLI, prompt and model; target ≤ 1.3×. Containers carry `cage.bench=<uuid>`
+   and are removed.
 
-Usage: `.venv/bin/python bench/cli.py [--runs 7]`.
+Usage: `.venv/bin/python bench/cli.py [--runs 7] [--turn]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
 TARGET_HELP_RATIO = 2.0
 """Issue 14, target 1: `cage --help` takes at most twice `import typer, rich`."""
+TARGET_TURN_RATIO = 1.3
+"""Issue 14, target 1: `cage run` of a CLI-runner turn takes at most 1.3× `docker run` of it."""
+MODEL = "claude-sonnet-4-5@text"
+PROMPT = "say hello"
+SANDBOX_UID = 1000
 
 
 def timed(argv: Sequence[str], *, runs: int, cwd: Path = ROOT, env: dict[str, str] | None = None) -> float:
@@ -50,13 +63,93 @@ def start_up(runs: int) -> bool:
     return ratio <= TARGET_HELP_RATIO
 
 
+def runner_turn(runs: int) -> bool:
+    """`cage run` of a claude turn vs `docker run` of the claude CLI, same model server and prompt."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fakes.model_server import FakeModelServer
+
+    label = f"cage.bench={uuid.uuid4().hex}"
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
+    built = subprocess.run([*CAGE, "images", "build", "claude"], capture_output=True, text=True, env=base_env)
+    if built.returncode != 0:
+        raise SystemExit(f"cage images build claude failed: {built.stderr[-500:]}")
+    tag = built.stdout.split()[-1]
+    with tempfile.TemporaryDirectory() as tmp, FakeModelServer("text", host="0.0.0.0") as model:
+        work = Path(tmp)
+        subprocess.run(
+            [*CAGE, "init", str(work / "app"), "--host", model.url, "--model", MODEL],
+            check=True,
+            capture_output=True,
+            env=base_env,
+        )
+        (work / "ws").mkdir()
+        os.chown(work / "ws", SANDBOX_UID, SANDBOX_UID)  # the agent runs as the checkout's owner
+        env = {
+            **base_env,
+            "ANTHROPIC_API_KEY": "sk-bench-fake-key",
+            "CAGE_DATA_DIR": str(work / "data"),
+            "CAGE_SANDBOX_LABELS": json.dumps(dict([label.split("=", 1)])),
+        }
+        ours = timed(
+            [*CAGE, "run", "app.coder", "-w", str(work / "ws"), "-p", PROMPT, "--output", "jsonl"],
+            runs=runs,
+            cwd=work / "app",
+            env=env,
+        )
+        docker = [
+            "docker",
+            "run",
+            "--rm",
+            "--label",
+            label,
+            "--add-host",
+            "host.docker.internal:host-gateway",
+            "-u",
+            str(SANDBOX_UID),
+            "-e",
+            "HOME=/tmp",
+            "-e",
+            f"ANTHROPIC_BASE_URL={model.url_for_containers}",
+            "-e",
+            "ANTHROPIC_API_KEY=sk-bench-fake-key",
+            "-e",
+            "DISABLE_AUTOUPDATER=1",
+            "-e",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+            tag,
+            "claude",
+            "-p",
+            PROMPT,
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            MODEL,
+        ]
+        raw = timed(docker, runs=runs, env=base_env)
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True
+    )
+    for container in left.stdout.split():
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
+    ratio = ours / raw
+    print(f"{'docker run claude -p':32} {raw * 1000:7.0f} ms  (baseline)")
+    name = "cage run app.coder (claude)"
+    print(f"{name:32} {ours * 1000:7.0f} ms  {ratio:4.2f}x  (target <= {TARGET_TURN_RATIO}x)")
+    return ratio <= TARGET_TURN_RATIO
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=7, help="Timed runs per command (median).")
+    parser.add_argument("--turn", action="store_true", help="Also time a claude turn (Docker).")
     args = parser.parse_args(argv)
-    return 0 if start_up(args.runs) else 1
+    ok = start_up(args.runs)
+    if args.turn:
+        ok = runner_turn(max(3, args.runs // 2)) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
