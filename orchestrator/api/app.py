@@ -41,18 +41,27 @@ from orchestrator.errors import EngineUnavailable
 from orchestrator.pipeline.recovery import close_unfinished_turns
 from orchestrator.pipeline.service import FORCE_GRACE
 from orchestrator.sandbox import Reaper, reconcile
+from orchestrator.sandbox.reconcile import ReconcileReport
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
 VERSION = "0.1.0"
 
 
-async def _reconcile(state: ApiState) -> None:
-    known = await state.catalog.known_ids()
+async def _reconcile(state: ApiState) -> ReconcileReport:
+    """Adopt the previous process's sandboxes. If the assistants cannot be listed, boxes with an
+    assistant are left alone (reported unclaimed) rather than removed as unknown."""
+    known: set[str] | None
     try:
-        await reconcile(state.runtime.manager, known.__contains__)
+        known = await state.catalog.known_ids()
+    except Exception as exc:  # noqa: BLE001 - a broken app dir must not wipe the boxes
+        log.error("assistants not listed: no sandbox will be removed as unknown", error=type(exc).__name__)
+        known = None
+    try:
+        return await reconcile(state.runtime.manager, None if known is None else known.__contains__)
     except EngineUnavailable as exc:
         log.warning("sandboxes not reconciled: no container engine", error=str(exc))
+        return ReconcileReport()
 
 
 def _lifespan(
@@ -68,7 +77,7 @@ def _lifespan(
             state = ApiState.build(runtime, config, metrics, supervisor)
             app.state.api = state
             state.auth.announce()
-            await _reconcile(state)
+            app.state.reconcile = await _reconcile(state)
             reaper = Reaper(runtime.manager)
             supervisor.every(reaper.interval, reaper.sweep, name="reaper")
             supervisor.serving = True

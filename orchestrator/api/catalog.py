@@ -139,8 +139,8 @@ class Catalog:
         return await to_thread.run_sync(self._loader.ids)
 
     async def known_ids(self) -> set[str]:
-        stored = await self._store.assistants.list(limit=1000)
-        return {*await self.file_ids(), *(r.id for r in stored)}
+        """Every assistant id, on disk and in the database (all of them, however many)."""
+        return {*await self.file_ids(), *await self._store.assistants.all_ids()}
 
     async def exists(self, assistant_id: str) -> bool:
         """Known on disk (rescanned: a directory added since the last scan counts) or in the database."""

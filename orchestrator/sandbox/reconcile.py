@@ -1,10 +1,14 @@
-"""Reconcile on start: re-adopt the sandboxes a previous orchestrator left, remove the orphans.
+"""Reconcile on start: re-adopt the sandboxes a previous orchestrator left, remove the leftovers.
 
 Only containers carrying `cage.managed=true` *and* a `cage.sandbox` label are considered (runner
 images carry `cage.managed` too, and containers made from them by other tools are not ours), plus the
 manager's own `extra_labels` (a deployment id, a test run). A box is adopted when its labels parse
-and its assistant is known; timeouts are read back from its labels. Everything else (oneshot
-leftovers, unknown assistants, half-labelled boxes, volume-init helpers) is removed.
+and its assistant is known; timeouts are read back from its labels. Oneshot leftovers, half-labelled
+boxes and volume-init helpers are removed.
+
+A box whose assistant is unknown is never removed: a missing app mount or a failed listing must not
+wipe every box. It is left alone and reported as `unclaimed` (the admin API lists them), and so is
+a `persistent` box whatever its labels say.
 """
 
 from __future__ import annotations
@@ -17,35 +21,69 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.errors import SandboxError, SandboxNotFound
-from orchestrator.sandbox.labels import HELPER, MANAGED, SANDBOX, SandboxLabels
+from orchestrator.sandbox.labels import ASSISTANT, HELPER, LIFECYCLE, MANAGED, SANDBOX, SandboxLabels
 from orchestrator.sandbox.manager import SandboxManager
 
 log = structlog.get_logger(__name__)
+
+
+class UnclaimedSandbox(BaseModel):
+    """A sandbox reconcile neither adopted nor removed: its assistant is unknown (or could not be
+    listed), or it is persistent with labels that do not parse."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    assistant_id: str | None
+    lifecycle: str | None
+    reason: str
 
 
 class ReconcileReport(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     adopted: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    unclaimed: tuple[UnclaimedSandbox, ...] = ()
 
 
-async def reconcile(manager: SandboxManager, known_assistant: Callable[[str], bool]) -> ReconcileReport:
-    """Adopt or remove every managed sandbox found in the engine."""
+async def reconcile(
+    manager: SandboxManager, known_assistant: Callable[[str], bool] | None
+) -> ReconcileReport:
+    """Adopt or remove every managed sandbox found in the engine. `known_assistant` None means the
+    assistants could not be listed: nothing with an assistant is removed then."""
     found = await manager.backend.find({**manager.extra_labels, MANAGED: "true"})
     adopted: list[str] = []
     removed: list[str] = []
+    unclaimed: list[UnclaimedSandbox] = []
     for ref in found:
         if SANDBOX not in ref.labels and HELPER not in ref.labels:
             continue
         if manager.registry.get(ref.name) is not None:
             continue
         labels = SandboxLabels.parse(ref.labels)
-        keep = (
-            labels is not None
-            and labels.name == ref.name
-            and labels.lifecycle is not Lifecycle.ONESHOT
-            and known_assistant(labels.assistant_id)
-        )
+        persistent = ref.labels.get(LIFECYCLE) == Lifecycle.PERSISTENT.value
+        known = labels is not None and known_assistant is not None and known_assistant(labels.assistant_id)
+        keep = labels is not None and labels.name == ref.name and labels.lifecycle is not Lifecycle.ONESHOT
+        if labels is not None and keep and not known:
+            reason = "assistant unknown" if known_assistant is not None else "assistants could not be listed"
+            unclaimed.append(
+                UnclaimedSandbox(
+                    name=ref.name,
+                    assistant_id=labels.assistant_id,
+                    lifecycle=labels.lifecycle.value,
+                    reason=reason,
+                )
+            )
+            continue
+        if persistent and not keep:
+            unclaimed.append(
+                UnclaimedSandbox(
+                    name=ref.name,
+                    assistant_id=ref.labels.get(ASSISTANT),
+                    lifecycle=Lifecycle.PERSISTENT.value,
+                    reason="persistent box with labels that do not parse",
+                )
+            )
+            continue
         if labels is not None and keep:
             try:
                 info = await manager.backend.inspect(ref.id)
@@ -61,5 +99,7 @@ async def reconcile(manager: SandboxManager, known_assistant: Callable[[str], bo
             log.warning("reconcile could not remove orphan", sandbox=ref.name, error=str(exc))
             continue
         removed.append(ref.name)
-    log.info("sandboxes reconciled", adopted=len(adopted), removed=len(removed))
-    return ReconcileReport(adopted=tuple(adopted), removed=tuple(removed))
+    log.info("sandboxes reconciled", adopted=len(adopted), removed=len(removed), unclaimed=len(unclaimed))
+    if unclaimed:
+        log.warning("sandboxes left unclaimed (see GET /v1/admin/sandboxes/unclaimed)", count=len(unclaimed))
+    return ReconcileReport(adopted=tuple(adopted), removed=tuple(removed), unclaimed=tuple(unclaimed))

@@ -64,6 +64,11 @@ class AssistantRepository:
             row = await session.get(AssistantRow, assistant_id)
             return None if row is None else _record(row)
 
+    async def all_ids(self) -> set[str]:
+        """The id of every assistant created over the API (no limit: reconcile needs them all)."""
+        async with self._db.read() as session:
+            return set(await session.scalars(select(AssistantRow.id)))
+
     async def list(self, *, owner: str | None = None, limit: int = 100) -> list[AssistantRecord]:
         """Assistants by id, all of them or one owner's."""
         query = select(AssistantRow).order_by(AssistantRow.id).limit(min(max(limit, 1), _MAX_LIST))

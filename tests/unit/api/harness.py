@@ -146,7 +146,8 @@ class ServerThread:
 
     @property
     def app(self) -> FastAPI:
-        app: FastAPI = self.server.config.app
+        app = self.server.config.app
+        assert isinstance(app, FastAPI)
         return app
 
     @property

@@ -118,7 +118,8 @@ async def test_reconcile_adopts_known_and_removes_orphans(tmp_path: Path) -> Non
         return await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))
 
     kept = await make(Lifecycle.SESSION, "known", chat="c")
-    await make(Lifecycle.SESSION, "gone", chat="c")
+    gone = await make(Lifecycle.SESSION, "gone", chat="c")
+    persistent = await make(Lifecycle.PERSISTENT, "gone-too", idle=None)
     await make(Lifecycle.ONESHOT, "known")
     await backend.create(
         CreateSpec(image="i", name="half", labels={**extra, "cage.managed": "true", "cage.sandbox": "half"})
@@ -134,10 +135,19 @@ async def test_reconcile_adopts_known_and_removes_orphans(tmp_path: Path) -> Non
     manager = SandboxManager(backend, FakeImageBuilder(), Settings(), extra_labels=extra)
     report = await reconcile(manager, lambda assistant: assistant == "known")
     assert report.adopted == (kept.name,)
-    assert sorted(report.removed) == sorted(
-        ["half", *[n for n in backend.removed if n.startswith("cage-")]]
-    )
-    assert {b.ref.name for b in backend.boxes.values()} == {kept.name, "not-ours", "other-run"}
+    assert sorted(report.removed) == sorted(["half", *[n for n in backend.removed if n.startswith("cage-")]])
+    # a box whose assistant is unknown is never removed (a missing app mount must not wipe it)
+    assert [(u.name, u.reason) for u in report.unclaimed] == [
+        (gone.name, "assistant unknown"),
+        (persistent.name, "assistant unknown"),
+    ]
+    assert {b.ref.name for b in backend.boxes.values()} == {
+        kept.name,
+        gone.name,
+        persistent.name,
+        "not-ours",
+        "other-run",
+    }
     box = manager.registry.get(kept.name)
     assert box is not None and box.idle_timeout == 7.0 and box.lifecycle is Lifecycle.SESSION
 
@@ -157,3 +167,18 @@ def test_labels_round_trip() -> None:
         86400.0,
     )
     assert SandboxLabels.parse({**labels, "cage.lifecycle": "bogus"}) is None
+
+
+async def test_reconcile_removes_nothing_with_an_assistant_when_the_assistants_could_not_be_listed() -> None:
+    backend = FakeBackend()
+    extra = {"cage.test-run": "r3"}
+    ident = identity_for(
+        Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", chat_id=None, workspace_id=None
+    )
+    labels = sandbox_labels(ident, config_hash="h" * 64, idle_timeout=None, max_lifetime=None, extra=extra)
+    box = await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(), extra_labels=extra)
+    report = await reconcile(manager, None)
+    assert report.removed == () and report.adopted == ()
+    assert [(u.name, u.reason) for u in report.unclaimed] == [(box.name, "assistants could not be listed")]
+    assert box.id in backend.boxes

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from orchestrator.api.dependencies import AdminDep, FleetDep
 from orchestrator.api.fleet import ExecRequest, ExecResult, ReapedSandbox, SandboxView
+from orchestrator.sandbox.reconcile import ReconcileReport, UnclaimedSandbox
 
 router = APIRouter(prefix="/v1/admin/sandboxes", tags=["admin"])
 
@@ -15,6 +16,14 @@ async def list_sandboxes(
     principal: AdminDep, fleet: FleetDep, owner: str | None = None, usage: bool = False
 ) -> list[SandboxView]:
     return await fleet.views(principal, owner=owner, usage=usage)
+
+
+@router.get("/unclaimed", response_model=list[UnclaimedSandbox])
+async def unclaimed_sandboxes(principal: AdminDep, request: Request) -> list[UnclaimedSandbox]:
+    """Boxes the last start neither adopted nor removed (their assistant was unknown, or could not
+    be listed); fix the app directory and restart to adopt them, or remove them with the engine."""
+    report: ReconcileReport = getattr(request.app.state, "reconcile", ReconcileReport())
+    return list(report.unclaimed)
 
 
 @router.post("/gc", response_model=list[ReapedSandbox])
