@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anthropic
+import anyio
 import httpx
 import openai
 import pytest
@@ -36,7 +37,7 @@ def sha(value: str) -> str:
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeModelServer]:
     with FakeModelServer("text") as server:
-        server.add_scenario("slow", [{"parts": [{"text": f"part {i} "} for i in range(6)], "delay": 0.25}])
+        server.add_scenario("slow", [{"parts": [{"text": f"part {i} "} for i in range(6)], "delay": 0.12}])
         yield server
 
 
@@ -155,8 +156,8 @@ async def test_sse_passes_through_unbuffered(gateway: ModelGateway, fake: FakeMo
         ) as response:
             arrivals = [time.monotonic() - started async for _ in response.aiter_raw()]
     first, last = arrivals[0], arrivals[-1]
-    assert last > 2.0, arrivals  # the fake spaces its events 0.25 s apart
-    assert first < 0.6, arrivals  # the first event left the gateway long before the upstream was done
+    assert last > 1.5, arrivals  # the fake spaces its events 0.12 s apart
+    assert first < 0.6 < last - 0.6, arrivals  # the first event left the gateway long before the upstream was done
     assert len(arrivals) >= 5
 
 
@@ -184,3 +185,18 @@ async def test_http_mcp_servers_get_their_token_from_the_gateway(gateway: ModelG
             result = await add.run({"a": 2, "b": 40}, ToolContext(session_id="s", turn_id="t", tool_call_id="c"))
         assert "42" in str(result)
         gateway.revoke(access)
+
+
+async def test_a_client_that_leaves_ends_the_upstream_request(gateway: ModelGateway, fake: FakeModelServer) -> None:
+    fake.add_scenario("stuck", [{"text": "never ends", "hang_after": 2, "keepalive": 1}])
+    conn = connector(fake, ConnectorType.ANTHROPIC).model_copy(update={"model": "m@stuck"})
+    access = await grant(gateway, conn)
+    body = {"model": "m@stuck", "max_tokens": 5, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    url, headers = f"{host_url(access)}/v1/messages", {"x-api-key": access.token}
+    async with httpx.AsyncClient(timeout=30) as http, http.stream("POST", url, json=body, headers=headers) as reply:
+        async for _ in reply.aiter_raw():
+            break  # one event, then the client goes away; the fake would send keep-alives forever
+    with anyio.fail_after(5):
+        while access.grant.requests == 0:  # noqa: ASYNC110 - polling the grant's counter
+            await anyio.sleep(0.05)
+    assert access.grant.requests == 1  # the relay ended (upstream closed) without waiting for the upstream
