@@ -122,6 +122,8 @@ class ModelGateway:
                 log_config=None,
                 access_log=False,
                 lifespan="off",
+                server_header=False,  # the upstream's own `server` and `date` pass through instead
+                date_header=False,
                 timeout_keep_alive=30,
                 timeout_graceful_shutdown=5,
             )
