@@ -102,6 +102,10 @@ class TurnBuilder:
         """Ids of tools started and not finished yet."""
         return tuple(self._tools)
 
+    def is_running(self, tool_id: str) -> bool:
+        """Whether `tool_id` was started and not finished yet (`in running_tools`, without a copy)."""
+        return tool_id in self._tools
+
     @property
     def turn_usage(self) -> Usage | None:
         """The turn's usage: the last `turn`-scope report, else the sum of `step` reports."""
@@ -259,7 +263,9 @@ class TurnBuilder:
 
     def tool_input_delta(self, tool_id: str, fragment: str) -> list[Event]:
         """The next fragment of a running tool's input JSON."""
-        return self._tool_delta(tool_id, trusted(ExecuteProps, tool_id=tool_id, input_delta=fragment))
+        return self._tool_delta(
+            tool_id, trusted(ExecuteProps, tool_id=tool_id, input_delta=fragment), input_delta=fragment
+        )
 
     def tool_updated(
         self,
@@ -448,7 +454,11 @@ class TurnBuilder:
             )
         return events
 
-    def _tool_delta(self, tool_id: str, delta: ExecuteProps) -> list[Event]:
+    def _tool_delta(
+        self, tool_id: str, delta: ExecuteProps, *, input_delta: str | None = None
+    ) -> list[Event]:
+        """Merge `delta` into the running tool and emit it; `input_delta`: the delta is only that
+        fragment (the most frequent delta of all, merged without looking at its other fields)."""
         self._live()
         message = self._tools.get(tool_id)
         if message is None:
@@ -456,7 +466,12 @@ class TurnBuilder:
         events = self.loading_done()
         events += self._focus(message)
         assert isinstance(message.props, ExecuteProps) and self._open is not None
-        message.props = message.props.merged(delta)
+        if input_delta:
+            message.props = trusted_copy(
+                message.props, input_delta=(message.props.input_delta or "") + input_delta
+            )
+        else:
+            message.props = message.props.merged(delta)
         events.append(self._execute(self._open, delta))
         return events
 

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.stream.trusted import trusted
+
 UsageScope = Literal["step", "turn", "cumulative"]
 
 
@@ -43,7 +45,8 @@ class Usage(BaseModel):
             cost: float | None = None
         else:
             cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
-        return Usage(
+        return trusted(  # sums of two valid usages: valid
+            Usage,
             input_tokens=self.input_tokens + other.input_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

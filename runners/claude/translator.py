@@ -285,7 +285,7 @@ class ClaudeTranslator:
             block.parts.append(fragment or "")
             if (
                 fragment
-                and block.tool_id in self._b.running_tools
+                and self._b.is_running(block.tool_id)
                 and block.tool_id not in self._known_inputs
             ):
                 self._emit(self._b.tool_input_delta(block.tool_id, fragment))
@@ -300,7 +300,7 @@ class ClaudeTranslator:
         """A tool's input finished streaming; if no whole `assistant` copy gave it, parse it."""
         if block is None or block.tool_id is None or block.tool_id in self._known_inputs:
             return
-        if block.tool_id not in self._b.running_tools:
+        if not self._b.is_running(block.tool_id):
             return
         try:
             value = json.loads("".join(block.parts) or "{}")
@@ -362,7 +362,7 @@ class ClaudeTranslator:
         summary = summarize(name, value) if whole else None
         if whole:
             self._known_inputs.add(tool_id)
-        if tool_id in self._b.running_tools:
+        if self._b.is_running(tool_id):
             self._emit(self._b.tool_updated(tool_id, input=value, summary=summary))
             return
         self._emit(

@@ -171,7 +171,7 @@ class ServeTranslator:
             events += self._builder.tool_updated(
                 call_id, input=given, summary=summary(name, given, state.get("title"))
             )
-        if status in ("completed", "error") and call_id in self._builder.running_tools:
+        if status in ("completed", "error") and self._builder.is_running(call_id):
             output, is_error, exit_code = tool_result(state)
             events += self._builder.tool_finished(call_id, output, is_error=is_error, exit_code=exit_code)
         return events

@@ -89,6 +89,7 @@ def test_every_builder_method_makes_events_as_validated() -> None:
     events += b.tool_call(0, '{"a"', id="call-1", name="f")
     events += b.tool_call(0, ": 1}")
     events += b.tool_started("t1", "Bash", parent_tool_use_id="t0")
+    events += b.tool_input_delta("t1", "")
     events += b.tool_input_delta("t1", '{"command": "ls"}')
     events += b.tool_updated("t1", summary="ls")
     events += b.text("between")
@@ -129,3 +130,14 @@ def test_a_forgotten_required_field_cannot_pass_for_valid() -> None:
     props = trusted(ExecuteProps)  # tool_id is required
     with pytest.raises(ValidationError):
         assert_as_validated(props)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (Usage(input_tokens=1, cost_usd=0.5), Usage(output_tokens=2, scope="turn")),
+        (Usage(input_tokens=1), Usage(cached_input_tokens=1, reasoning_tokens=3)),
+    ],
+)
+def test_a_sum_of_usages_is_as_validated(a: Usage, b: Usage) -> None:
+    assert_as_validated(a + b)
