@@ -3,11 +3,16 @@
 Every event dict passes through the redaction processor last-but-one, so no processor or
 caller can leak a registered secret into a log line. Bind `session_id`, `turn_id` and `sandbox`
 with `structlog.contextvars.bind_contextvars` and they appear on every line of that task.
+
+Records of stdlib loggers (uvicorn, SQLAlchemy, httpx, the model SDKs) go through the same
+processors and the same redaction (one pipeline, one format), and the query string of any URL in
+them is cut: uvicorn logs websocket paths whole, and browsers put tokens in query strings.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import MutableMapping
 from typing import Any, TextIO
@@ -25,6 +30,19 @@ def redact_processor(
     return redacted
 
 
+_QUERY = re.compile(r"((?:https?|wss?)://[^\s\"'?]+|/[^\s\"'?]*)\?[^\s\"']+")
+
+
+def strip_query_strings(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Replace the query string of every URL or path in the message with `?…`."""
+    event = event_dict.get("event")
+    if isinstance(event, str) and "?" in event:
+        event_dict["event"] = _QUERY.sub(r"\1?…", event)
+    return event_dict
+
+
 def configure_logging(level: str = "INFO", *, stream: TextIO | None = None, json: bool | None = None) -> None:
     """Configure structlog and the stdlib root logger. Idempotent."""
     out = stream or sys.stderr
@@ -33,11 +51,12 @@ def configure_logging(level: str = "INFO", *, stream: TextIO | None = None, json
     renderer: Any = (
         structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=False)
     )
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            stamp,
             structlog.processors.format_exc_info,
             redact_processor,
             renderer,
@@ -46,4 +65,22 @@ def configure_logging(level: str = "INFO", *, stream: TextIO | None = None, json
         logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=numeric, stream=out, format="%(name)s %(levelname)s %(message)s", force=True)
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.stdlib.add_logger_name,
+                stamp,
+                strip_query_strings,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                redact_processor,
+                renderer,
+            ],
+        )
+    )
+    logging.basicConfig(level=numeric, handlers=[handler], force=True)
