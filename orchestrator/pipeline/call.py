@@ -27,7 +27,7 @@ from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.dispatch import Completion, dispatch
 from orchestrator.pipeline.errors import HookError
 from orchestrator.pipeline.frame import CallFrame, CancelSignal
-from orchestrator.pipeline.hook_context import SANDBOX_UID, HookContext, HookSandbox
+from orchestrator.pipeline.hook_context import HookContext, HookSandbox
 from orchestrator.pipeline.hook_results import CreateResult, Delegate, NextResult, parse_result
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.runner_turn import RunnerTurnInput, acquire_sandbox, release_outcome
@@ -76,7 +76,7 @@ async def write_attachments(
         if "/" in item.name or "\\" in item.name or item.name in (".", ".."):
             raise WorkspaceError(item.name, "attachment names are plain file names")
         entries.append(
-            FileEntry(path=f"attachments/{item.name}", content=item.content, uid=SANDBOX_UID, gid=SANDBOX_UID)
+            FileEntry(path=f"attachments/{item.name}", content=item.content, uid=lease.uid, gid=lease.gid)
         )
     await manager.backend.put_files(lease.ref, lease.work_dir, entries)
 

@@ -113,8 +113,8 @@ class HookSandbox:
             path=posixpath.basename(full),
             content=content.encode() if isinstance(content, str) else content,
             mode=mode,
-            uid=SANDBOX_UID,
-            gid=SANDBOX_UID,
+            uid=self._lease.uid,
+            gid=self._lease.gid,
         )
         await self._manager.backend.put_files(self._lease.ref, posixpath.dirname(full), [entry])
 
