@@ -28,8 +28,9 @@ EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 def dump_event(event: Event) -> dict[str, Any]:
-    """The event as JSON-ready data, `None` fields left out."""
-    data: dict[str, Any] = EventAdapter.dump_python(event, mode="json", exclude_none=True)
+    """The event as JSON-ready data, `None` fields left out (by its own class's serializer, as in
+    `event_json`)."""
+    data: dict[str, Any] = event.__pydantic_serializer__.to_python(event, mode="json", exclude_none=True)
     return data
 
 

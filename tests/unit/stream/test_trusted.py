@@ -4,7 +4,7 @@ and `trusted_copy()` the one `model_copy()` would.
 The builder skips pydantic validation on its hot path (`orchestrator/stream/trusted.py`); these
 tests replay every recorded CLI transcript and a turn that calls each builder method, and check
 each event (and every model inside it) against its validated twin: same field values in the same
-order, same fields set, same JSON (and `event_json` against the union adapter's bytes).
+order, same fields set, same JSON (and `event_json`/`dump_event` against the union adapter's output).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from orchestrator.stream import (
     TextProps,
     TurnBuilder,
     Usage,
+    dump_event,
     event_json,
     parse_event,
 )
@@ -72,6 +73,7 @@ def test_every_event_of_a_recorded_transcript_is_as_validated(case: Path) -> Non
         assert_as_validated(event)
         assert parse_event(event_json(event)) == event
         assert event_json(event) == EventAdapter.dump_json(event, exclude_none=True).decode()
+        assert dump_event(event) == EventAdapter.dump_python(event, mode="json", exclude_none=True)
         copied, reference = trusted_copy(event, seq=9, ts=1), event.model_copy(update={"seq": 9, "ts": 1})
         assert copied.__dict__ == reference.__dict__ and list(copied.__dict__) == list(reference.__dict__)
         assert copied.model_fields_set == reference.model_fields_set
