@@ -435,8 +435,7 @@ class SandboxManager:
                         scratch=self.settings.data_dir.resolve(),
                     )
                 )
-            if mount.kind == "volume":
-                await self._ensure_workspace(scope, image)
+            legacy = await self._ensure_workspace(scope, image) if mount.kind == "volume" else None
             idle = _seconds(spec.effective_idle_timeout())
             lifetime = _seconds(spec.max_lifetime)
             create = CreateSpec(
@@ -468,6 +467,8 @@ class SandboxManager:
             create = self._isolate(create, spec, request.gateway_port)
             ref = await self.backend.create(create)
             try:
+                if legacy is not None:  # now the new volume's root belongs to the sandbox user
+                    await self._migrate(legacy, mount.source, image)
                 await self.backend.start(ref)
             except BaseException:
                 with anyio.CancelScope(shield=True):
@@ -533,8 +534,9 @@ class SandboxManager:
             self.registry.drop(ref.name)
         self._legacy_checked.add(identity.name)
 
-    async def _ensure_workspace(self, scope: WorkspaceScope, image: str) -> None:
-        """The scope's volume exists (created within the owner's volume cap, old content migrated).
+    async def _ensure_workspace(self, scope: WorkspaceScope, image: str) -> str | None:
+        """The scope's volume exists (created within the owner's volume cap); returns the pre-digest
+        volume to copy into it when it was created now and one exists (`legacy_volume_name`).
 
         Raises:
             CapacityError: the owner already has `max_workspace_volumes_per_owner` volumes.
@@ -555,11 +557,13 @@ class SandboxManager:
             )
         legacy = legacy_volume_name(scope)
         if not created or legacy is None:
-            return
+            return None
         old = await self.backend.list_volumes({**self.extra_labels, MANAGED: "true"})
-        if any(v.name == legacy and VOLUME not in v.labels for v in old):
-            log.info("workspace migrated from its pre-digest volume", volume=name, legacy=legacy)
-            await self.backend.copy_volume(legacy, name, image=image, owner=(SANDBOX_UID, SANDBOX_GID))
+        return legacy if any(v.name == legacy and VOLUME not in v.labels for v in old) else None
+
+    async def _migrate(self, legacy: str, volume: str, image: str) -> None:
+        log.info("workspace migrated from its pre-digest volume", volume=volume, legacy=legacy)
+        await self.backend.copy_volume(legacy, volume, image=image, owner=(SANDBOX_UID, SANDBOX_GID))
 
     def volume_last_used(self, name: str) -> float:
         """Manager-clock time a workspace volume was last used (this process's start if never seen)."""

@@ -7,6 +7,7 @@ it as the attacker; the engine's own volume list is checked after.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,30 @@ async def test_default_workspace_belongs_to_one_assistant_and_workspace_id_share
     for lease in shared:
         await manager.release(lease)
     assert shared[0].identity.lifecycle is Lifecycle.LONGRUNNING
+
+
+async def test_an_old_volume_is_copied_into_the_new_workspace_and_kept(
+    make_manager: Any,
+    tmp_path: Path,
+    docker_engine: docker.DockerClient,
+    sandbox_image: str,
+    case_labels: dict[str, str],
+) -> None:
+    """Upgrade path: `cage-ws-<owner>-default` (pre-digest) is adopted by copy, never orphaned."""
+    owner = f"legacy{uuid.uuid4().hex[:6]}"
+    old = f"cage-ws-{owner}-default"
+    docker_engine.volumes.create(old, labels={**case_labels, "cage.managed": "true"})
+    docker_engine.containers.run(
+        sandbox_image,
+        ["sh", "-c", "echo from-before > /w/notes.txt && ln -s /etc/passwd /w/link && chown -R 1000:1000 /w"],
+        volumes={old: {"bind": "/w"}},
+        user="0",
+        remove=True,
+        labels=case_labels,
+    )
+    manager = make_manager()
+    lease = await manager.acquire(request(tmp_path, spec(lifecycle="longrunning"), owner=owner))
+    lines, _, _ = await sh(manager, lease, "cat /workspace/notes.txt; readlink /workspace/link; stat -c %u /workspace")
+    assert lines == [b"from-before", b"/etc/passwd", b"1000"]  # copied as-is, links not followed
+    assert docker_engine.volumes.get(old).name == old  # kept for the operator
+    await manager.release(lease)
