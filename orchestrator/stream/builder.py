@@ -11,8 +11,8 @@ repeats the rules of the protocol:
 
 Events come out unstamped (`seq` 0); the `SessionEmitter` stamps them. The builder makes several
 events per line a CLI prints, from values it already knows to be valid, so it builds them with
-`trusted()` instead of validating them again; props made from a caller's data (tool inputs, raw
-messages, usage) are still validated.
+`trusted()` instead of validating them again; what comes from a caller's data (tool inputs, raw
+messages, usage, permission requests) is still validated.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from orchestrator.stream.lifecycle import (
     TokenUsage,
     TurnStalled,
 )
-from orchestrator.stream.trusted import trusted, trusted_copy
+from orchestrator.stream.trusted import checked_json, trusted, trusted_copy
 from orchestrator.stream.usage import Usage
 from orchestrator.stream.window import Clock, Message, Window, monotonic_ms, settled
 
@@ -245,10 +245,11 @@ class TurnBuilder:
             return self.tool_updated(tool_id, tool=tool, input=input, summary=summary)
         events = self.loading_done()
         events += self._close("completed")
-        props = ExecuteProps(
+        props = trusted(
+            ExecuteProps,
             tool_id=tool_id,
             tool=tool,
-            input=input,
+            input=checked_json(input),
             status="running",
             summary=summary,
             runner=runner or self._runner,
@@ -277,7 +278,8 @@ class TurnBuilder:
     ) -> list[Event]:
         """New facts about a running tool: its whole input, a summary line."""
         return self._tool_delta(
-            tool_id, ExecuteProps(tool_id=tool_id, tool=tool, input=input, summary=summary)
+            tool_id,
+            trusted(ExecuteProps, tool_id=tool_id, tool=tool, input=checked_json(input), summary=summary),
         )
 
     def tool_finished(
@@ -304,7 +306,7 @@ class TurnBuilder:
             message = Message(
                 self._ids.next_id("execute"),
                 "execute",
-                props=ExecuteProps(tool_id=tool_id, runner=self._runner),
+                props=trusted(ExecuteProps, tool_id=tool_id, runner=self._runner),
             )
         events += self._close("completed")
         assert isinstance(message.props, ExecuteProps)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue, TypeAdapter
 
 M = TypeVar("M", bound=BaseModel)
 
 _new = object.__new__
 _setattr = object.__setattr__
 _templates: dict[type[BaseModel], dict[str, Any]] = {}
+_JSON_VALUE: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 
 
 def _template(cls: type[BaseModel]) -> dict[str, Any]:
@@ -53,3 +54,9 @@ def trusted_copy(model: M, /, **changes: Any) -> M:
     _setattr(copy, "__pydantic_extra__", None)
     _setattr(copy, "__pydantic_private__", None)
     return copy
+
+
+def checked_json(value: JsonValue) -> JsonValue:
+    """A JSON value from outside (a tool input a CLI sent) checked and copied, as validating a
+    `JsonValue` field would, for the props `trusted` builds around it."""
+    return None if value is None else _JSON_VALUE.validate_python(value)

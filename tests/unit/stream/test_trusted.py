@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from orchestrator.stream import (
     CountingIds,
@@ -143,3 +143,13 @@ def test_a_forgotten_required_field_cannot_pass_for_valid() -> None:
 )
 def test_a_sum_of_usages_is_as_validated(a: Usage, b: Usage) -> None:
     assert_as_validated(a + b)
+
+
+def test_a_tool_input_is_still_checked_and_copied() -> None:
+    b = TurnBuilder(CountingIds())
+    given: dict[str, JsonValue] = {"command": "ls", "nested": [1, {"x": None}]}
+    events = b.tool_started("t1", "Bash", given)
+    given["command"] = "changed later by the caller"
+    assert events[-1].props.input == {"command": "ls", "nested": [1, {"x": None}]}  # type: ignore[union-attr]
+    with pytest.raises(ValidationError):
+        b.tool_updated("t1", input={"not json": object()})  # type: ignore[dict-item]
