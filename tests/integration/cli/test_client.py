@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +74,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, test_run_labels: dict[str, 
         )
         (app / "assistants" / "app" / "slow" / "prompts.yml").write_text(
             "- role: system\n  content: Be slow.\n"
+        )
+        box = app / "assistants" / "app" / "box"
+        shutil.copytree(app / "assistants" / "app" / "coder", box)
+        (box / "sandbox.yao").write_text(
+            json.dumps({"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session"})
         )
         port = _free_port()
         env = {
@@ -193,3 +200,31 @@ async def test_a_reconnect_replays_exactly_the_missed_events(server: Server) -> 
         with pytest.raises(CageApiError) as unauthorized:
             await stranger.sessions()
         assert unauthorized.value.status == 401
+
+
+@pytest.mark.slow
+async def test_ps_exec_and_rm_on_a_real_sandbox(server: Server) -> None:
+    chat = f"box-{uuid.uuid4().hex[:8]}"
+    async with CageClient(server.url, ADMIN_KEY) as client, client.session(chat, assistant_id="app.box") as s:
+        await s.send("hi")
+        events = [frame async for frame in s.turn()]
+    assert events[-1]["props"]["status"] == "completed", events[-1]
+    listed = _cage(server, "ps", "--json")
+    [box] = [b for b in json.loads(listed.stdout) if b["assistant_id"] == "app.box"]
+    try:
+        _exec_and_rm(server, box)
+    finally:
+        _cage(server, "rm", box["name"])  # never leave the box behind, whatever failed
+
+
+def _exec_and_rm(server: Server, box: dict[str, Any]) -> None:
+    assert box["lifecycle"] == "session" and box["status"] in ("idle", "busy")
+    assert box["name"] in _cage(server, "ps").stdout
+    script = "echo hi from $(id -un); echo oops >&2; exit 3"
+    ran = _cage(server, "exec", box["name"], "--", "sh", "-c", script)
+    assert ran.returncode == 3, ran.stderr
+    assert ran.stdout.strip() == "hi from sandbox" and "oops" in ran.stderr
+    removed = _cage(server, "rm", box["name"])
+    assert removed.returncode == 0 and f"removed {box['name']}" in removed.stdout
+    after = _cage(server, "ps", "--json")
+    assert box["name"] not in {b["name"] for b in json.loads(after.stdout)}

@@ -23,14 +23,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _serve(app: Path, port: int, labels: dict[str, str]) -> tuple[int, str]:
+def _serve(app: Path, port: int, labels: dict[str, str], *root_args: str) -> tuple[int, str]:
     """Run `cage serve` (stderr not a TTY) until it answers, stop it, return (rc, its output)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
     env["CAGE_SANDBOX_LABELS"] = json.dumps(labels)
     log = app / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [*CAGE, "serve", "--port", str(port)], cwd=app, env=env, stdout=out, stderr=subprocess.STDOUT
+            [*CAGE, *root_args, "serve", "--port", str(port)],
+            cwd=app,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + 60
@@ -70,8 +74,11 @@ def test_first_start_creates_one_admin_key_and_says_how_to_connect(
     assert 'curl -H "Authorization: Bearer $CAGE_KEY"' in first
     assert "created the first admin key" in first
 
+    assert '"event": "request"' not in first  # the one default level, WARNING: no request log lines
+
     key_file.unlink()
-    _, second = _serve(app, port, test_run_labels)
+    _, second = _serve(app, port, test_run_labels, "--log-level", "INFO")  # the global flag reaches serve
+    assert '"event": "request"' in second
     assert "created the first admin key" not in second  # an admin key exists: no second one
     assert not key_file.exists()
     keys = subprocess.run(
