@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from orchestrator.hooks_ts.runtime import Bundler, Handler
 
 if TYPE_CHECKING:
@@ -18,6 +20,11 @@ if TYPE_CHECKING:
 HookContext = Any
 """`orchestrator.pipeline.hook_context.HookContext`, not imported: `orchestrator.llm` (process MCP
 servers) uses this package and must not depend on the pipeline."""
+
+
+log = structlog.get_logger(__name__)
+SENDABLE = frozenset({"text", "thinking", "error", "loading", "execute"})
+"""Message types Cage's protocol has; `image` becomes markdown, other Yao types are dropped."""
 
 
 def _content(message: object) -> str:
@@ -63,7 +70,17 @@ def handlers(ctx: HookContext, assistant: Assistant, bundler: Bundler) -> dict[s
     streams: dict[str, str] = {}
 
     async def send(message: object) -> None:
-        await ctx.send(message)
+        kind = message.get("type", "text") if isinstance(message, Mapping) else "text"
+        if kind in SENDABLE:
+            await ctx.send(message)
+            return
+        props = message.get("props") if isinstance(message, Mapping) else None
+        if kind == "image" and isinstance(props, Mapping) and props.get("url"):
+            # as Yao's OpenAI writer renders it
+            await ctx.send(f"![{props.get('alt', '')}]({props['url']})")
+            return
+        # Yao CUI widgets (action, custom types) have no place in Cage's protocol
+        log.info("hooks_ts.message_dropped", assistant=assistant.id, type=str(kind))
 
     async def send_stream(message: object) -> str:
         """Open a message that `Append`/`Replace` extend and `End` closes (text, or a loading line)."""
