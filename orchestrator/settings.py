@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     port: int = 8080
     auth: str = "on"
     """`off` disables API-key checks: local development only, logged loudly."""
+    api_assistant_env_prefix: str | None = None
+    """`$ENV.` in API-created assistants reads only variables with this prefix (none: no variable)."""
     bootstrap_admin_key: str | None = None
     """An admin API key accepted on first start, before any key was created."""
     isolated_networks: bool = False

@@ -41,7 +41,7 @@ from orchestrator.errors import EngineUnavailable
 from orchestrator.pipeline.recovery import close_unfinished_turns
 from orchestrator.pipeline.service import FORCE_GRACE
 from orchestrator.sandbox import Reaper, reconcile
-from orchestrator.sandbox.reconcile import ReconcileReport
+from orchestrator.sandbox.reconcile import ReconcileReport, kill_orphaned_turns
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -73,11 +73,15 @@ def _lifespan(
         async with factory(settings) as runtime, anyio.create_task_group() as tg:
             supervisor = Supervisor(tg)
             await runtime.store.migrate()
-            await close_unfinished_turns(runtime.store)
+            recovered = await close_unfinished_turns(runtime.store)
             state = ApiState.build(runtime, config, metrics, supervisor)
             app.state.api = state
             state.auth.announce()
             app.state.reconcile = await _reconcile(state)
+            if recovered:  # the dead process's CLIs may still run in the boxes just adopted
+                await kill_orphaned_turns(
+                    runtime.manager, [(t.owner, t.assistant_id, t.chat_id) for t in recovered]
+                )
             reaper = Reaper(runtime.manager)
             supervisor.every(reaper.interval, reaper.sweep, name="reaper")
             supervisor.serving = True

@@ -7,6 +7,7 @@ servers). It does blocking file I/O: async callers run it through `anyio.to_thre
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections import OrderedDict
@@ -156,14 +157,21 @@ class AppLoader:
                 self._cache.popitem(last=False)
             return assistant
 
-    def load_directory(self, directory: Path, assistant_id: str) -> Assistant:
+    def load_directory(
+        self, directory: Path, assistant_id: str, *, environ: Mapping[str, str] | None = None
+    ) -> Assistant:
         """Load an assistant from a directory outside the app (API-created assistants), uncached.
+        `environ` replaces the environment its own `$ENV.` references resolve against (API-created
+        assistants get only what the operator exposes, never the orchestrator's environment).
 
         Raises:
             ConfigError: its files are invalid.
         """
         with self._lock:
-            return load_assistant(directory, assistant_id, self._state().ctx)
+            ctx = self._state().ctx
+            if environ is not None:
+                ctx = dataclasses.replace(ctx, environ=environ)
+            return load_assistant(directory, assistant_id, ctx)
 
     def override(self, assistant: Assistant) -> None:
         """Pin a modified copy of an assistant (e.g. `cage run --set ...`) until the next `reload`."""

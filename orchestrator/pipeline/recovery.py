@@ -8,11 +8,13 @@ open ends, then an `error` event (code `orchestrator_restarted`) and the root `s
 (status `error`), written with the row's new status in one transaction. The chat can take its
 next turn at once: the user's message is in its history and the runner's resume state on the chat.
 
-Processes the dead turn left running in re-adopted sandboxes are the sandbox manager's to kill
-(the server does it right after reconcile, before it accepts a turn).
+Processes the dead turn left running in re-adopted sandboxes are killed right after reconcile,
+before the server accepts a turn (`kill_orphaned_turns`, with the turns this returns).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import structlog
 
@@ -68,15 +70,27 @@ def closing_events(logged: list[Event]) -> list[Event]:
     return closing
 
 
-async def close_unfinished_turns(store: Store) -> list[str]:
-    """Close every turn left `running`; returns their ids. A turn that cannot be closed now (the
+@dataclass(frozen=True)
+class RecoveredTurn:
+    """A turn start-up recovery closed: where its processes may still run."""
+
+    turn_id: str
+    chat_id: str
+    assistant_id: str
+    owner: str
+
+
+async def close_unfinished_turns(store: Store) -> list[RecoveredTurn]:
+    """Close every turn left `running`; returns them. A turn that cannot be closed now (the
     database failing) is logged and left for the next start."""
     hub = SessionHub(store)
-    closed: list[str] = []
+    closed: list[RecoveredTurn] = []
     for turn in await store.turns.unfinished():
         try:
             if await _close(hub, store, turn.chat_id, turn.id):
-                closed.append(turn.id)
+                chat = await store.chats.get(turn.chat_id)
+                owner = chat.owner if chat is not None else ""
+                closed.append(RecoveredTurn(turn.id, turn.chat_id, turn.assistant_id, owner))
                 log.warning("recovery.turn_closed", session_id=turn.chat_id, turn_id=turn.id, code=RESTARTED)
         except CageError as exc:
             log.error("recovery.turn_not_closed", session_id=turn.chat_id, turn_id=turn.id, error=str(exc))

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from orchestrator.dsl import AppLoader, Assistant, is_system_id
 from orchestrator.errors import CageError, Conflict, NotFound, UsageError
 from orchestrator.gateway import ModelGateway
-from orchestrator.pipeline.api_assistants import load_api_assistant
+from orchestrator.pipeline.api_assistants import ApiAssistants
 from orchestrator.pipeline.call import CallRunner, Finish
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
@@ -70,6 +70,7 @@ class PipelineService:
         ids: IdSource | None = None,
         close_grace: float = CLOSE_GRACE,
         api_assistants_dir: Path | None = None,
+        api_env_prefix: str | None = None,
         gateway: ModelGateway | None = None,
         allow_host_mcp: bool = False,
     ) -> None:
@@ -78,6 +79,8 @@ class PipelineService:
         self.gateway = gateway or ModelGateway()
         """Closed with the service; runner turns get their model access through it."""
         self._api_dir = api_assistants_dir
+        self._api_env_prefix = api_env_prefix
+        self._api_assistants: ApiAssistants | None = None
         self.manager = manager
         self.store = store
         self.hub = SessionHub(store)
@@ -110,6 +113,7 @@ class PipelineService:
             resume=resume,
             ids=ids,
             api_assistants_dir=services.settings.data_dir / "api-assistants",
+            api_env_prefix=services.settings.api_assistant_env_prefix,
             gateway=services.gateway,
             allow_host_mcp=services.settings.allow_host_mcp,
             close_grace=close_grace,
@@ -207,9 +211,10 @@ class PipelineService:
         record = await self.store.assistants.get(assistant_id)
         if record is None or (record.owner != owner and not record.package.get("public")):
             raise NotFound(f"assistant {assistant_id!r} not found")
-        if self._api_dir is None:
-            self._api_dir = Path(tempfile.mkdtemp(prefix="cage-api-assistants-"))
-        return await to_thread.run_sync(load_api_assistant, record, self._api_dir, self.loader)
+        if self._api_assistants is None:
+            root = self._api_dir or Path(tempfile.mkdtemp(prefix="cage-api-assistants-"))
+            self._api_assistants = ApiAssistants(root, env_prefix=self._api_env_prefix)
+        return await to_thread.run_sync(self._api_assistants.load, record, self.loader)
 
     def _options(self, turn: TurnInput, assistant: Assistant) -> CallOptions:
         """The request's options, which may only choose what the operator offers.

@@ -13,7 +13,7 @@ a `persistent` box whatever its labels say.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 import structlog
@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.errors import SandboxError, SandboxNotFound
-from orchestrator.sandbox.labels import ASSISTANT, HELPER, LIFECYCLE, MANAGED, SANDBOX, SandboxLabels
+from orchestrator.sandbox.labels import ASSISTANT, CHAT, HELPER, LIFECYCLE, MANAGED, SANDBOX, SandboxLabels
+from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import SandboxManager
 
 log = structlog.get_logger(__name__)
@@ -103,3 +104,30 @@ async def reconcile(
     if unclaimed:
         log.warning("sandboxes left unclaimed (see GET /v1/admin/sandboxes/unclaimed)", count=len(unclaimed))
     return ReconcileReport(adopted=tuple(adopted), removed=tuple(removed), unclaimed=tuple(unclaimed))
+
+
+async def kill_orphaned_turns(manager: SandboxManager, turns: Iterable[tuple[str, str, str]]) -> list[str]:
+    """After a crash: kill what the dead process's turns left running in their adopted boxes.
+
+    `turns` are the (owner, assistant id, chat id) of the turns start-up recovery closed. The CLI a
+    turn ran keeps running in a `session` or `longrunning` box when the orchestrator dies, and the
+    next turn would start a second one on the same files; so each such box gets the manager's stray
+    sweep (everything but the box's main process and its children) before any turn starts. Returns
+    the names of the boxes swept.
+    """
+    wanted = list(turns)
+    swept: list[str] = []
+    for box in manager.registry.all():
+        if box.busy or box.stopped:
+            continue
+        chat = box.ref.labels.get(CHAT)
+        if not any(
+            (owner, assistant) == (box.owner, box.assistant_id) and (chat is None or chat == chat_id)
+            for owner, assistant, chat_id in wanted
+        ):
+            continue
+        await manager._kill_strays(box, user=SANDBOX_USER)  # the manager's own sweep, as at release
+        swept.append(box.ref.name)
+    if swept:
+        log.warning("processes of crashed turns killed in adopted sandboxes", sandboxes=swept)
+    return swept

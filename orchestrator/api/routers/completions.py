@@ -46,7 +46,16 @@ async def chat_completions(
     if body.stream:
         return sse_response(completion_chunks(handle, body, state.tracker), headers_for(handle))
     answer = await completion(handle, body, state.tracker)
-    return JSONResponse(answer.model_dump(mode="json", exclude_none=True), headers=headers_for(handle))
+    content = answer.model_dump(mode="json", exclude_none=True)
+    if answer.cage_error is None:
+        return JSONResponse(content, headers=headers_for(handle))
+    # a failed turn is an error to an OpenAI client (HTTP 502 with OpenAI's error object), not a
+    # 200 with finish_reason "stop"; what the turn produced before failing stays in the body
+    failure = answer.cage_error
+    content["error"] = {"message": failure.message, "type": failure.type, "param": None, "code": failure.code}
+    # `x-should-retry: false`: OpenAI's clients retry a 5xx, and a retry would run the turn again
+    headers = {**headers_for(handle), "x-should-retry": "false"}
+    return JSONResponse(content, status_code=502, headers=headers)
 
 
 @router.post("/chat/completions/{turn_id}/interrupt", response_model=TurnAccepted, status_code=202)

@@ -82,7 +82,11 @@ def test_a_failed_turn_streams_an_error_then_done(served: Served) -> None:
     with httpx.Client(base_url=served.url, headers=served.auth("alice")) as http:
         body = {"model": "tests.echo", "messages": [{"role": "user", "content": "fail"}], "stream": True}
         text = http.post("/v1/chat/completions", json=body).text
-        answer = http.post("/v1/chat/completions", json={**body, "stream": False}).json()
+        failed = http.post("/v1/chat/completions", json={**body, "stream": False})
+    answer = failed.json()
+    assert failed.status_code == 502  # a failed turn is not a 200 with finish_reason stop
+    assert failed.headers["x-should-retry"] == "false"  # an OpenAI client must not run it again
+    assert answer["error"]["message"] == "scripted failure"
     frames = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
     assert frames[-1] == "[DONE]"
     assert json.loads(frames[0])["error"]["message"] == "scripted failure"
@@ -157,3 +161,13 @@ async def test_bad_bodies_are_422_naming_the_field(served: Served) -> None:
     assert host_path.status_code == 422
     assert host_path.json()["fields"][0]["loc"] == "body.options.host_workspace"
     assert not_json.status_code == 422
+
+
+def test_the_official_client_sees_a_failed_completion_as_an_error_and_does_not_retry(served: Served) -> None:
+    turns = served.server.app.state.api.runtime.turns
+    before = len(turns.started)
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key=served.keys["alice"], max_retries=2)
+    with pytest.raises(openai.InternalServerError) as failed:
+        client.chat.completions.create(model="tests.echo", messages=[{"role": "user", "content": "fail"}])
+    assert "scripted failure" in str(failed.value)
+    assert len(turns.started) == before + 1  # one turn, not three

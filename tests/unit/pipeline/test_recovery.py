@@ -41,7 +41,10 @@ async def test_an_unfinished_turn_is_closed_and_the_chat_goes_on(rig: Rig, store
     turn_id = await crashed_turn(rig, store, "chat-crashed")
     assert [t.id for t in await store.turns.unfinished()] == [turn_id]
 
-    assert await close_unfinished_turns(store) == [turn_id]
+    closed = await close_unfinished_turns(store)
+    assert [(t.turn_id, t.chat_id, t.assistant_id, t.owner) for t in closed] == [
+        (turn_id, "chat-crashed", "hooks.echo", "alice")
+    ]
     assert await close_unfinished_turns(store) == []  # a second start finds nothing to close
 
     log = await store.events.after("chat-crashed")

@@ -182,3 +182,36 @@ async def test_reconcile_removes_nothing_with_an_assistant_when_the_assistants_c
     assert report.removed == () and report.adopted == ()
     assert [(u.name, u.reason) for u in report.unclaimed] == [(box.name, "assistants could not be listed")]
     assert box.id in backend.boxes
+
+
+async def test_after_a_crash_the_turns_processes_in_an_adopted_box_are_killed(tmp_path: Path) -> None:
+    from orchestrator.sandbox.backend import ProcessInfo
+    from orchestrator.sandbox.reconcile import kill_orphaned_turns
+
+    backend = FakeBackend()
+    extra = {"cage.test-run": "r4"}
+    boxes = {}
+    for chat in ("crashed", "quiet"):
+        ident = identity_for(
+            Lifecycle.SESSION, owner="o", assistant_id="a.b", chat_id=chat, workspace_id=None
+        )
+        labels = sandbox_labels(
+            ident, config_hash="h" * 64, idle_timeout=60.0, max_lifetime=None, extra=extra
+        )
+        ref = await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))
+        await backend.start(ref)
+        backend.processes[ref.id] = [
+            ProcessInfo(pid=1, ppid=0, start=1, argv=("tini",)),
+            ProcessInfo(pid=7, ppid=1, start=2, argv=("sleep", "infinity")),  # the box's main process
+            ProcessInfo(pid=40, ppid=0, start=50, argv=("claude", "-p")),  # the dead turn's CLI (docker exec)
+            ProcessInfo(pid=41, ppid=40, start=51, argv=("bash", "-c", "make test")),
+        ]
+        boxes[chat] = ref
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(), extra_labels=extra)
+    report = await reconcile(manager, lambda assistant: assistant == "a.b")
+    assert len(report.adopted) == 2
+
+    swept = await kill_orphaned_turns(manager, [("o", "a.b", "crashed")])
+    assert swept == [boxes["crashed"].name]
+    assert [p.pid for p in backend.processes[boxes["crashed"].id]] == [1, 7]  # no CLI left to run twice
+    assert [p.pid for p in backend.processes[boxes["quiet"].id]] == [1, 7, 40, 41]  # other chats untouched
