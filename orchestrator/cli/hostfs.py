@@ -10,11 +10,13 @@ which follows nothing.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -95,5 +97,33 @@ def entry_beneath(root_fd: int, rel: bytes) -> Entry:
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
     """True when `path` is `root` or below it, both with symlinks resolved."""
-    real, base = os.path.realpath(path), os.path.realpath(root)
-    return real == base or real.startswith(base.rstrip("/") + "/")
+    return _under(os.path.realpath(path), os.path.realpath(root))
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def read_named_file(path: Path, workspace: Path, *, limit: int) -> bytes:
+    """A file the command line names (`--prompt-file`), read without following a link the checkout
+    holds: inside the workspace only a regular file reached through real directories is read.
+
+    Raises:
+        OSError: unreadable, not a regular file, a link inside the workspace, or over `limit` bytes.
+    """
+    lexical = Path(os.path.normpath(Path.cwd() / path))  # no link resolved
+    parent = Path(os.path.realpath(lexical.parent))
+    root = os.path.realpath(workspace)
+    really_inside = _under(str(parent), root)
+    if not really_inside and (_under(str(lexical), root) or _under(str(lexical), str(workspace))):
+        raise OSError(errno.ELOOP, "reached through a symbolic link inside the workspace")
+    inside = really_inside
+    flags = _FILE_FLAGS if inside else os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(parent / lexical.name, flags)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    return data

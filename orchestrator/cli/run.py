@@ -34,6 +34,7 @@ import typer
 from rich.console import Console
 
 from orchestrator.cli.artifacts import TurnSummary
+from orchestrator.cli.hostfs import is_within, read_named_file
 from orchestrator.cli.outputs import ArtifactDir, refuse_inside
 from orchestrator.cli.overrides import apply_env, apply_sets
 from orchestrator.cli.render import GithubRenderer, JsonlRenderer, Renderer, TextRenderer, dumps
@@ -62,6 +63,7 @@ EXIT_OK, EXIT_AGENT, EXIT_CONFIG, EXIT_INFRA, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0
 Output = Literal["text", "jsonl", "github"]
 LOCAL_OWNER = "local"
 """The owner of every `cage run` turn: sandboxes, sessions and memory of local runs share it."""
+MAX_PROMPT_BYTES = 16 * 2**20
 RUN_LABEL = "cage.run"
 """Label with this run's id on its sandbox: what the final clean-up removes."""
 
@@ -137,13 +139,16 @@ class RunOptions:
     env: tuple[str, ...]
 
 
-def _renderer(output: Output) -> Renderer:
+def _renderer(output: Output, workspace: Path) -> Renderer:
     if output == "jsonl":
         return JsonlRenderer(sys.stdout)
     out, err = Console(highlight=False), Console(stderr=True, highlight=False)
     if output == "github":
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        return GithubRenderer(out, err, sys.stdout, Path(summary) if summary else None)
+        summary = Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None
+        if summary is not None and is_within(summary, workspace):  # a link there is the agent's to plant
+            sys.stderr.write(f"cage: GITHUB_STEP_SUMMARY {summary} is inside the workspace; not written\n")
+            summary = None
+        return GithubRenderer(out, err, sys.stdout, summary)
     return TextRenderer(out, err)
 
 
@@ -184,7 +189,7 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
     pipeline = PipelineService.from_services(services, store)
     outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
     events_file = outputs.create("events.jsonl") if outputs is not None else None
-    renderer = _renderer(opts.output)
+    renderer = _renderer(opts.output, opts.workspace)
     sink = _Sink(renderer, events_file, opts.output == "jsonl")
     repo = PrivateRepo(settings.data_dir)
     try:
@@ -260,6 +265,15 @@ async def _remove_boxes(services: Services, run_id: str) -> None:
         raise
 
 
+def _read_prompt(path: Path, workspace: Path) -> str:
+    try:
+        return read_named_file(path, workspace, limit=MAX_PROMPT_BYTES).decode("utf-8")
+    except OSError as exc:
+        raise UsageError(f"--prompt-file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--prompt-file {path}: not UTF-8 text") from exc
+
+
 def default_data_dir() -> Path:
     """`cage run`'s data dir when `CAGE_DATA_DIR` is unset: `$XDG_STATE_HOME/cage` (or
     `~/.local/state/cage`), never the current directory, which in CI is the checkout."""
@@ -298,15 +312,13 @@ def run(
         checkout_owner(workspace)
     except WorkspaceError as exc:
         raise UsageError(f"--workspace {workspace}: {str(exc).split(': ', 1)[-1]}") from exc
-    if prompt_file is not None and not prompt_file.is_file():
-        raise UsageError(f"--prompt-file {prompt_file}: no such file")
     try:
         limit = parse_duration(timeout).total_seconds()
     except ValueError as exc:
         raise UsageError(f"--timeout: {exc}") from exc
     opts = RunOptions(
         assistant_id=assistant,
-        prompt=prompt if prompt is not None else Path(prompt_file or "").read_text(encoding="utf-8"),
+        prompt=prompt if prompt is not None else _read_prompt(Path(prompt_file or ""), workspace.resolve()),
         workspace=workspace.resolve(),
         chat_id=chat or new_chat_id(),
         output=output,  # type: ignore[arg-type]

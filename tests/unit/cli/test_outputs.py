@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.cli.hostfs import read_named_file
 from orchestrator.cli.outputs import ArtifactDir, refuse_inside
 from orchestrator.errors import UsageError
 
@@ -42,3 +43,22 @@ def test_an_output_dir_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     (tmp_path / "out").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(UsageError, match="--output-dir"):
         ArtifactDir(tmp_path / "out")
+
+
+def test_a_prompt_file_in_the_checkout_is_read_without_following_links(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "docs").mkdir(parents=True)
+    secret = tmp_path / "secret"
+    secret.write_text("host secret")
+    (ws / "docs" / "prompt.md").write_text("review this")
+    (ws / "link.md").symlink_to(secret)
+    (ws / "linked-dir").symlink_to(tmp_path)
+    assert read_named_file(ws / "docs" / "prompt.md", ws, limit=100) == b"review this"
+    for planted in (ws / "link.md", ws / "linked-dir" / "secret"):
+        with pytest.raises(OSError):
+            read_named_file(planted, ws, limit=100)
+    with pytest.raises(OSError, match="larger"):
+        read_named_file(ws / "docs" / "prompt.md", ws, limit=3)
+    outside = tmp_path / "prompt.md"  # a file of the job's own, outside the checkout: a link is fine
+    outside.symlink_to(secret)
+    assert read_named_file(outside, ws, limit=100) == b"host secret"
