@@ -126,6 +126,7 @@ class ProcessInfo(BaseModel):
     model_config = _FROZEN
     pid: int
     ppid: int
+    pgid: int = 0
     start: int
     """Start time in clock ticks since boot: with `pid`, a key no later process can reuse."""
     exe: str = ""

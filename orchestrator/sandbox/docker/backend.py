@@ -66,21 +66,21 @@ PS_SCRIPT = (
     'for d in /proc/[0-9]*; do p=${d#/proc/}; s=$(cat "$d/stat" 2>/dev/null) || continue; '
     's=${s##*) }; set -- $s; e=$(readlink "$d/exe" 2>/dev/null | tr " " "?"); '
     'a=$(tr "\\000\\n" "  " < "$d/cmdline" 2>/dev/null | cut -c1-200); '
-    'echo "$p $2 ${20} ${e:--} $a"; done'
+    'echo "$p $2 $3 ${20} ${e:--} $a"; done'
 )
-"""One line per process: pid, ppid, start time (field 22 of stat, read after the last `) ` so a
-process name with spaces or parentheses cannot shift the fields), its executable (readable for
-the lister's own uid only) and the head of its argv."""
+"""One line per process: pid, ppid, process group, start time (field 22 of stat, read after the
+last `) ` so a process name with spaces or parentheses cannot shift the fields), its executable
+(readable for the lister's own uid only) and the head of its argv."""
 
 
 def _process(line: bytes) -> ProcessInfo | None:
     words = line.decode(errors="replace").split()
     try:
-        pid, ppid, start = int(words[0]), int(words[1]), int(words[2])
+        pid, ppid, pgid, start = int(words[0]), int(words[1]), int(words[2]), int(words[3])
     except (IndexError, ValueError):
         return None
-    exe = words[3] if len(words) > 3 and words[3] != "-" else ""
-    return ProcessInfo(pid=pid, ppid=ppid, start=start, exe=exe, argv=tuple(words[4:8]))
+    exe = words[4] if len(words) > 4 and words[4] != "-" else ""
+    return ProcessInfo(pid=pid, ppid=ppid, pgid=pgid, start=start, exe=exe, argv=tuple(words[5:9]))
 
 
 def _time(value: str | None) -> datetime | None:
@@ -508,7 +508,11 @@ class DockerBackend:
         async with await self.exec(ref, spec) as handle:
             lines = [item for item in [line async for line in handle] if isinstance(item, bytes)]
             await handle.wait()
-        return [proc for proc in (_process(line) for line in lines) if proc is not None]
+        found = [proc for proc in (_process(line) for line in lines) if proc is not None]
+        # not the lister itself: its process group and the `setsid -w` waiting for it
+        lister = {proc.pid for proc in found if handle.pgid is not None and proc.pgid == handle.pgid}
+        lister |= {proc.ppid for proc in found if proc.pid == handle.pgid and proc.ppid > 1}
+        return [proc for proc in found if proc.pid not in lister]
 
     async def kill_processes(self, ref: SandboxRef, pids: Sequence[int], *, user: str) -> None:
         if not pids:

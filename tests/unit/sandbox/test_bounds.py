@@ -144,3 +144,12 @@ async def test_idle_box_loses_its_strays_but_keeps_background_prepare(tmp_path: 
     await manager.release(lease)
     assert sorted(set(backend.killed)) == [44, 45]
     assert [p.pid for p in backend.processes[lease.ref.id]] == [1, 7, 30]
+
+
+def test_process_lines_parse_and_bad_lines_are_dropped() -> None:
+    from orchestrator.sandbox.docker.backend import _process
+
+    proc = _process(b"12 1 12 345 /usr/local/bin/opencode opencode serve --port 1")
+    assert proc == P(pid=12, ppid=1, pgid=12, start=345, exe="/usr/local/bin/opencode", argv=("opencode", "serve", "--port", "1"))
+    assert _process(b"13 1 13 346 -") == P(pid=13, ppid=1, pgid=13, start=346)
+    assert _process(b"garbage") is None
