@@ -23,10 +23,10 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_P
 # Dependencies first (their own layer), then Cage itself, installed in place: the image builder
 # reads `images/` and Cage's source next to the package, so they must stay where pip found them.
 RUN python3 -m venv /opt/cage && /opt/cage/bin/pip install --upgrade pip setuptools wheel
+# The locked runtime packages (versions and hashes of requirements.lock, without the dev tools).
+COPY requirements-runtime.lock /opt/cage/src/requirements-runtime.lock
+RUN /opt/cage/bin/pip install --require-hashes -r /opt/cage/src/requirements-runtime.lock
 COPY pyproject.toml /opt/cage/src/pyproject.toml
-RUN python3 -c "import tomllib; print(chr(10).join(tomllib.load(open('/opt/cage/src/pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
- && /opt/cage/bin/pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 COPY README.md /opt/cage/src/README.md
 COPY orchestrator /opt/cage/src/orchestrator
 COPY runners /opt/cage/src/runners

@@ -12,10 +12,12 @@ PYTEST_ARGS ?=
 venv:
 	@scripts/bootstrap-venv.sh
 
-# Re-pin requirements.lock after a dependency change in pyproject.toml (keeps the pins it can).
+# Re-pin requirements.lock after a dependency change in pyproject.toml (keeps the pins it can), and
+# requirements-runtime.lock (no dev tools, the same versions) that the orchestrator image installs.
+LOCK_FLAGS := --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --generate-hashes
 lock: venv
-	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
-		--python-platform x86_64-unknown-linux-gnu --generate-hashes -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra dev $(LOCK_FLAGS) -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml -c requirements.lock $(LOCK_FLAGS) -o requirements-runtime.lock
 
 engine:
 	@scripts/ensure-docker.sh

@@ -52,3 +52,17 @@ def test_the_runner_image_contexts_are_package_data() -> None:
     for runner in ("claude", "codex", "opencode", "tools", "tai", "egress"):
         assert (images / runner / "Dockerfile").is_file(), runner
     assert (images / "common" / "cage-ca.sh").is_file()
+
+
+def test_the_runtime_lock_is_the_dev_lock_without_the_dev_tools() -> None:
+    """`requirements-runtime.lock` (the orchestrator image) pins the same versions, and every
+    runtime requirement, with hashes."""
+    runtime = {
+        canonicalize_name(n): v for n, v in PIN.findall((ROOT / "requirements-runtime.lock").read_text())
+    }
+    pins = _pins()
+    assert runtime and all(pins.get(name) == version for name, version in runtime.items())
+    for requirement in (Requirement(r) for r in _pyproject()["project"]["dependencies"]):
+        assert canonicalize_name(requirement.name) in runtime, f"{requirement}: run `make lock`"
+    assert "pytest" not in runtime and "mypy" not in runtime
+    assert "--hash=sha256:" in (ROOT / "requirements-runtime.lock").read_text()

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CONTEXT = (
     "Dockerfile",
     "pyproject.toml",
+    "requirements-runtime.lock",
     "README.md",
     "agent.yml",
     "orchestrator",
@@ -45,7 +46,7 @@ def build_context() -> io.BytesIO:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name in CONTEXT:
             for path in [ROOT / name, *sorted((ROOT / name).rglob("*"))]:
-                if path.is_file() and not SKIP.intersection(path.parts) and path.suffix != ".pyc":
+                if (path.is_file() or path.is_symlink()) and not SKIP.intersection(path.parts) and path.suffix != ".pyc":
                     tar.add(path, arcname=str(path.relative_to(ROOT)), recursive=False)
         ca = os.environ.get("CAGE_EXTRA_CA_CERTS")
         if ca:
@@ -121,6 +122,9 @@ def test_the_image_answers_healthz_when_started_like_compose(
                 time.sleep(0.5)
         assert health is not None and health.json() == {"status": "ok"}, container.logs()[-2000:]
         ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        probe = "from orchestrator.sandbox.images import default_images_dir as d; print((d() / 'claude' / 'Dockerfile').is_file())"
+        found = container.exec_run(["/opt/cage/bin/python", "-c", probe])
+        assert found.output.decode().strip() == "True", found.output  # the image contexts, through the symlink
         runners = httpx.get(
             f"http://127.0.0.1:{port}/v1/admin/runners",
             headers={"Authorization": "Bearer boot-key-for-the-image-test"},
