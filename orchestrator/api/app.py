@@ -10,8 +10,10 @@ the runtime closes (database, engine client).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
+from typing import Any
 
 import anyio
 import structlog
@@ -37,12 +39,13 @@ from orchestrator.api.routers.admin import teams as admin_teams
 from orchestrator.api.runtime import Runtime, RuntimeFactory
 from orchestrator.api.state import ApiState
 from orchestrator.api.supervisor import Supervisor
-from orchestrator.errors import EngineUnavailable
+from orchestrator.errors import CageError, EngineUnavailable
 from orchestrator.pipeline.recovery import close_unfinished_turns
 from orchestrator.pipeline.service import FORCE_GRACE
 from orchestrator.sandbox import Reaper, reconcile
 from orchestrator.sandbox.reconcile import ReconcileReport, kill_orphaned_turns
 from orchestrator.settings import Settings
+from orchestrator.store.retention import RetentionPolicy
 
 log = structlog.get_logger(__name__)
 VERSION = "0.1.0"
@@ -84,6 +87,8 @@ def _lifespan(
                 )
             reaper = Reaper(runtime.manager)
             supervisor.every(reaper.interval, reaper.sweep, name="reaper")
+            policy = retention_policy(config, _agent_ttl(runtime))
+            supervisor.every(config.retention_interval, _retention(runtime, policy), name="retention")
             supervisor.serving = True
             log.info("server ready", app_dir=str(settings.app_dir))
             try:
@@ -94,6 +99,37 @@ def _lifespan(
                 tg.cancel_scope.cancel()
 
     return lifespan
+
+
+def retention_policy(config: ApiConfig, agent_ttl: int | None) -> RetentionPolicy:
+    """The TTLs from the settings; `agent.yml` `store.ttl` is the session TTL when none is set."""
+
+    def seconds(value: float | None) -> timedelta | None:
+        return None if value is None else timedelta(seconds=value)
+
+    session = config.session_ttl_seconds if config.session_ttl_seconds is not None else agent_ttl or None
+    return RetentionPolicy(
+        session_ttl=seconds(session),
+        event_ttl=seconds(config.event_ttl_seconds),
+        audit_ttl=seconds(config.audit_ttl_seconds),
+    )
+
+
+def _agent_ttl(runtime: Runtime) -> int | None:
+    try:
+        return runtime.loader.agent_config.store.ttl
+    except CageError as exc:  # a broken agent.yml is reported by the turns that need it
+        log.warning("agent.yml not read for store.ttl", error=str(exc))
+        return None
+
+
+def _retention(runtime: Runtime, policy: RetentionPolicy) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def sweep() -> None:
+        swept = await runtime.store.retention.sweep(policy)
+        if swept.sessions or swept.events or swept.audit:
+            log.info("retention sweep", **swept.model_dump())
+
+    return sweep
 
 
 async def _shutdown(runtime: Runtime, config: ApiConfig) -> None:

@@ -42,6 +42,15 @@ class ApiConfig(BaseSettings):
     """`Host` headers the server answers (`*`: any); with authentication off, only loopback names."""
     sse_keepalive_seconds: float = 15.0
     """Seconds of silence after which an SSE stream sends a comment, so proxies keep it open."""
+    session_ttl_seconds: float | None = None
+    """Delete sessions idle this long (with their events and messages); none: keep them, unless
+    `agent.yml` `store.ttl` says otherwise."""
+    event_ttl_seconds: float | None = None
+    """Delete events older than this; none: keep them."""
+    audit_ttl_seconds: float | None = None
+    """Delete audit entries older than this; none: keep them."""
+    retention_interval: float = 3600.0
+    """Seconds between two retention sweeps."""
     ws_ping_interval: float = 20.0
     """Seconds between websocket protocol pings; a client that misses a pong is dropped."""
     ws_max_message_bytes: int = 16 * 2**20

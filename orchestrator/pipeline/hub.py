@@ -98,6 +98,19 @@ class SessionHub:
             self.fan_out(chat_id, stamped)
         return stamped
 
+    def evict(self, chat_id: str) -> bool:
+        """Forget the chat's emitter once nothing uses it (no live subscriber, no publish under
+        way): the next `begin` reloads it from the log, so idle chats hold no memory here."""
+        session = self._sessions.get(chat_id)
+        if session is None or session.lock.locked() or chat_id in self._subscribers:
+            return False
+        del self._sessions[chat_id]
+        return True
+
+    def tracked(self) -> int:
+        """Chats with an emitter in memory."""
+        return len(self._sessions)
+
     def fan_out(self, chat_id: str, stamped: Sequence[Event]) -> None:
         """Hand stamped events to live subscribers (without writing them)."""
         for send in list(self._subscribers.get(chat_id, ())):

@@ -315,6 +315,7 @@ class PipelineService:
                     log.warning("pipeline.context_memory_not_cleared", turn_id=turn.turn_id, error=str(exc))
                 self._by_chat.pop(turn.chat_id, None)
                 self._by_turn.pop(turn.turn_id, None)
+                self.hub.evict(turn.chat_id)  # still reserved: no turn of this chat can begin meanwhile
                 self._reserved.discard(turn.chat_id)
                 handle.finish(
                     TurnResult(

@@ -18,6 +18,7 @@ from orchestrator.store.keys import KeyRepository
 from orchestrator.store.memory import MemoryRepository
 from orchestrator.store.messages import MessageRepository
 from orchestrator.store.records import TurnInput, TurnRecord
+from orchestrator.store.retention import Retention
 from orchestrator.store.teams import TeamRepository
 from orchestrator.store.turns import TurnRepository
 
@@ -48,6 +49,7 @@ class Store:
         self.memory = MemoryRepository(self._db)
         self.keys = KeyRepository(self._db)
         self.teams = TeamRepository(self._db)
+        self.retention = Retention(self._db)
         self.audit = AuditLog(self._db)
 
     @classmethod

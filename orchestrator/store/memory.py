@@ -8,19 +8,25 @@ reaper) deletes expired rows for good.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import get_args
 
 from pydantic import JsonValue
-from sqlalchemy import ColumnElement, delete, or_, select
+from sqlalchemy import ColumnElement, delete, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import CageError, CapacityError, UsageError
 from orchestrator.store.database import Database, affected
 from orchestrator.store.records import MemoryEntry, MemorySpace
 from orchestrator.store.tables import MemoryRow
 from orchestrator.store.upsert import upsert
 
 SPACES: tuple[str, ...] = get_args(MemorySpace)
+MAX_VALUE_BYTES = 1 * 2**20
+"""Largest value (as compact JSON) one memory key holds."""
+MAX_KEYS_PER_SCOPE = 10_000
+"""Live keys one scope (a user's, a team's, a chat's memory) holds at most."""
 MAX_KEY_LENGTH = 500
 
 
@@ -42,6 +48,17 @@ def _check(space: str, scope_id: str, key: str | None = None) -> None:
         raise UsageError(f"memory space {space!r} needs a scope id")
     if key is not None and not 0 < len(key) <= MAX_KEY_LENGTH:
         raise UsageError(f"memory keys are 1 to {MAX_KEY_LENGTH} characters long")
+
+
+class MemoryFull(CapacityError):
+    """A memory scope holds `MAX_KEYS_PER_SCOPE` keys already (429)."""
+
+    def __init__(self, space: str, limit: int) -> None:
+        self.scope = f"{space} memory"
+        self.limit = limit
+        CageError.__init__(
+            self, f"{space} memory is full: at most {limit} keys; delete some or let them expire"
+        )
 
 
 class MemoryRepository:
@@ -92,6 +109,9 @@ class MemoryRepository:
             UsageError: bad space, scope or key, or a ttl that is not positive.
         """
         _check(space, scope_id, key)
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        if size > MAX_VALUE_BYTES:
+            raise UsageError(f"memory value is {size} bytes; the limit is {MAX_VALUE_BYTES} bytes")
         now = self._db.clock()
         expires_at: datetime | None = None
         if ttl is not None:
@@ -108,10 +128,27 @@ class MemoryRepository:
             "updated_at": now,
         }
         async with self._db.write() as session:
+            await self._room_for(session, space, scope_id, key, now)
             await upsert(session, MemoryRow, values, keys=("space", "scope_id", "key"))
         return MemoryEntry(
             space=space, scope_id=scope_id, key=key, value=value, expires_at=expires_at, updated_at=now
         )
+
+    async def _room_for(
+        self, session: AsyncSession, space: MemorySpace, scope_id: str, key: str, now: datetime
+    ) -> None:
+        """Raises CapacityError when a new key would pass `MAX_KEYS_PER_SCOPE` (expired entries,
+        which no read sees any more, are dropped first)."""
+        in_scope = (MemoryRow.space == space, MemoryRow.scope_id == scope_id)
+        if await session.get(MemoryRow, (space, scope_id, key)) is not None:
+            return
+        count = await session.scalar(select(func.count()).select_from(MemoryRow).where(*in_scope))
+        if (count or 0) < MAX_KEYS_PER_SCOPE:
+            return
+        await session.execute(delete(MemoryRow).where(*in_scope, MemoryRow.expires_at <= now))
+        count = await session.scalar(select(func.count()).select_from(MemoryRow).where(*in_scope))
+        if (count or 0) >= MAX_KEYS_PER_SCOPE:
+            raise MemoryFull(space, MAX_KEYS_PER_SCOPE)
 
     async def has(self, space: MemorySpace, scope_id: str, key: str) -> bool:
         return await self.entry(space, scope_id, key) is not None

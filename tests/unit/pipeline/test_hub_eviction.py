@@ -1,0 +1,14 @@
+"""M9: the hub keeps no state for idle chats (it used to keep one emitter per chat forever)."""
+
+from __future__ import annotations
+
+from tests.pipeline_rig import Rig
+
+
+async def test_a_finished_turn_leaves_no_emitter_behind(rig: Rig) -> None:
+    for n in range(5):
+        ran = await rig.run("hooks.echo", f"hi {n}", chat_id=f"chat-evict-{n}")
+        assert ran.result.status == "completed"
+    assert rig.service.hub.tracked() == 0
+    again = await rig.run("hooks.echo", "again", chat_id="chat-evict-0")  # reloaded from the log
+    assert again.events[0].seq > 1 and rig.service.hub.tracked() == 0
