@@ -29,7 +29,7 @@ from orchestrator.api.metrics import Metrics
 from orchestrator.api.openapi import install_openapi
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.requestlog import RequestLog
-from orchestrator.api.routers import completions, health, memory, sandboxes, sessions, streams
+from orchestrator.api.routers import completions, health, memory, sandboxes, sessions, streams, web
 from orchestrator.api.routers.admin import assistants as admin_assistants
 from orchestrator.api.routers.admin import audit as admin_audit
 from orchestrator.api.routers.admin import images as admin_images
@@ -187,6 +187,7 @@ def create_app(
         admin_sessions,
         admin_teams,
         admin_audit,
+        web,  # the session viewer at /ui/
     ):
         app.include_router(module.router)
     install_error_handlers(app)

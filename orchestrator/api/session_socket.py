@@ -245,14 +245,17 @@ class SocketParams(BaseModel):
             return errors
 
 
-def check_origin(origin: str | None, config: ApiConfig) -> None:
+def check_origin(origin: str | None, config: ApiConfig, host: str | None = None) -> None:
     """A browser page may drive a session only from an allowed origin (cross-site websocket
-    hijacking); clients that are not browsers send no `Origin`.
+    hijacking); clients that are not browsers send no `Origin`. The server's own page (`/ui/`,
+    same origin: the `Origin`'s host is the request's `Host`) is always allowed.
 
     Raises:
-        Forbidden: an `Origin` not in `CAGE_ALLOWED_ORIGINS`.
+        Forbidden: an `Origin` neither this server's nor in `CAGE_ALLOWED_ORIGINS`.
     """
-    if origin is not None and origin.rstrip("/") not in {o.rstrip("/") for o in config.allowed_origins}:
+    if origin is None or (host is not None and origin.rstrip("/").split("://", 1)[-1] == host):
+        return
+    if origin.rstrip("/") not in {o.rstrip("/") for o in config.allowed_origins}:
         raise Forbidden(f"websocket origin {origin!r} is not allowed (CAGE_ALLOWED_ORIGINS)")
 
 
@@ -287,7 +290,7 @@ async def serve_session(
         await _refuse(websocket, SessionError(code="invalid", message=detail, fields=params))
         return
     try:
-        check_origin(websocket.headers.get("origin"), state.config)
+        check_origin(websocket.headers.get("origin"), state.config, websocket.headers.get("host"))
         principal = await _principal(websocket, state, ticket)
         chat = await state.conversations.open(principal, params.chat_id, params.assistant_id)
         if params.after_seq is not None and params.after_seq > chat.last_seq:
