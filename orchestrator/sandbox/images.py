@@ -33,6 +33,8 @@ EXTRA_CA_FILE = "extra-ca.pem"
 COMMON_DIR = "common"
 """Folder of `images/` whose files go into every runner image's context (`cage-ca.sh`)."""
 SOURCE_DIR = "src"
+RUNTIME_LOCK = "requirements-runtime.lock"
+"""The pinned runtime packages (with hashes) the `tai` image installs, as the orchestrator image does."""
 """Context folder holding Cage's own source for the `tai` image."""
 
 CLAUDE_CODE_VERSION = "2.1.197"
@@ -285,6 +287,10 @@ def _source_files(root: Path) -> dict[str, bytes]:
     # pyproject's `readme` must exist for setuptools. An empty one is enough inside the image and
     # keeps documentation edits from changing the image hash.
     files = {f"{SOURCE_DIR}/pyproject.toml": pyproject.read_bytes(), f"{SOURCE_DIR}/README.md": b""}
+    lock = root / RUNTIME_LOCK
+    if not lock.is_file():
+        raise ImageBuildError("cage/tai", f"the tai image installs the locked packages of {lock}: missing")
+    files[f"{SOURCE_DIR}/{RUNTIME_LOCK}"] = lock.read_bytes()
     for package in ("orchestrator", "runners"):
         for path in sorted((root / package).rglob("*")):
             rel = path.relative_to(root)

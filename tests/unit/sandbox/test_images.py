@@ -23,6 +23,7 @@ from orchestrator.sandbox.images import (
     default_images_dir,
     extra_context_files,
     plan_build,
+    project_root,
     ready_image,
     runner_image,
 )
@@ -67,7 +68,7 @@ def test_pinned_cli_versions_are_the_measured_ones() -> None:
 
 @pytest.mark.parametrize("image", list(RUNNER_IMAGES.values()), ids=lambda i: i.name)
 def test_every_context_gets_the_one_shared_ca_script(image: RunnerImage) -> None:
-    files = extra_context_files(image, extra_ca_certs=None, source_root=IMAGES.parent)
+    files = extra_context_files(image, extra_ca_certs=None, source_root=project_root())
     assert files["cage-ca.sh"] == (IMAGES / "common" / "cage-ca.sh").read_bytes()
     assert not (IMAGES / image.name / "cage-ca.sh").exists()  # one copy: the layer is shared
 
@@ -148,6 +149,7 @@ def _fake_source(root: Path) -> Path:
     (root / "orchestrator" / "__pycache__").mkdir(parents=True)
     (root / "runners" / "tai").mkdir(parents=True)
     (root / "pyproject.toml").write_text("[project]\nname='cage'\n")
+    (root / "requirements-runtime.lock").write_text("anyio==4.16.0\n")
     (root / "README.md").write_text("# docs that do not belong in the image hash\n")
     (root / "orchestrator" / "__init__.py").write_text("")
     (root / "orchestrator" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
@@ -161,6 +163,7 @@ def test_tai_context_carries_the_project_source_without_caches(tmp_path: Path) -
     assert set(files) == {
         "cage-ca.sh",
         "src/pyproject.toml",
+        "src/requirements-runtime.lock",
         "src/README.md",
         "src/orchestrator/__init__.py",
         "src/runners/tai/cli.py",
