@@ -10,6 +10,7 @@ from anyio import to_thread
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from orchestrator.api.auth import Principal
+from orchestrator.api.policy import ApiAssistantPolicy
 from orchestrator.dsl import AppLoader, Assistant, PackageSpec, Prompt, SandboxSpec, is_system_id
 from orchestrator.errors import ConfigError, ConfigErrors, Conflict, Forbidden, NotFound
 from orchestrator.store import AssistantRecord, Store
@@ -60,8 +61,9 @@ class NewAssistant(AssistantBody):
     id: str = Field(min_length=1, max_length=128, pattern=ASSISTANT_ID)
 
 
-def _check(assistant_id: str, body: AssistantBody) -> None:
-    """Raises: ConfigError naming every bad `package.<key>`, `prompts.<i>.<key>` and `sandbox.<key>`."""
+def _check(assistant_id: str, body: AssistantBody, policy: ApiAssistantPolicy) -> None:
+    """Raises: ConfigError naming every bad `package.<key>`, `prompts.<i>.<key>` and `sandbox.<key>`,
+    and every `sandbox.computer.<key>` past the server's policy for API-created assistants."""
     problems: list[ConfigError] = []
     checks: list[tuple[tuple[str | int, ...], type[BaseModel], object]] = [
         (("package",), PackageSpec, body.package),
@@ -81,6 +83,8 @@ def _check(assistant_id: str, body: AssistantBody) -> None:
                 )
                 for e in exc.errors()
             ]
+    if not problems and body.sandbox is not None:
+        problems += policy.problems(assistant_id, SandboxSpec.model_validate(body.sandbox))
     if problems:
         raise ConfigErrors(problems)
 
@@ -131,9 +135,10 @@ def _api_detail(record: AssistantRecord) -> AssistantDetail:
 
 
 class Catalog:
-    def __init__(self, loader: AppLoader, store: Store) -> None:
+    def __init__(self, loader: AppLoader, store: Store, policy: ApiAssistantPolicy | None = None) -> None:
         self._loader = loader
         self._store = store
+        self._policy = policy or ApiAssistantPolicy()
 
     async def file_ids(self) -> list[str]:
         return await to_thread.run_sync(self._loader.ids)
@@ -201,7 +206,7 @@ class Catalog:
     async def create(self, body: NewAssistant, actor: Principal) -> AssistantDetail:
         """Raises: Forbidden (system id), Conflict (file assistant or taken id), ConfigError (bad body)."""
         await self._writable(body.id)
-        _check(body.id, body)
+        _check(body.id, body, self._policy)
         record = await self._store.assistants.create(
             body.id, owner=actor.owner, package=body.package, prompts=list(body.prompts), sandbox=body.sandbox
         )
@@ -211,7 +216,7 @@ class Catalog:
     async def update(self, assistant_id: str, body: AssistantBody, actor: Principal) -> AssistantDetail:
         """Raises: Forbidden, Conflict, NotFound, ConfigError."""
         await self._writable(assistant_id)
-        _check(assistant_id, body)
+        _check(assistant_id, body, self._policy)
         record = await self._store.assistants.replace(
             assistant_id, package=body.package, prompts=list(body.prompts), sandbox=body.sandbox
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.api.policy import ApiAssistantPolicy
+
 
 class ApiConfig(BaseSettings):
     """Limits and timings of the HTTP/websocket server."""
@@ -51,6 +53,18 @@ class ApiConfig(BaseSettings):
     """Delete audit entries older than this; none: keep them."""
     retention_interval: float = 3600.0
     """Seconds between two retention sweeps."""
+    api_assistant_max_memory_bytes: int = 8 * 2**30
+    """Most memory an API-created assistant's sandbox may ask for."""
+    api_assistant_max_cpus: float = 4.0
+    """Most CPUs an API-created assistant's sandbox may ask for."""
+    api_assistant_max_pids: int = 4096
+    """Most pids an API-created assistant's sandbox may ask for."""
+    api_assistant_runtimes: list[str] = []
+    """Engine runtimes (`runsc`) API-created assistants may name; empty: the engine's default only."""
+    api_assistant_images: list[str] = []
+    """Base images API-created assistants may name; empty: the runner's default image only."""
+    api_assistant_networks: list[str] = ["none", "bridge", "allowlist"]
+    """Egress kinds API-created assistants may ask for."""
     ws_ping_interval: float = 20.0
     """Seconds between websocket protocol pings; a client that misses a pong is dropped."""
     ws_max_message_bytes: int = 16 * 2**20
@@ -63,3 +77,13 @@ class ApiConfig(BaseSettings):
     """Default time limit of an admin `exec` in a sandbox."""
     exec_output_bytes: int = 1 * 2**20
     """Most stdout bytes an admin `exec` returns (the rest is cut, and the response says so)."""
+
+    def api_assistant_policy(self) -> ApiAssistantPolicy:
+        return ApiAssistantPolicy(
+            max_memory_bytes=self.api_assistant_max_memory_bytes,
+            max_cpus=self.api_assistant_max_cpus,
+            max_pids=self.api_assistant_max_pids,
+            allowed_runtimes=tuple(self.api_assistant_runtimes),
+            allowed_images=tuple(self.api_assistant_images),
+            allowed_networks=tuple(self.api_assistant_networks),
+        )

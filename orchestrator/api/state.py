@@ -45,7 +45,7 @@ class ApiState:
         spawn = supervisor.spawn
         settings = runtime.settings
         limiter = RateLimiter(per_minute=config.rate_limit_per_minute, burst=config.rate_limit_burst)
-        catalog = Catalog(runtime.loader, runtime.store)
+        catalog = Catalog(runtime.loader, runtime.store, config.api_assistant_policy())
         tracker = TurnTracker(metrics, spawn)
         quota = SandboxQuota(
             runtime.manager, max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner
