@@ -9,8 +9,10 @@ unauthenticated client make the process buffer a body of any size. The gate ther
    hands the principal to the `caller` dependency through the request scope (so a request is
    authenticated, and charged to its key's rate limit, once);
 3. with authentication off, answers only loopback `Host` names (no DNS rebinding);
-4. charges unauthenticated and failed requests to a bucket per client address, so a flood of bad
-   keys costs neither a database query nor a hash each once the bucket is empty.
+4. charges unauthenticated and failed requests to a bucket per client address: past it they are
+   answered 429 with `Retry-After` instead of 401 (a valid key is never refused by it, so clients
+   sharing an address behind a proxy are not locked out by one of them; a key check costs one
+   indexed lookup and one hash).
 
 Attachment routes (a turn's files travel base64-encoded in the body) get the larger limit.
 """
@@ -121,8 +123,6 @@ class Gate:
         if state is None:  # not started yet (or shutting down): the route answers for itself
             return None
         address = "ip:" + client_address(scope)
-        if self.failures.exhausted(address):
-            return self.failures.refusal(address)
         try:
             principal = await state.auth.authenticate(bearer_from_scope(scope))
         except KeyRateLimited as exc:

@@ -37,19 +37,6 @@ class RateLimiter:
         self._subject = subject
         self._buckets: dict[str, _Bucket] = {}
 
-    def exhausted(self, key: str) -> bool:
-        """Whether `key`'s bucket is empty now (takes nothing)."""
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            return False
-        return self._refilled(bucket, self._clock()) < 1.0
-
-    def refusal(self, key: str) -> KeyRateLimited:
-        """The error for an exhausted `key`, with the time until its next token."""
-        bucket = self._buckets.get(key)
-        tokens = self._refilled(bucket, self._clock()) if bucket is not None else self._burst
-        return KeyRateLimited(max(0.0, 1.0 - tokens) / self._rate, self._subject)
-
     def _refilled(self, bucket: _Bucket, now: float) -> float:
         return min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate)
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from orchestrator.api import ApiConfig, create_app
@@ -114,3 +115,24 @@ def test_huge_bodies_are_refused_before_they_are_read(
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert sock.recv(100).startswith(b"HTTP/1.1 200")
+
+
+def test_failed_requests_from_one_address_are_bucketed_and_a_valid_key_still_works(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    keys = create_keys(settings, {"alice": ("user", "alice")})
+    config = ApiConfig(failed_auth_burst=5, failed_auth_per_minute=1)
+    served = ServerThread(create_app(settings, runtime=fake_runtime(), config=config)).start()
+    try:
+        with httpx.Client(base_url=served.base_url) as client:
+            codes = [
+                client.get("/v1/sessions", headers={"Authorization": "Bearer nope"}).status_code
+                for _ in range(8)
+            ]
+            limited = client.get("/v1/sessions")
+            valid = client.get("/v1/sessions", headers={"Authorization": f"Bearer {keys['alice']}"})
+    finally:
+        served.stop()
+    assert codes[:5] == [401] * 5 and codes[5:] == [429] * 3
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+    assert "too many failed requests" in limited.json()["detail"]
+    assert valid.status_code == 200  # the bucket never refuses a valid key (clients behind one proxy)
