@@ -150,3 +150,30 @@ def test_kill_9_mid_turn_closes_the_log_and_the_session_goes_on(serve: Serve) ->
     assert after[-1]["props"]["event"] == "stream_end" and after[-1]["props"]["status"] == "completed"
     assert "awake: hello (user messages seen: 2)" in texts, texts  # the crashed turn's message was kept
     assert after[0]["seq"] == log[-1]["seq"] + 1
+
+
+@pytest.mark.docker
+async def test_sigterm_sends_the_cancelled_stream_end_before_the_socket_closes(serve: Serve) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    serve.start()
+    ws_url = serve.url.replace("http://", "ws://")
+    url = f"{ws_url}/v1/sessions/term-1/ws?assistant_id=tests.sleeper"
+    frames: list[dict[str, Any]] = []
+    async with connect(url, additional_headers=HEADERS) as conn:
+        assert json.loads(await conn.recv())["type"] == "session.ready"
+        await conn.send(json.dumps({"type": "user_message", "text": "sleep"}))
+        while "sleeping" not in json.dumps(frames[-1:] or {}):
+            frames.append(json.loads(await conn.recv()))
+        assert serve.proc is not None
+        serve.proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        with pytest.raises(ConnectionClosed):
+            while True:
+                frames.append(json.loads(await conn.recv()))
+        took = time.monotonic() - started
+    ends = [f for f in frames if f.get("props", {}).get("event") == "stream_end" and not f.get("thread_id")]
+    assert [e["props"]["status"] for e in ends] == ["cancelled"], frames[-5:]
+    assert took < 30  # inside compose's stop grace
+    assert serve.proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
