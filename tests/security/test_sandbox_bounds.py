@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,9 @@ pytestmark = pytest.mark.docker
 MiB = 2**20
 
 
-def _engine_free(client: docker.DockerClient) -> int:
-    root = client.info().get("DockerRootDir", "/var/lib/docker")
-    return shutil.disk_usage(root if Path(root).exists() else "/").free
+def _writable_layer(client: docker.DockerClient, container_id: str) -> int:
+    data = client.api.get(client.api._url("/containers/{0}/json", container_id), params={"size": 1}).json()
+    return int(data.get("SizeRw") or 0)
 
 
 async def test_disk_fill_fails_the_agents_own_write_and_spares_the_host(
@@ -37,13 +36,14 @@ async def test_disk_fill_fails_the_agents_own_write_and_spares_the_host(
     manager = make_manager(workspace_tmpfs_bytes=16 * MiB)
     database = tmp_path / "cage.db"
     database.write_bytes(b"orchestrator state")
-    free_before = _engine_free(docker_engine)
     lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), chat_id="fill"))
     _, code, stderr = await sh(manager, lease, "dd if=/dev/zero of=/workspace/fill bs=1M count=200")
     assert code != 0 and b"No space left on device" in stderr
     lines, _, _ = await sh(manager, lease, "du -sm /workspace | cut -f1; echo more >> /workspace/x || echo full")
     assert int(lines[0]) <= 16 and lines[-1] == b"full"
-    assert _engine_free(docker_engine) > free_before - 32 * MiB  # the engine's disk did not take it
+    assert _writable_layer(docker_engine, lease.ref.id) < 16 * MiB  # nothing spilled into the layer
+    volume = docker_engine.containers.get(lease.ref.id).attrs["Mounts"][0]["Name"]
+    assert docker_engine.volumes.get(volume).attrs["Options"]["type"] == "tmpfs"  # not on the engine's disk
     database.write_bytes(database.read_bytes() + b" still writable")
     await manager.release(lease)
 
