@@ -76,8 +76,9 @@ class Settings(BaseSettings):
     """`$ENV.` in API-created assistants reads only variables with this prefix (none: no variable)."""
     bootstrap_admin_key: str | None = None
     """An admin API key accepted on first start, before any key was created."""
-    isolated_networks: bool = False
-    """Give every sandbox its own network behind the egress proxy (allowlists always get one)."""
+    isolated_networks: bool = True
+    """Every sandbox on a network of its own behind the egress proxy (allowlists always are); off puts
+    `none`/`bridge` boxes on the engine's shared bridge with `host.docker.internal` (no policy)."""
     egress_container: str = "cage-egress"
     """Name of the shared egress proxy container."""
     egress_network: str = "bridge"

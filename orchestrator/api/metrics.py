@@ -6,10 +6,11 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from orchestrator.sandbox import SandboxManager
+from orchestrator.sandbox.egress.denials import backend_denials
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TURN_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -30,6 +31,23 @@ class _SandboxCollector(Collector):
             counts["stopped" if box.stopped else "busy" if box.busy else "idle"] += 1
         for state, n in sorted(counts.items()):
             family.add_metric([state], n)
+        yield family
+
+
+class _EgressCollector(Collector):
+    """`cage_egress_denied_total{mode}`: connections the egress proxy refused for this process's boxes."""
+
+    def __init__(self, manager: Callable[[], SandboxManager | None]) -> None:
+        self._manager = manager
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "cage_egress_denied", "Connections the egress proxy refused, by network mode.", labels=["mode"]
+        )
+        manager = self._manager()
+        hub = backend_denials(manager.backend) if manager is not None else None
+        for mode in ("allow", "bridge", "none"):
+            family.add_metric([mode], hub.counts.get(mode, 0) if hub is not None else 0)
         yield family
 
 
@@ -76,6 +94,7 @@ class Metrics:
             "cage_rate_limited", "Requests refused by the per-key rate limit.", registry=r
         )
         r.register(_SandboxCollector(lambda: self._manager))
+        r.register(_EgressCollector(lambda: self._manager))
 
     def watch_sandboxes(self, manager: SandboxManager) -> None:
         self._manager = manager

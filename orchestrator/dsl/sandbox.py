@@ -200,6 +200,17 @@ class ComputerSpec(BaseModel):
             raise ValueError(f"must be an absolute path without '..', got {v!r}")
         return v
 
+    @model_validator(mode="after")
+    def _ports_need_a_route(self) -> ComputerSpec:
+        # An allowlisted box sits on an internal network: the engine cannot publish ports from it.
+        if isinstance(self.network, NetworkAllowlist) and self.ports:
+            message = "cannot publish ports from a sandbox with an egress allowlist (its network is internal)"
+            raise ValidationError.from_exception_data(
+                "ports",
+                [{"type": PydanticCustomError("ports_isolated", message), "loc": ("ports",), "input": None}],
+            )
+        return self
+
 
 class RoleConnector(BaseModel):
     model_config = _STRICT

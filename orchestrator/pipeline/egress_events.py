@@ -14,17 +14,11 @@ from contextlib import asynccontextmanager
 import anyio
 
 from orchestrator.pipeline.bridge import Emit
-from orchestrator.sandbox.egress.denials import EgressDenials
+from orchestrator.sandbox.egress.denials import backend_denials
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.stream import TurnBuilder
 
 SETTLE_SECONDS = 0.3
-
-
-def egress_denials(manager: SandboxManager) -> EgressDenials | None:
-    """The backend's denial hub, when its engine has an egress proxy (the Docker backend does)."""
-    hub = getattr(getattr(manager.backend, "egress", None), "denials", None)
-    return hub if isinstance(hub, EgressDenials) else None
 
 
 @asynccontextmanager
@@ -32,7 +26,7 @@ async def egress_events(
     manager: SandboxManager, lease: SandboxLease, builder: TurnBuilder, emit: Emit
 ) -> AsyncIterator[None]:
     """Emit the lease's egress denials while the block runs (and `SETTLE_SECONDS` after)."""
-    hub = egress_denials(manager)
+    hub = backend_denials(manager.backend)
     if hub is None or not lease.isolated:
         yield
         return

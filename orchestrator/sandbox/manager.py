@@ -495,14 +495,14 @@ class SandboxManager:
 
     def isolates(self, spec: SandboxSpec) -> bool:
         """Whether `spec`'s box gets a network of its own (an allowlist, or `Settings.isolated_networks`)."""
-        return sandbox_egress(spec.computer.network, isolated=self.settings.isolated_networks) is not None
+        return sandbox_egress(spec.computer, isolated=self.settings.isolated_networks) is not None
 
     def _isolate(self, create: CreateSpec, spec: SandboxSpec, gateway_port: int | None) -> CreateSpec:
         """A network of its own behind the egress proxy, when the spec or the settings ask for one.
 
         No `host.docker.internal` then, and the proxy variables in every process's environment.
         """
-        egress = sandbox_egress(spec.computer.network, isolated=self.settings.isolated_networks)
+        egress = sandbox_egress(spec.computer, isolated=self.settings.isolated_networks)
         if egress is None:
             return create
         port = gateway_port or self.gateway_port

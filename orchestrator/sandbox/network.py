@@ -23,7 +23,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.dsl.sandbox import NEVER_ALLOWED, AllowEntry, NetworkAllowlist, parse_allow_entry
+from orchestrator.dsl.sandbox import (
+    NEVER_ALLOWED,
+    AllowEntry,
+    ComputerSpec,
+    NetworkAllowlist,
+    parse_allow_entry,
+)
 
 GATEWAY_ALIAS = "cage-gateway"
 """The model gateway's name inside every sandbox network (an alias of the egress container)."""
@@ -101,16 +107,18 @@ def egress_policy(network: Literal["none", "bridge"] | NetworkAllowlist) -> Egre
     return EgressPolicy(mode=network)
 
 
-def sandbox_egress(
-    network: Literal["none", "bridge"] | NetworkAllowlist, *, isolated: bool
-) -> EgressPolicy | None:
+def sandbox_egress(computer: ComputerSpec, *, isolated: bool) -> EgressPolicy | None:
     """The policy of an isolated sandbox, or None for one on the engine's shared network.
 
     An allowlist is always isolated (only the proxy can enforce it); `none` and `bridge` are when
-    the operator turned isolation on (`Settings.isolated_networks`).
+    the operator turned isolation on (`Settings.isolated_networks`), except for a box that
+    publishes ports: the engine cannot publish them from an internal network, so it stays on the
+    shared one (the DSL refuses ports next to an allowlist).
     """
-    if isolated or isinstance(network, NetworkAllowlist):
-        return egress_policy(network)
+    if isinstance(computer.network, NetworkAllowlist):
+        return egress_policy(computer.network)
+    if isolated and not computer.ports:
+        return egress_policy(computer.network)
     return None
 
 

@@ -21,6 +21,8 @@ import pytest
 
 TEST_RUN_LABEL = "cage.test-run"
 TEST_RUN_ID = uuid.uuid4().hex
+EGRESS_CONTAINER = os.environ.setdefault("CAGE_EGRESS_CONTAINER", f"cage-egress-test-{TEST_RUN_ID[:8]}")
+"""This session's own egress proxy (every `Settings` of the session reads it); removed at the end."""
 _HERE = Path(__file__).parent
 
 SANDBOX_TEST_DOCKERFILE = """\
@@ -54,6 +56,12 @@ def docker_engine() -> Iterator[docker.DockerClient]:
         container.remove(force=True)
     for volume in client.volumes.list(filters=selector):
         volume.remove(force=True)
+    for container in client.containers.list(all=True, filters={"name": EGRESS_CONTAINER}):
+        container.remove(force=True)
+    for network in client.networks.list(filters={"label": "cage.egress=network"}):
+        network.reload()
+        if not network.attrs.get("Containers"):  # its sandbox was removed above, without the backend
+            network.remove()
     client.close()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -140,5 +140,7 @@ def _offer(send: MemoryObjectSendStream[Denial], denial: Denial) -> None:
         log.warning("egress.denial_dropped", sandbox=denial.sandbox, host=denial.host)
 
 
-Follower = Callable[[EgressDenials], None]
-"""Blocking: reads the proxy's log and feeds each line to the hub until the process ends."""
+def backend_denials(backend: object) -> EgressDenials | None:
+    """A backend's denial hub, when its engine has an egress proxy (the Docker backend does)."""
+    hub = getattr(getattr(backend, "egress", None), "denials", None)
+    return hub if isinstance(hub, EgressDenials) else None

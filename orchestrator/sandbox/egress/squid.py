@@ -25,6 +25,7 @@ from orchestrator.dsl.sandbox import AllowEntry
 from orchestrator.sandbox.network import (
     ALWAYS_BLOCKED,
     BLOCKED_RANGES,
+    GATEWAY_ALIAS,
     GATEWAY_PORT,
     PROXY_PORT,
     EgressPolicy,
@@ -100,6 +101,7 @@ def render(nets: Iterable[SandboxNet], *, pool: str) -> str:
         "acl forward myportname forward",
         "acl gateway myportname gateway",
         "acl CONNECT method CONNECT",
+        f"acl cage_gateway_name dstdomain -n {GATEWAY_ALIAS}",
         f"acl cage_never dst {' '.join((*ALWAYS_BLOCKED, pool))}",
         f"acl cage_blocked dst {' '.join(BLOCKED_RANGES)}",
     ]
@@ -114,7 +116,10 @@ def render(nets: Iterable[SandboxNet], *, pool: str) -> str:
         if net.gateway is not None:
             peer = peers.setdefault(net.gateway, f"gw_{_SAFE.sub('_', net.gateway.lower())}")
             relay.append(f"cache_peer_access {peer} allow gateway {sb}")
+            relay.append(f"cache_peer_access {peer} allow forward cage_gateway_name {sb}")
             to_gateway.append(f"http_access allow gateway {sb}")
+            # a CLI that sends even `cage-gateway` to its proxy (ignoring NO_PROXY) still gets there
+            to_gateway.append(f"http_access allow forward !CONNECT cage_gateway_name {sb}")
         if net.policy.mode == "bridge":
             access.append(f"http_access allow forward {sb} !cage_blocked")
         elif net.policy.mode == "allow":
@@ -124,10 +129,13 @@ def render(nets: Iterable[SandboxNet], *, pool: str) -> str:
                 access.append(f"http_access allow forward {sb} {' '.join(names)}")
     for gateway, peer in sorted(peers.items()):
         host, _, port = gateway.rpartition(":")
-        out.append(f"cache_peer {host} parent {port} 0 no-query no-digest originserver name={peer}")
+        # PASSTHRU: the sandbox's gateway token (`Authorization: Bearer`) must reach the gateway
+        options = f"0 no-query no-digest originserver login=PASSTHRU name={peer}"
+        out.append(f"cache_peer {host} parent {port} {options}")
     out.extend(relay)
     out.extend(f"cache_peer_access {peer} deny all" for peer in sorted(peers.values()))
     out.append("never_direct allow gateway")
+    out.append("never_direct allow cage_gateway_name")
     out.extend(to_gateway)
     out.append("http_access deny gateway")
     out.append("http_access deny cage_never")

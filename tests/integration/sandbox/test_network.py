@@ -1,4 +1,6 @@
-"""`network: none` really cuts egress; `bridge` reaches the host through host.docker.internal."""
+"""With isolation off (`Settings.isolated_networks=False`, the engine's shared bridge): `network:
+none` really cuts egress; `bridge` reaches the host through host.docker.internal. The isolated
+default is attacked in tests/security/test_network_egress.py."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ async def fetch(
 async def test_none_cannot_reach_the_host_but_bridge_can(
     manager: SandboxManager, tmp_path: Path, docker_engine: docker.DockerClient
 ) -> None:
+    manager.settings.isolated_networks = False
     served: list[int] = []
 
     async def handle(stream: SocketStream) -> None:

@@ -15,6 +15,7 @@ from orchestrator.dsl import (
     SandboxSpec,
     parse_jsonc,
 )
+from orchestrator.dsl.sandbox import ComputerSpec
 from orchestrator.dsl.sandboxfile import load_sandbox
 from orchestrator.errors import ConfigError
 
@@ -25,7 +26,7 @@ FULL = """{
     "ports": [{"port": 3000, "host_port": 13000, "protocol": "tcp", "label": "web"}],
     "user": "sandbox", "work_dir": "/work", "mount_path": "/work", "mount_mode": "ro",
     "vnc": {"enabled": true, "view_only": true, "password": "$ENV.VNC_PW", "resolution": "1280x720"},
-    "pids": 128, "network": {"allow": ["api.example.com", "10.0.0.0/8"]}, "runtime": "runsc",
+    "pids": 128, "network": "none", "runtime": "runsc",
     "read_only": true,
   },
   "runner": {
@@ -75,7 +76,9 @@ def test_every_key_is_parsed() -> None:
         and c.vnc.resolution == "1280x720"
     )
     assert (c.pids, c.runtime, c.read_only) == (128, "runsc", True)
-    assert isinstance(c.network, NetworkAllowlist) and c.network.allow == ("api.example.com", "10.0.0.0/8")
+    assert c.network == "none"
+    listed = ComputerSpec.model_validate({"network": {"allow": ["api.example.com", "10.0.0.0/8"]}})
+    assert isinstance(listed.network, NetworkAllowlist) and listed.network.allow == ("api.example.com", "10.0.0.0/8")
     r = spec.runner
     assert (r.name, r.mode, r.options, r.supports) == (
         "claude",

@@ -16,6 +16,7 @@ from orchestrator.sandbox.backend import SandboxStatus
 from orchestrator.sandbox.identity import identity_for
 from orchestrator.sandbox.labels import CONFIG_HASH, LIFECYCLE, SANDBOX
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxManager, SandboxRequest
+from orchestrator.sandbox.network import EgressPolicy
 from orchestrator.sandbox.workspace import volume_name
 from orchestrator.settings import Settings
 from tests.unit.sandbox.fakes import FakeBackend, FakeImageBuilder
@@ -226,7 +227,7 @@ async def test_hardening_defaults_and_overrides(
     assert spec.user == "sandbox" and spec.cap_drop == ("ALL",) and spec.cap_add == ()
     assert "no-new-privileges:true" in spec.security_opt
     assert spec.limits.memory_bytes == 2 * 2**30 and spec.limits.pids == 512 and spec.limits.nano_cpus == 2 * 10**9
-    assert spec.network == "bridge" and spec.extra_hosts == {"host.docker.internal": "host-gateway"}
+    assert spec.egress == EgressPolicy(mode="bridge") and spec.extra_hosts == {}  # isolated by default
     assert spec.mounts[0].kind == "volume" and spec.mounts[0].source == volume_name(
         identity_for(Lifecycle.ONESHOT, owner="alice", assistant_id="tests.echo", chat_id=None, workspace_id=None)
     )

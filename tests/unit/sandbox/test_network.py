@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.dsl.sandbox import NetworkAllowlist, SandboxSpec, parse_allow_entry
+from orchestrator.dsl.sandbox import ComputerSpec, NetworkAllowlist, SandboxSpec, parse_allow_entry
 from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
 from orchestrator.sandbox.egress.squid import SandboxNet, render
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
@@ -69,10 +70,17 @@ def test_policy_keys_round_trip() -> None:
 
 
 def test_only_allowlists_or_the_setting_isolate() -> None:
-    assert sandbox_egress("bridge", isolated=False) is None
-    assert sandbox_egress("none", isolated=True) == EgressPolicy(mode="none")
-    listed = sandbox_egress(NetworkAllowlist(allow=("x.example",)), isolated=False)
+    assert sandbox_egress(ComputerSpec(network="bridge"), isolated=False) is None
+    assert sandbox_egress(ComputerSpec(network="none"), isolated=True) == EgressPolicy(mode="none")
+    listed = sandbox_egress(ComputerSpec(network=NetworkAllowlist(allow=("x.example",))), isolated=False)
     assert listed is not None and listed.mode == "allow"
+    # ports cannot be published from an internal network: such a box stays on the shared one
+    assert sandbox_egress(ComputerSpec.model_validate({"ports": [3000]}), isolated=True) is None
+
+
+def test_ports_next_to_an_allowlist_are_refused() -> None:
+    with pytest.raises(ValidationError, match="cannot publish ports"):
+        ComputerSpec.model_validate({"ports": [3000], "network": {"allow": ["x.example"]}})
 
 
 def test_proxy_env_has_both_spellings_and_bypasses_the_gateway() -> None:
@@ -101,8 +109,8 @@ def test_render_gives_each_subnet_its_own_rules() -> None:
     access = [line for line in lines if line.startswith("http_access")]
     assert access[-1] == "http_access deny all"
     never = access.index("http_access deny cage_never")
-    assert all("forward" not in line for line in access[:never])  # only gateway rules come before it
-    forward = [line for line in access if line.startswith("http_access allow forward")]
+    assert all("gateway" in line for line in access[:never])  # only gateway rules come before it
+    forward = [line for line in access[never:] if line.startswith("http_access allow forward")]
     assert len(forward) == 4  # three allowlist entries, one bridge rule, nothing for `none`
     assert any(line.endswith("!cage_blocked") for line in forward)
     assert any("dstdomain -n allowed.test" in line for line in lines)
@@ -117,11 +125,13 @@ def test_render_relays_the_gateway_only_for_boxes_that_have_one() -> None:
     lines = _config().splitlines()
     peers = [line for line in lines if line.startswith("cache_peer ")]
     assert peers == [
-        "cache_peer host.docker.internal parent 4000 0 no-query no-digest originserver "
+        "cache_peer host.docker.internal parent 4000 0 no-query no-digest originserver login=PASSTHRU "
         "name=gw_host_docker_internal_4000"
     ]
     relayed = [line for line in lines if line.startswith("http_access allow gateway")]
     assert len(relayed) == 2  # a-net and b-net; c-net has no gateway
+    by_name = [line for line in lines if "allow forward !CONNECT cage_gateway_name" in line]
+    assert len(by_name) == 2  # a proxied request for cage-gateway goes to the same relay
     assert "http_access deny gateway" in lines
 
 
@@ -161,9 +171,9 @@ def _request(tmp_path: Path, network: Any) -> SandboxRequest:
     return SandboxRequest(owner="alice", assistant_id="tests.net", assistant_dir=tmp_path, spec=spec)
 
 
-async def test_the_manager_isolates_allowlists_and_keeps_the_flat_default(tmp_path: Path) -> None:
+async def test_with_isolation_off_only_allowlists_are_isolated(tmp_path: Path) -> None:
     backend = FakeBackend()
-    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path))
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path, isolated_networks=False))
     manager.gateway_port = 4321
     listed = await manager.acquire(_request(tmp_path, {"allow": ["api.example.com", "*.github.com:443"]}))
     spec = backend.boxes[listed.ref.id].spec
@@ -176,9 +186,26 @@ async def test_the_manager_isolates_allowlists_and_keeps_the_flat_default(tmp_pa
     assert flat_spec.egress is None and "HTTPS_PROXY" not in flat_spec.env
 
 
-async def test_the_setting_isolates_every_box(tmp_path: Path) -> None:
+async def test_every_box_is_isolated_by_default(tmp_path: Path) -> None:
     backend = FakeBackend()
-    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path, isolated_networks=True))
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path))
     lease = await manager.acquire(_request(tmp_path, "bridge"))
     spec = backend.boxes[lease.ref.id].spec
     assert spec.egress == EgressPolicy(mode="bridge") and spec.gateway_relay is None
+
+
+def test_denials_are_counted_in_the_server_metrics(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    from orchestrator.api.metrics import Metrics
+
+    backend = FakeBackend()
+    hub = EgressDenials()
+    backend.egress = SimpleNamespace(denials=hub)  # type: ignore[attr-defined]  # what DockerBackend has
+    metrics = Metrics()
+    metrics.watch_sandboxes(SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path)))
+    hub.track("box", "10.213.0.16/28", "bridge")
+    hub.feed("1 10.213.0.18 TCP_DENIED 403 CONNECT x.example 443")
+    text = generate_latest(metrics.registry).decode()
+    assert 'cage_egress_denied_total{mode="bridge"} 1.0' in text
+    assert 'cage_egress_denied_total{mode="allow"} 0.0' in text
