@@ -12,7 +12,7 @@ import docker
 import pytest
 
 from tests.fakes.model_server import FakeModelServer
-from tests.integration.runners.conftest import App
+from tests.integration.runners.conftest import App, own
 
 PROMPTS = [f"survey area {i}" for i in range(10)]
 TIMES = "times.log"
@@ -108,11 +108,9 @@ def app(tmp_path: Path, native_server: FakeModelServer, test_run_labels: dict[st
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A workspace the container's `sandbox` user can write, with a failing `calc.py`."""
+    """A checkout owned by a non-root user (the agent runs as its owner), with a failing `calc.py`."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    ws.chmod(0o777)
     calc = ws / "calc.py"
     calc.write_text("def add(a, b):\n    return a - b\n")
-    calc.chmod(0o666)
-    return ws
+    return own(ws)

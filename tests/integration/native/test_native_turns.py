@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.stream import validate_stream
 from tests.integration.native.conftest import NativeApp
-from tests.integration.runners.conftest import RunResult, cage_run
+from tests.integration.runners.conftest import RunResult, cage_run, own
 
 pytestmark = pytest.mark.slow
 RUNNERS = ["yaocode", "tai"]
@@ -48,9 +48,8 @@ def test_yaocode_and_tai_fix_a_file_with_equivalent_streams(app: NativeApp, tmp_
     for runner in RUNNERS:
         ws = tmp_path / f"ws-{runner}"
         ws.mkdir()
-        ws.chmod(0o777)
         (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-        (ws / "calc.py").chmod(0o666)
+        own(ws)  # the agent runs as the checkout's owner, never as root
         result = cage_run(app, app.assistant(runner), ws, "fix add()", timeout=FIRST_RUN_TIMEOUT)
         assert result.code == 0, result.stderr[-3000:]
         assert_well_formed(result)
@@ -88,10 +87,8 @@ def test_cancel_mid_tool_stops_the_turn_and_the_command(
     assert_well_formed(result)
     assert result.end["status"] == "cancelled"
     labels = [f"{k}={v}" for k, v in app.labels.items()] + [f"cage.assistant={assistant}"]
-    (box,) = docker_engine.containers.list(all=True, filters={"label": labels})
-    ps = box.exec_run(["ps", "-eo", "args"]).output.decode().splitlines()
-    assert not [p for p in ps if "sleep 120" in p], ps
-    assert not [p for p in ps if "cage-tai" in p], ps
+    # CI mode: the box, its command and the CLI go with the run, whatever the lifecycle
+    assert docker_engine.containers.list(all=True, filters={"label": labels}) == []
 
 
 @pytest.mark.parametrize("runner", RUNNERS)

@@ -153,3 +153,13 @@ def test_github_output_annotates_errors_and_writes_the_step_summary(
     assert "::error title=cage" in result.stdout
     text = summary.read_text()
     assert "### cage run: e2e.claude" in text and "| status | error |" in text
+
+
+def test_a_root_owned_checkout_exits_2_and_nothing_is_chowned(app: App, tmp_path: Path) -> None:
+    ws = tmp_path / "rooted"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("x\n")
+    result = cage_run(app, app.assistant("claude"), ws, "hi")
+    assert result.code == 2, result.stderr[-2000:]
+    assert "--workspace" in result.stderr and "owned by root" in result.stderr
+    assert {p.stat().st_uid for p in [ws, *ws.rglob("*")]} == {0} and result.events == []
