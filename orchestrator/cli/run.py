@@ -229,7 +229,7 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
             if patch is not None:
                 patch.close()
     finally:
-        repo.__exit__(None, None, None)
+        repo.close()
     usage = result.usage
     summary = TurnSummary(
         assistant=assistant.id,

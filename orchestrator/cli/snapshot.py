@@ -92,6 +92,10 @@ class PrivateRepo:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the repository and everything it holds."""
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _env(self, work_tree: Path | None) -> dict[str, str]:
