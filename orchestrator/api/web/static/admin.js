@@ -61,8 +61,8 @@ export function adminPage(main, { notice }) {
         return h("tr", { dataset: { sandbox: b.name } },
           h("td", {}, h("code", {}, b.name)), h("td", {}, b.owner), h("td", {}, b.assistant_id),
           h("td", {}, b.lifecycle), h("td", {}, h("span", { class: `badge ${b.status}` }, b.status)),
-          h("td", {}, duration(b.idle_seconds * 1000)), h("td", {}, duration(b.age_seconds * 1000)),
-          h("td", {}, b.usage?.memory_bytes !== undefined ? bytes(b.usage.memory_bytes) : ""),
+          h("td", { class: "nowrap" }, duration(b.idle_seconds * 1000)), h("td", { class: "nowrap" }, duration(b.age_seconds * 1000)),
+          h("td", { class: "nowrap" }, b.usage?.memory_bytes !== undefined ? bytes(b.usage.memory_bytes) : ""),
           h("td", { class: "actions" },
             h("button", { type: "button", disabled: b.status === "stopped", "aria-label": `Stop ${b.name}`, onclick: () => act(`Stop ${b.name}`, () => post(`/v1/admin/sandboxes/${name}/stop`)) }, "Stop"),
             h("button", { type: "button", class: "danger", "aria-label": `Remove ${b.name}`, onclick: () => { if (confirm(`Remove sandbox ${b.name}?`)) act(`Remove ${b.name}`, () => del(`/v1/admin/sandboxes/${name}`)); } }, "Remove")));

@@ -79,7 +79,8 @@ export function sessionPage(main, { chatId, assistantId, notice }) {
       else if (s === "live") status.textContent = "";
     },
     onEvent: (event) => {
-      const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+      const root = document.scrollingElement || document.documentElement;
+      const atBottom = root.scrollHeight - root.scrollTop - root.clientHeight < 120;
       if (!timeline.apply(event)) return;
       if (event.type === "event" && !event.thread_id) {
         if (event.props?.event === "stream_start") setRunning(event.turn_id);
@@ -88,7 +89,7 @@ export function sessionPage(main, { chatId, assistantId, notice }) {
           status.textContent = `Turn ${event.props.status}.`;
         }
       }
-      if (atBottom) requestAnimationFrame(() => { log.scrollTop = log.scrollHeight; });
+      if (atBottom) requestAnimationFrame(() => { root.scrollTop = root.scrollHeight; });
     },
     onControl: (frame) => {
       switch (frame.type) {

@@ -8,8 +8,8 @@ import { h, clear, duration } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
 const TOOL_TYPES = new Set(["execute", "agent", "todo", "plan", "job", "question"]);
-const HEAD_LINES = 20;
-const TAIL_LINES = 20;
+const HEAD_LINES = 12;
+const TAIL_LINES = 12;
 
 export class Timeline {
   /**
@@ -50,7 +50,9 @@ export class Timeline {
     if (event.type === "event") {
       this.lifecycle(event, props);
     } else if (event.type === "error" && !event.message_id) {
-      this.turn(event).body.append(errorBox(props.message, props.code));
+      const turn = this.turn(event);
+      turn.lastError = String(props.message ?? "");
+      turn.body.append(errorBox(props.message, props.code));
     } else if (event.message_id) {
       this.delta(event, props);
     } else if (event.type === "text" || event.type === "thinking") {
@@ -107,7 +109,7 @@ export class Timeline {
         turn.status.className = `badge ${status}`;
         turn.status.textContent = status;
         turn.el.dataset.status = status;
-        if (props.error) turn.body.append(errorBox(props.error, "turn"));
+        if (props.error && props.error !== turn.lastError) turn.body.append(errorBox(props.error, "turn"));
         if (props.usage) turn.usage = props.usage;
         this.footer(turn, props.duration_ms);
         break;
@@ -120,7 +122,7 @@ export class Timeline {
       case "message_end": {
         const msg = this.message(event, props.type);
         msg.status = props.status || "completed";
-        msg.duration = props.duration_ms;
+        msg.duration = Math.max(props.duration_ms ?? 0, (event.ts ?? 0) - (msg.started ?? event.ts ?? 0));
         if (typeof props.content === "string") msg.content = props.content;
         else if (props.content && typeof props.content === "object") msg.props = { ...msg.props, ...props.content };
         this.schedule(msg);
@@ -285,9 +287,18 @@ function paint(msg) {
 function toolInput(props) {
   if (props.input && typeof props.input === "object") return props.input;
   if (typeof props.input_delta === "string") {
-    try { return JSON.parse(props.input_delta); } catch { return null; }
+    try { return JSON.parse(props.input_delta); } catch { return partialInput(props.input_delta); }
   }
   return null;
+}
+
+/** The string fields of a tool input still streaming (`{"command": "ls -l`...), for the card. */
+function partialInput(text) {
+  const found = {};
+  for (const m of text.matchAll(/"(command|file_path|path|pattern|url)"\s*:\s*"((?:[^"\\]|\\.)*)/g)) {
+    try { found[m[1]] = JSON.parse(`"${m[2].replace(/\\$/, "")}"`); } catch { found[m[1]] = m[2]; }
+  }
+  return Object.keys(found).length ? found : null;
 }
 
 function statusOf(msg) {
