@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.dsl import LoadReport
+from orchestrator.dsl import LoadReport, is_system_id
+from orchestrator.errors import ConfigError
 
 STRICT_HELP = "Treat warnings (keys that have no effect in Cage) as errors."
 
@@ -22,12 +23,37 @@ def print_report(app_dir: Path, report: LoadReport, *, strict: bool) -> None:
     Raises:
         typer.Exit: code 2 when there are errors, or warnings under `strict`.
     """
-    for err in report.errors:
+    errors = [*report.errors, *turn_refusals(app_dir, report)]
+    for err in errors:
         typer.echo(str(err), err=True)
     label = "error" if strict else "warning"
     for note in report.warnings:
         typer.echo(f"{label}: {note}", err=True)
-    if report.errors or (strict and report.warnings):
+    if errors or (strict and report.warnings):
         raise typer.Exit(2)
     warned = f" ({len(report.warnings)} warnings)" if report.warnings else ""
     typer.echo(f"{len(report.assistants)} assistants OK in {app_dir}{warned}")
+
+
+def turn_refusals(app_dir: Path, report: LoadReport) -> list[ConfigError]:
+    """What a turn would refuse although the assistant loads: the connector it drives cannot be
+    served (its `$ENV` key is unset, ...). System assistants are left out: they run only when used."""
+    refusals: list[ConfigError] = []
+    for assistant in report.assistants:
+        if is_system_id(assistant.id):
+            continue
+        spec = assistant.sandbox
+        role = spec.runner.connectors.get("default") if spec is not None else None
+        conn_id: str | None
+        if role is not None:
+            conn_id, file, key = role.connector, "sandbox.yao", "runner.connectors.default"
+        else:
+            conn_id, file, key = assistant.connector, "package.yao", "connector"
+        err = report.connector_errors.get(conn_id) if conn_id else None
+        if err is None:
+            continue
+        path = assistant.path / file
+        shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
+        message = f"connector {conn_id!r} cannot be used by a turn: {err}"
+        refusals.append(ConfigError(message, file=shown, key_path=key))
+    return refusals

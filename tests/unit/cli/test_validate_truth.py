@@ -1,0 +1,65 @@
+"""`cage validate` reports what a turn would refuse (issue 12 item 3): a connector the assistant
+drives that cannot be served, egress allowlist entries no turn accepts, ports next to an allowlist.
+Each is named with its file, key path and (where the file has one) line, and validate exits 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def validate(app: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("CAGE_", "_CAGE", "CAGE_TEST_KEY"))}
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "--app", str(app), "validate"],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def app_with(tmp_path: Path, computer: dict[str, object]) -> Path:
+    app = tmp_path / "app"
+    (app / "assistants" / "t" / "x").mkdir(parents=True)
+    (app / "connectors").mkdir()
+    (app / "agent.yml").write_text("uses:\n  default: keyed\n")
+    options = {"model": "claude-sonnet-4-5", "key": "$ENV.CAGE_TEST_KEY_UNSET"}
+    (app / "connectors" / "keyed.conn.yao").write_text(
+        json.dumps({"label": "k", "type": "anthropic", "options": options})
+    )
+    (app / "assistants" / "t" / "x" / "package.yao").write_text(
+        json.dumps({"name": "x", "connector": "keyed"})
+    )
+    sandbox = {"version": "2.0", "runner": {"name": "claude"}, "computer": computer}
+    (app / "assistants" / "t" / "x" / "sandbox.yao").write_text(json.dumps(sandbox, indent=1))
+    return app
+
+
+def test_an_unusable_connector_is_an_error_of_the_assistant(tmp_path: Path) -> None:
+    app = app_with(tmp_path, {})
+    refused = validate(app)
+    assert refused.returncode == 2, refused.stdout
+    assert (
+        "assistants/t/x/package.yao: connector: connector 'keyed' cannot be used by a turn" in refused.stderr
+    )
+    assert "CAGE_TEST_KEY_UNSET is not set" in refused.stderr
+    served = validate(app, CAGE_TEST_KEY_UNSET="sk-set")
+    assert served.returncode == 0, served.stderr
+
+
+def test_egress_a_turn_would_refuse_is_named_with_its_line(tmp_path: Path) -> None:
+    app = app_with(tmp_path, {"ports": [3000], "network": {"allow": ["169.254.169.254"]}})
+    refused = validate(app, CAGE_TEST_KEY_UNSET="sk-set")
+    assert refused.returncode == 2
+    assert "assistants/t/x/sandbox.yao:" in refused.stderr and "computer.network.allow" in refused.stderr
+    assert "link-local" in refused.stderr
+    app2 = app_with(tmp_path / "2", {"ports": [3000], "network": {"allow": ["api.example.com"]}})
+    refused = validate(app2, CAGE_TEST_KEY_UNSET="sk-set")
+    assert refused.returncode == 2 and "computer.ports: cannot publish ports" in refused.stderr
