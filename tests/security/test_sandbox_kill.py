@@ -12,8 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import docker
 import pytest
 
+from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.docker.builder import DockerImageBuilder
+from orchestrator.sandbox.manager import SandboxManager
+from orchestrator.settings import Settings
+from tests.integration.pipeline.conftest import HOST_CA
 from tests.security.sandbox_rig import *  # noqa: F403 - the fixtures
 from tests.security.sandbox_rig import request, sh, spec
 
@@ -76,3 +83,37 @@ async def test_no_world_writable_control_files(make_manager: Any, tmp_path: Path
     lines, _, _ = await sh(manager, lease, "ls -d /tmp/.cage-exec 2>/dev/null; find / -xdev -perm -0002 -type f 2>/dev/null")
     assert lines == []
     await manager.release(lease)
+
+
+@pytest.mark.slow
+async def test_opencodes_resident_server_survives_and_a_lookalike_does_not(
+    docker_engine: docker.DockerClient, tmp_path: Path, case_labels: dict[str, str]
+) -> None:
+    """The serve driver's `opencode serve` (the image's binary) is kept between turns; a copy of
+    that binary the agent runs from the workspace under the same argv is a stray like any other."""
+    settings = Settings(data_dir=tmp_path / "cage", extra_ca_certs=HOST_CA)
+    manager = SandboxManager(
+        DockerBackend(settings), DockerImageBuilder(settings), settings, extra_labels=case_labels
+    )
+    req = request(
+        tmp_path, SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "opencode"}, "lifecycle": "session"})
+    ).model_copy(update={"chat_id": "oc"})
+    try:
+        turn = await manager.acquire(req)
+        start = (
+            "cd /tmp && setsid opencode serve --hostname 127.0.0.1 --port 4096 >/tmp/oc.log 2>&1 </dev/null & "
+            "cp /usr/local/bin/opencode /workspace/opencode && "
+            "(cd /workspace && setsid ./opencode serve --hostname 127.0.0.1 --port 4097 >/dev/null 2>&1 </dev/null &); "
+            "sleep 3; echo started"
+        )
+        assert (await sh(manager, turn, start))[0] == [b"started"]
+        before, _, _ = await sh(manager, turn, "ps -eo args | grep -c '[o]pencode serve'")
+        assert before == [b"2"]  # the real server and the lookalike both run
+        await manager.release(turn)
+        after = await manager.acquire(req)
+        lines, _, _ = await sh(manager, after, "ps -eo args | grep '[o]pencode serve'")
+        assert lines == [b"opencode serve --hostname 127.0.0.1 --port 4096"]
+        await manager.release(after)
+    finally:
+        for container in docker_engine.containers.list(all=True, filters={"label": [f"{k}={v}" for k, v in case_labels.items()]}):
+            container.remove(force=True)
