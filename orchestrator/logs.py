@@ -84,3 +84,11 @@ def configure_logging(level: str = "INFO", *, stream: TextIO | None = None, json
         )
     )
     logging.basicConfig(level=numeric, handlers=[handler], force=True)
+    for name in (
+        "uvicorn",
+        "uvicorn.error",
+        "uvicorn.access",
+    ):  # uvicorn's own config stops them at "uvicorn"
+        server_logger = logging.getLogger(name)
+        server_logger.handlers.clear()
+        server_logger.propagate = True

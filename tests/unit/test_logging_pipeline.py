@@ -16,13 +16,21 @@ from orchestrator.redaction import register_secret
 SECRET = "sk-live-0123456789abcdefghijklmnop"
 
 
+NAMES = ("uvicorn.error", "httpx", "sqlalchemy.engine")
+
+
 @pytest.fixture
 def lines() -> Iterator[io.StringIO]:
     buf = io.StringIO()
     configure_logging("DEBUG", stream=buf, json=True)
+    levels = {name: logging.getLogger(name).level for name in NAMES}
+    for name in NAMES:  # other tests (and uvicorn's own config) set these loggers' levels
+        logging.getLogger(name).setLevel(logging.DEBUG)
     try:
         yield buf
     finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
         configure_logging("WARNING")
 
 
