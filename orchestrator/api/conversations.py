@@ -128,14 +128,18 @@ class Conversations:
         await self._settle(chat.id)
         opts = options or TurnOptions()
         profile = await self._catalog.profile(chat.assistant_id)
-        self._quota.check(
+        reservation = self._quota.check(
             profile.sandbox,
             owner=chat.owner,
             assistant_id=chat.assistant_id,
             chat_id=chat.id,
             workspace_id=opts.workspace_id,
         )
-        self._caps.take("running turn", chat.owner)
+        try:
+            self._caps.take("running turn", chat.owner)
+        except BaseException:
+            self._quota.release(reservation)
+            raise
         try:
             handle = await self.turns.start(
                 TurnInput(
@@ -150,10 +154,14 @@ class Conversations:
             )
         except BaseException:
             self._caps.give_back("running turn", chat.owner)
+            self._quota.release(reservation)
             raise
-        self._tracker.track(
-            handle, profile.runner, on_end=lambda: self._caps.give_back("running turn", chat.owner)
-        )
+
+        def ended() -> None:
+            self._caps.give_back("running turn", chat.owner)
+            self._quota.release(reservation)
+
+        self._tracker.track(handle, profile.runner, on_end=ended)
         log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
         return handle
 
