@@ -77,6 +77,7 @@ _INFRA_CODES = {
     "PrepareError",
     "WorkspaceError",
     "CapacityError",
+    "GatewayError",
 }
 
 
