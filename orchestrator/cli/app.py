@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TextIO, cast
 
 import typer
 
@@ -152,8 +152,22 @@ def _root(
     os.environ["CAGE_LOG_LEVEL"] = level
     from orchestrator.logs import configure_logging
 
-    configure_logging(level)
+    configure_logging(level, stream=cast(TextIO, _CurrentStderr()))
     ctx.obj = {"app_dir": resolved, "log_level": level}
+
+
+class _CurrentStderr:
+    """`sys.stderr` as it is when a line is written: a test runner (typer's `CliRunner`, pytest)
+    swaps it per invocation, and a logger bound to the old one would write to a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
 
 
 def _usage_error(exc: typer.TyperException) -> int:
