@@ -27,8 +27,12 @@ pytestmark = [pytest.mark.timeout(900)]
 SCENARIO = "browser"
 # Each turn runs one shell step, then answers in Markdown. The step waits while `slow` exists in
 # the workspace, so a turn can be caught, reloaded and interrupted in the middle of its tool.
-STEPS = [
-    {"shell": "while [ -f slow ]; do sleep 0.2; done; echo turn >> turns.txt; seq 1 60"},
+STEPS: list[dict[str, Any]] = [
+    {"parts": [
+        {"thinking": "The user wants a line in turns.txt."},
+        {"shell": "while [ -f slow ]; do sleep 0.2; done; echo turn >> turns.txt; seq 1 60"},
+    ]},
+    {"tool": "Write", "args": {"file_path": "/workspace/notes.md", "content": "# Notes\nturn one\n"}},
     {"text": "**Done**: one line added to `turns.txt`."},
 ]
 T = TypeVar("T")
@@ -105,7 +109,7 @@ def send(browser: webdriver.Chrome, text: str) -> None:
 
 
 def test_watch_steer_and_administer_a_session(
-    served: tuple[ServerThread, dict[str, str]], browser: webdriver.Chrome, shots: Path
+    served: tuple[ServerThread, dict[str, str]], browser: webdriver.Chrome, shots: Path, tmp_path: Path
 ) -> None:
     server, keys = served
     admin = {"Authorization": f"Bearer {keys['ops']}"}
@@ -128,10 +132,19 @@ def test_watch_steer_and_administer_a_session(
     assert keys["dev"] not in browser.current_url
 
     # -- a turn: text and a tool card appear -------------------------------------------------
+    attachment = tmp_path / "brief.txt"
+    attachment.write_text("read me first\n")
+    browser.find_element(By.ID, "attachments").send_keys(str(attachment))
     send(browser, "add a line to turns.txt")
     (first,) = wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "article.turn[data-status]"), 240)
     assert first.get_attribute("data-status") == "completed", first.text
-    card = first.find_element(By.CSS_SELECTOR, ".card.tool")
+    card, write = first.find_elements(By.CSS_SELECTOR, ".card.tool")
+    assert write.get_attribute("data-tool") == "Write"
+    assert [line.text for line in write.find_elements(By.CSS_SELECTOR, ".diff .add")] == ["+ # Notes", "+ turn one"]
+    thinking = first.find_element(By.CSS_SELECTOR, "details.thinking")
+    assert thinking.get_attribute("open") is None  # collapsed until asked
+    thinking.find_element(By.TAG_NAME, "summary").click()
+    assert "wants a line" in thinking.find_element(By.CSS_SELECTOR, ".thinking-body").text
     assert card.get_attribute("data-status") == "completed"
     assert "while [ -f slow ]" in card.find_element(By.CSS_SELECTOR, ".command").text
     output = card.find_element(By.CSS_SELECTOR, "pre.output").text
@@ -139,7 +152,8 @@ def test_watch_steer_and_administer_a_session(
     text = first.find_element(By.CSS_SELECTOR, ".text .md")
     assert text.find_element(By.TAG_NAME, "strong").text == "Done"
     assert text.find_element(By.TAG_NAME, "code").text == "turns.txt"
-    assert first.find_element(By.CSS_SELECTOR, ".user-message").text.endswith("add a line to turns.txt")
+    said = first.find_element(By.CSS_SELECTOR, ".user-message").text
+    assert "add a line to turns.txt" in said and "Attachments: brief.txt" in said
     assert "in" in first.find_element(By.CSS_SELECTOR, ".turn-footer").text  # usage of the turn
     assert first.find_element(By.CSS_SELECTOR, ".sandbox").get_attribute("data-phase")
     browser.save_screenshot(str(shots / "02-session.png"))
@@ -148,8 +162,13 @@ def test_watch_steer_and_administer_a_session(
     # -- a second turn caught in its tool: reload mid-turn, drop the socket, interrupt -------
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         (box,) = http.get("/v1/sandboxes", headers=user).json()
-        touched = http.post(f"/v1/admin/sandboxes/{box['name']}/exec", headers=admin, json={"argv": ["touch", "slow"]})
-        assert touched.json()["exit_code"] == 0
+        def run(*argv: str) -> dict[str, Any]:
+            answer = http.post(f"/v1/admin/sandboxes/{box['name']}/exec", headers=admin, json={"argv": list(argv)})
+            result: dict[str, Any] = answer.json()
+            return result
+
+        assert run("cat", "attachments/brief.txt")["stdout"] == "read me first"  # the attachment arrived
+        assert run("touch", "slow")["exit_code"] == 0
         send(browser, "and another one")
         running = "article.turn:nth-of-type(2) .card.tool[data-status=running]"
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, running))
@@ -183,7 +202,7 @@ def test_watch_steer_and_administer_a_session(
         browser.set_window_size(1280, 1500)  # the two turns whole, for the docs
         browser.execute_script("window.scrollTo(0, 0)")
         browser.save_screenshot(str(shots / "07-session-two-turns.png"))
-        http.post(f"/v1/admin/sandboxes/{box['name']}/exec", headers=admin, json={"argv": ["rm", "slow"]})
+
 
         final = timeline_state(browser)
         assert_no_duplicates(final)
@@ -192,8 +211,22 @@ def test_watch_steer_and_administer_a_session(
         tools = {e["message_id"] for e in events["events"] if e["type"] == "execute"}
         shown = {m for t in final["turns"] for m in t["messages"]}
         assert tools <= shown  # every tool run of the log has its card
+
+        # a third turn, cancelled (killed) in its tool
+        send(browser, "a third")
+        third = "article.turn:nth-of-type(3)"
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, f"{third} .card.tool[data-status=running]"))
+        browser.find_element(By.ID, "cancel").click()
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, f"{third}[data-status=cancelled]"), 60)
+        assert_no_duplicates(timeline_state(browser))
+        run("rm", "slow")
         console = browser.get_log("browser")  # type: ignore[no-untyped-call]
         assert not [e for e in console if e["level"] == "SEVERE" and "/ui/" in e["message"]], console
+
+        # -- the sessions list shows the session ----------------------------------------------
+        browser.find_element(By.CSS_SELECTOR, "[data-nav=sessions]").click()
+        listed = wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "tr[data-chat-id=browser-1]"))[0]
+        assert "e2e.claude" in listed.text and "idle" in listed.text
 
         # -- the admin view: the session's sandbox, stopped from the page -------------------------
         browser.find_element(By.ID, "sign-out").click()

@@ -136,7 +136,8 @@ export function sessionPage(main, { chatId, assistantId, notice }) {
       status.textContent = "Not connected; the message was not sent.";
       return;
     }
-    sent.set(clientId, value);
+    const names = attachments.map((a) => `\`${a.name}\``);
+    sent.set(clientId, names.length ? `${value}\n\nAttachments: ${names.join(", ")}` : value);
     text.value = "";
     files.value = "";
     status.textContent = "Sent.";

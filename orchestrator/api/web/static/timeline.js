@@ -368,8 +368,9 @@ function editDiff(tool, input) {
   if (!pairs.length) return null;
   const rows = [];
   for (const [before, after] of pairs) {
-    for (const line of before ? before.split("\n") : []) rows.push(h("span", { class: "del" }, `- ${line}\n`));
-    for (const line of after ? after.split("\n") : []) rows.push(h("span", { class: "add" }, `+ ${line}\n`));
+    const lines = (text) => (text ? text.replace(/\n$/, "").split("\n") : []);
+    for (const line of lines(before)) rows.push(h("span", { class: "del" }, `- ${line}\n`));
+    for (const line of lines(after)) rows.push(h("span", { class: "add" }, `+ ${line}\n`));
   }
   return h("pre", { class: "diff", "aria-label": "changes" }, rows);
 }
