@@ -1,0 +1,98 @@
+"""The timeline's bookkeeping in the browser, on scripted events (the page's own module, loaded
+from a real server): each seq is applied once, a gap asks for a resume from the last seq applied
+and nothing after it is applied until the replay fills it, messages are reassembled by
+`delta_action`, and a `permission/request` card answers through the page's hook."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+
+from orchestrator.api import create_app
+from tests.unit.api.conftest import make_settings
+from tests.unit.api.harness import ServerThread, fake_runtime
+
+SCRIPT = """
+const done = arguments[arguments.length - 1];
+const events = arguments[0];
+import("/ui/timeline.js").then(({ Timeline }) => {
+  const root = document.createElement("div");
+  document.body.append(root);
+  const calls = { gaps: [], answers: [] };
+  const timeline = new Timeline(root, {
+    onGap: (seq) => calls.gaps.push(seq),
+    onPermission: (id, decision) => calls.answers.push([id, decision]),
+    userText: () => undefined,
+  });
+  const applied = events.map((e) => timeline.apply(e));
+  timeline.flush();
+  root.querySelector(".permission button.danger").click();
+  done({
+    applied, calls, lastSeq: timeline.lastSeq,
+    text: root.querySelector(".text").textContent,
+    tool: root.querySelector(".card.tool .command").textContent,
+    toolStatus: root.querySelector(".card.tool").dataset.status,
+    permission: root.querySelector(".permission").textContent,
+    turnStatus: root.querySelector("article.turn").dataset.status,
+  });
+}).catch((err) => done({ error: String(err) }));
+"""
+
+
+def ev(seq: int, type_: str, props: dict[str, Any], **envelope: Any) -> dict[str, Any]:
+    return {"v": 1, "seq": seq, "ts": 1_735_689_600_000 + seq, "session_id": "s", "turn_id": "t1",
+            "type": type_, "props": props, **envelope}
+
+
+def lifecycle(seq: int, name: str, **props: Any) -> dict[str, Any]:
+    return ev(seq, "event", {"event": name, **props})
+
+
+EVENTS = [
+    lifecycle(1, "stream_start", assistant_id="a", runner="claude"),
+    lifecycle(2, "message_start", message_id="m1", type="text"),
+    ev(3, "text", {"content": "Hello "}, message_id="m1", delta=True, delta_action="append"),
+    ev(3, "text", {"content": "Hello "}, message_id="m1", delta=True, delta_action="append"),  # duplicate
+    ev(5, "text", {"content": "LOST"}, message_id="m1", delta=True, delta_action="append"),  # after a gap
+    ev(4, "text", {"content": "world"}, message_id="m1", delta=True, delta_action="append"),  # the replay
+    ev(5, "text", {"content": "!"}, message_id="m1", delta=True, delta_action="append"),
+    lifecycle(6, "message_start", message_id="x1", type="execute"),
+    ev(7, "execute", {"tool_id": "u1", "tool": "Bash", "status": "running"}, message_id="x1", delta=True,
+       delta_action="merge"),
+    ev(8, "execute", {"tool_id": "u1", "input_delta": '{"command": "l'}, message_id="x1", delta=True,
+       delta_action="merge"),
+    ev(9, "execute", {"tool_id": "u1", "input_delta": 's -l"}'}, message_id="x1", delta=True,
+       delta_action="merge"),
+    ev(10, "execute", {"tool_id": "u1", "output": "a\\n", "status": "completed"}, message_id="x1",
+       delta=True, delta_action="merge"),
+    lifecycle(11, "permission/request", request_id="r1", tool="Bash", input={"command": "rm -rf /"},
+              reason="destructive"),
+    lifecycle(12, "stream_end", status="completed", duration_ms=900),
+]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerThread]:
+    served = ServerThread(create_app(make_settings(tmp_path), runtime=fake_runtime())).start()
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_seq_bookkeeping_reassembly_and_permission_card(server: ServerThread, browser: webdriver.Chrome) -> None:
+    browser.get(server.base_url + "/ui/")
+    result: dict[str, Any] = browser.execute_async_script(SCRIPT, EVENTS)
+    assert "error" not in result, result
+    assert result["applied"] == [True, True, True, False, False, True, True, True, True, True, True, True, True, True]
+    assert result["calls"]["gaps"] == [3]  # resume from the last seq applied
+    assert result["lastSeq"] == 12
+    assert result["text"] == "Hello world!"  # no duplicate, nothing from past the gap
+    assert result["tool"] == "ls -l" and result["toolStatus"] == "completed"
+    assert "destructive" in result["permission"] and "rm -rf /" in result["permission"]
+    assert result["calls"]["answers"] == [["r1", "deny"]]
+    assert result["turnStatus"] == "completed"
