@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 import os
 import secrets
 import time
@@ -229,6 +230,9 @@ class SandboxManager:
         digest = config_hash(
             spec, image_hash=image.image_hash, mcp_servers=request.mcp_servers, skills=dict(request.skills)
         )
+        if self.isolates(spec):  # its network's relay points at one gateway: another one means a new box
+            relay = f"{self.settings.gateway_relay_host}:{request.gateway_port or self.gateway_port}"
+            digest = hashlib.sha256(f"{digest}\0{relay}".encode()).hexdigest()
         exec_env = self._exec_env(spec)
         async with self.locks.hold(identity.name):
             ref, created = await self._reuse(identity, digest)

@@ -104,7 +104,7 @@ class DockerEgress:
         self._api = api
         self._settings = settings
         self._ensure_image = ensure_image or self._build_image
-        self.denials = EgressDenials()
+        self.denials = EgressDenials(resolve=self._network_of)
         self._lock = anyio.Lock()
         self._follower: threading.Thread | None = None
         self._pool = settings.egress_subnet_pool
@@ -309,6 +309,18 @@ class DockerEgress:
                 )
             )
         return nets
+
+    def _network_of(self, client: str) -> tuple[str, str, str] | None:
+        """`(sandbox, subnet, mode)` of the sandbox network holding `client` (follower thread)."""
+        ip = ipaddress.ip_address(client)
+        try:
+            nets = self._sandbox_nets()
+        except (docker.errors.DockerException, OSError):  # the engine is away: try with the next line
+            return None
+        for net in nets:
+            if ip in ipaddress.ip_network(net.subnet):
+                return net.name.removesuffix(NETWORK_SUFFIX), net.subnet, net.policy.mode
+        return None
 
     def _sweep(self) -> list[str]:
         api = self._api()

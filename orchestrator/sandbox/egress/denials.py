@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -60,7 +60,10 @@ class _Subscriber:
 class EgressDenials:
     """Maps client subnets to sandboxes and fans denials out to subscribers; counts them all."""
 
-    def __init__(self) -> None:
+    def __init__(self, resolve: Callable[[str], tuple[str, str, str] | None] | None = None) -> None:
+        self._resolve = resolve
+        """Finds `(sandbox, subnet, mode)` for a client this process did not attach (a box adopted
+        after a restart); called from the follower thread, its answer is remembered."""
         self._lock = threading.Lock()
         self._subnets: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
         self._subscribers: dict[str, list[_Subscriber]] = {}
@@ -99,8 +102,13 @@ class EgressDenials:
             return None
         client, host, port, method = parsed
         sandbox = self.sandbox_of(client)
+        if sandbox is None and self._resolve is not None:
+            found = self._resolve(client)
+            if found is not None:
+                sandbox, subnet, mode = found
+                self.track(sandbox, subnet, mode)
         if sandbox is None:
-            return None  # another Cage process's sandbox: its own follower reports it
+            return None  # not a sandbox network Cage knows
         denial = Denial(sandbox=sandbox, host=host, port=port, method=method)
         with self._lock:
             self.counts[self._modes.get(sandbox, "unknown")] += 1

@@ -164,6 +164,23 @@ async def test_denials_reach_the_subscriber_of_their_sandbox_only() -> None:
     assert hub.counts == {"allow": 1}
 
 
+def test_a_box_this_process_did_not_attach_is_found_by_its_network() -> None:
+    asked: list[str] = []
+
+    def resolve(client: str) -> tuple[str, str, str] | None:
+        asked.append(client)
+        return ("adopted", "10.213.0.96/28", "none") if client.startswith("10.213.0.9") else None
+
+    hub = EgressDenials(resolve=resolve)
+    assert hub.feed("1 10.213.0.98 TCP_DENIED 403 GET x.example 80") == Denial(
+        "adopted", "x.example", 80, "GET"
+    )
+    assert hub.feed("1 10.213.0.99 TCP_DENIED 403 GET y.example 80") is not None
+    assert hub.feed("1 10.213.1.5 TCP_DENIED 403 GET z.example 80") is None
+    assert asked == ["10.213.0.98", "10.213.1.5"]  # the second one was known by then
+    assert hub.counts == {"none": 2}
+
+
 def _request(tmp_path: Path, network: Any) -> SandboxRequest:
     spec = SandboxSpec.model_validate(
         {"version": "2.0", "runner": {"name": "claude"}, "computer": {"network": network}}
@@ -173,7 +190,9 @@ def _request(tmp_path: Path, network: Any) -> SandboxRequest:
 
 async def test_with_isolation_off_only_allowlists_are_isolated(tmp_path: Path) -> None:
     backend = FakeBackend()
-    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path, isolated_networks=False))
+    manager = SandboxManager(
+        backend, FakeImageBuilder(), Settings(data_dir=tmp_path, isolated_networks=False)
+    )
     manager.gateway_port = 4321
     listed = await manager.acquire(_request(tmp_path, {"allow": ["api.example.com", "*.github.com:443"]}))
     spec = backend.boxes[listed.ref.id].spec
@@ -209,3 +228,30 @@ def test_denials_are_counted_in_the_server_metrics(tmp_path: Path) -> None:
     text = generate_latest(metrics.registry).decode()
     assert 'cage_egress_denied_total{mode="bridge"} 1.0' in text
     assert 'cage_egress_denied_total{mode="allow"} 0.0' in text
+
+
+async def test_a_box_whose_relay_points_at_another_gateway_is_recreated(tmp_path: Path) -> None:
+    backend = FakeBackend()
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(data_dir=tmp_path))
+    spec = SandboxSpec.model_validate(
+        {"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session"}
+    )
+
+    def request(port: int) -> SandboxRequest:
+        return SandboxRequest(
+            owner="alice",
+            assistant_id="tests.net",
+            assistant_dir=tmp_path,
+            spec=spec,
+            chat_id="c1",
+            gateway_port=port,
+        )
+
+    first = await manager.acquire(request(4000))
+    await manager.release(first)
+    same = await manager.acquire(request(4000))
+    await manager.release(same)
+    moved = await manager.acquire(request(4001))  # e.g. the server restarted on another port
+    assert not same.created and same.ref.id == first.ref.id
+    assert moved.created and moved.config_hash != first.config_hash
+    assert backend.boxes[moved.ref.id].spec.gateway_relay == "host.docker.internal:4001"
