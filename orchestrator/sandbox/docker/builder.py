@@ -33,6 +33,7 @@ from orchestrator.redaction import redact
 from orchestrator.sandbox.hashing import context_files
 from orchestrator.sandbox.images import (
     CLI_VERSION_LABEL,
+    EGRESS_IMAGE,
     IMAGE_HASH_LABEL,
     MANAGED_LABEL,
     OFFLINE_BASE_PREFIX,
@@ -413,12 +414,18 @@ async def build_all(
 ) -> list[ImageRef]:
     """Build every runner image (or `names`) on the default base, one at a time (`cage images build --all`).
 
+    With every runner (no `names`), the egress proxy's image too, so that the first isolated
+    sandbox does not wait for it.
+
     Raises:
         ImageBuildError: a build failed; images built before it stay.
         EngineUnavailable: no engine answers.
     """
     builder = DockerImageBuilder(settings)
-    return await build_runner_images(builder, names, force=force, on_progress=on_progress)
+    refs = await build_runner_images(builder, names, force=force, on_progress=on_progress)
+    if names is None:
+        refs.append(await builder.ensure_image(EGRESS_IMAGE, on_progress=on_progress))
+    return refs
 
 
 __all__ = ["LOG_TAIL_LINES", "DockerImageBuilder", "build_all"]
