@@ -66,3 +66,22 @@ def test_log_lines_are_redacted_json() -> None:
     assert line["session_id"] == "s1" and line["turn_id"] == "t1"
     assert line["stderr"] == "401 for ***"
     assert line["api_key"] == MASK
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Basic Message Types", "the basic configuration is fine", "a BASIC Authentication primer"],
+)
+def test_prose_after_basic_is_untouched(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("token", ["dXNlcjpwYXNz", "YWxhZGRpbjpvcGVuc2VzYW1l", "dXNlcjpwYXNzd29yZA=="])
+def test_basic_credentials_are_masked(token: str) -> None:
+    out = redact(f"Authorization: Basic {token}")
+    assert token not in out and MASK in out
+
+
+def test_text_without_trigger_words_is_returned_as_is() -> None:
+    text = "Edited src/app.py: 3 lines changed, all checks passed"
+    assert redact(text) is text
