@@ -126,6 +126,7 @@ class SessionHub:
             subs.discard(send)
             if not subs:
                 del self._subscribers[chat_id]
+                self.evict(chat_id)  # the last reader left; a later publish reloads from the log
         send.close()
 
     def _register(
