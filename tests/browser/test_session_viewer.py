@@ -101,6 +101,12 @@ def assert_no_duplicates(state: dict[str, Any]) -> None:
         assert turn["users"] <= 1, turn
 
 
+def click(browser: webdriver.Chrome, css: str) -> None:
+    """Find and click in one step (the admin tables are re-rendered every few seconds)."""
+    wait(browser, lambda b: b.execute_script(
+        "const el = document.querySelector(arguments[0]); if (el) el.click(); return Boolean(el);", css))
+
+
 def send(browser: webdriver.Chrome, text: str) -> None:
     box = browser.find_element(By.ID, "message")
     box.send_keys(text)
@@ -238,7 +244,12 @@ def test_watch_steer_and_administer_a_session(
         assert "dev" in found.text and "e2e.claude" in found.text and "session" in found.text
         wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "table[aria-label='Audit log'] tbody tr"))
         browser.save_screenshot(str(shots / "08-admin.png"))
-        found.find_element(By.XPATH, ".//button[text()='Stop']").click()
+        click(browser, "button[aria-label='Build the claude image']")
+        log = browser.find_element(By.ID, "build-log")
+        wait(browser, lambda b: log.get_attribute("data-phase") in ("done", "error"), 300)
+        assert log.get_attribute("data-phase") == "done", log.text
+        assert "cached" in log.text  # the session's image is there already: nothing rebuilt
+        click(browser, f"{row} button[aria-label='Stop {box['name']}']")
         wait(browser, lambda b: "stopped" in b.find_element(By.CSS_SELECTOR, row).text, 60)
         (stopped,) = http.get("/v1/admin/sandboxes", headers=admin).json()
         assert stopped["status"] == "stopped"

@@ -2,7 +2,7 @@
 // and the audit log. Refreshed every few seconds while shown.
 
 import { h, clear, duration, bytes, ago } from "./dom.js";
-import { get, post, del } from "./api.js";
+import { get, post, del, postStream } from "./api.js";
 
 const REFRESH_MS = 5000;
 
@@ -17,13 +17,36 @@ export function adminPage(main, { notice }) {
   const runners = h("tbody");
   const audit = h("tbody");
   const status = h("p", { class: "status-line", role: "status", "aria-live": "polite" });
+  const buildLog = h("pre", { class: "build-log", id: "build-log", "aria-live": "polite", "aria-label": "Image build progress", hidden: true });
+  let building = false;
+
+  async function build(runner) {
+    if (building) return;
+    building = true;
+    buildLog.hidden = false;
+    buildLog.textContent = `build ${runner}\n`;
+    try {
+      await postStream("/v1/admin/images/build", { runner, force: false }, (phase, data) => {
+        const message = data && typeof data === "object" ? data.message || data.tag || "" : String(data);
+        buildLog.append(`${phase}: ${message}\n`);
+        buildLog.dataset.phase = phase;
+        buildLog.scrollTop = buildLog.scrollHeight;
+      });
+    } catch (err) {
+      buildLog.append(`error: ${err.message}\n`);
+      buildLog.dataset.phase = "error";
+    } finally {
+      building = false;
+      refresh();
+    }
+  }
   main.append(
     h("h1", {}, "Admin"), status,
     h("section", { "aria-labelledby": "boxes-title" }, h("h2", { id: "boxes-title" }, "Sandboxes"),
       table("Sandboxes", ["Name", "Owner", "Assistant", "Lifecycle", "Status", "Idle", "Age", "Memory", ""], boxes)),
     h("section", { "aria-labelledby": "images-title" }, h("h2", { id: "images-title" }, "Images"),
       table("Runner images", ["Tag", "Runner", "CLI", "Size", "Created"], images),
-      table("Runners", ["Runner", "CLI version", "Available"], runners)),
+      table("Runners", ["Runner", "CLI version", "Available", ""], runners), buildLog),
     h("section", { "aria-labelledby": "audit-title" }, h("h2", { id: "audit-title" }, "Audit log"),
       table("Audit log", ["When", "Actor", "Action", "Target"], audit)));
 
@@ -71,7 +94,8 @@ export function adminPage(main, { notice }) {
         h("td", {}, h("code", {}, i.tag)), h("td", {}, i.runner), h("td", {}, i.cli_version || ""),
         h("td", {}, bytes(i.size)), h("td", {}, h("time", { datetime: i.created }, ago(i.created))))), "No runner images: cage images build --all.", 5);
       fill(runners, runnerList.map((r) => h("tr", {},
-        h("td", {}, r.name), h("td", {}, r.cli_version), h("td", {}, r.available ? "yes" : "no (build it)"))), "No runners.", 3);
+        h("td", {}, r.name), h("td", {}, r.cli_version), h("td", {}, r.available ? "yes" : "no (build it)"),
+        h("td", { class: "actions" }, h("button", { type: "button", "aria-label": `Build the ${r.name} image`, onclick: () => build(r.name) }, "Build")))), "No runners.", 4);
       fill(audit, records.map((r) => h("tr", {},
         h("td", {}, h("time", { datetime: r.ts, title: r.ts }, ago(r.ts))), h("td", {}, r.actor),
         h("td", {}, r.action), h("td", {}, h("code", {}, r.target)))), "Nothing audited yet.", 4);

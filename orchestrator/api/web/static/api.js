@@ -70,3 +70,42 @@ export async function isAdmin() {
     throw err;
   }
 }
+
+/** POST `body` to an SSE route and call `onEvent(name, data)` per event until the stream ends
+ * (fetch, not EventSource: EventSource cannot send the key's header). */
+export async function postStream(path, body, onEvent) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${getKey()}`, "Content-Type": "application/json", Accept: "text/event-stream" },
+    body: JSON.stringify(body),
+    credentials: "omit",
+    cache: "no-store",
+  });
+  if (!response.ok) {
+    let parsed = null;
+    try { parsed = await response.json(); } catch { parsed = null; }
+    throw new ApiError(response.status, describe(response.status, parsed));
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+      }
+      if (!data.length) continue; // a keep-alive comment
+      let parsed = data.join("\n");
+      try { parsed = JSON.parse(parsed); } catch { /* plain text */ }
+      onEvent(name, parsed);
+    }
+  }
+}
