@@ -26,7 +26,7 @@ from anyio import to_thread
 from pydantic import ValidationError
 
 from orchestrator.dsl import AppLoader, Assistant, is_system_id
-from orchestrator.errors import CageError, Conflict, NotFound, UsageError
+from orchestrator.errors import CageError, Conflict, NotFound, ProtocolError, UsageError
 from orchestrator.gateway import ModelGateway
 from orchestrator.pipeline.api_assistants import ApiAssistants
 from orchestrator.pipeline.call import CallRunner, Finish
@@ -52,6 +52,7 @@ log = structlog.get_logger(__name__)
 
 CLOSE_GRACE = 10.0
 """Seconds `aclose()` lets running turns stop gracefully before interrupting them by force."""
+CRASHED = "the turn failed inside the orchestrator (see its log)"
 FORCE_GRACE = 5.0
 """Seconds a forced interrupt, and then a task cancel, each get: `aclose()` ends within
 `close_grace + 2 * FORCE_GRACE`, inside a container's usual 30 s stop grace."""
@@ -305,8 +306,14 @@ class PipelineService:
             signal=handle.signal,
         )
         result = CallResult(assistant_id=assistant.id, status="cancelled")
+        finish = self._root_finish(turn, recorder)
         try:
-            result = await self._calls.run(frame, self._root_finish(turn, recorder))
+            result = await self._calls.run(frame, finish)
+        except Exception as exc:  # a fault outside the stages' own handling (the store failing mid-turn)
+            log.error("pipeline.turn_crashed", turn_id=turn.turn_id, error=type(exc).__name__, exc_info=exc)
+            result = CallResult(assistant_id=assistant.id, status="error", error=CRASHED)
+            with anyio.CancelScope(shield=True):
+                await self._close_crashed(frame, finish, result)
         finally:
             with anyio.CancelScope(shield=True):
                 try:
@@ -332,6 +339,20 @@ class PipelineService:
                 log.info(
                     "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
                 )
+
+    async def _close_crashed(self, frame: CallFrame, finish: Finish, result: CallResult) -> None:
+        """Give clients the `stream_end` of a turn that failed outside its stages' handling, so no
+        one waits for an end that never comes (a store that cannot write it falls back to live)."""
+        try:
+            events = frame.builder.stream_end("error", error=CRASHED)
+        except ProtocolError:
+            return  # the end went out already
+        try:
+            await finish(events, result)
+        except Exception as exc:  # noqa: BLE001 - best effort; the next start closes the turn
+            log.error(
+                "pipeline.crashed_turn_not_closed", turn_id=frame.scope.turn_id, error=type(exc).__name__
+            )
 
     async def _publish(self, turn: TurnInput, events: Sequence[Event]) -> None:
         await self.hub.publish(turn.chat_id, turn.turn_id, events)

@@ -7,8 +7,14 @@ process never wrote its end. Recovery runs on the same database, as the next ser
 
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
+import pytest
+
 from orchestrator.pipeline.recovery import RESTARTED, close_unfinished_turns
-from orchestrator.store import Store
+from orchestrator.pipeline.service import CRASHED
+from orchestrator.store import Store, StoreError
 from orchestrator.stream import (
     ErrorEvent,
     LifecycleEvent,
@@ -76,3 +82,30 @@ async def test_a_turn_writes_its_running_row_and_the_users_message_at_start(rig:
     record = await store.turns.get(turn.turn_id)
     assert record is not None and record.status == "cancelled"
     assert [m.role for m in record.messages] == ["user"]  # written once, not again at the end
+
+
+async def test_a_store_failure_mid_turn_still_ends_the_stream(
+    rig: Rig, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write failing outside the stages' own handling (SQLite busy past its timeout, seen in the
+    soak) used to end the task with no `stream_end`: clients waited for ever."""
+    real = store.events.append
+    failures = [StoreError("database unavailable (OperationalError: database is locked)")]
+
+    async def flaky(session_id: str, events: Any) -> int:
+        if failures:
+            raise failures.pop()
+        return await real(session_id, events)
+
+    monkeypatch.setattr(store.events, "append", flaky)
+    handle = await rig.service.start(rig.turn("hooks.echo", "hi", chat_id="chat-flaky"))
+    with anyio.fail_after(10):
+        events = [e async for e in handle.events()]
+        result = await handle.result()
+    assert result.status == "error" and result.error == CRASHED
+    end = events[-1]
+    assert (
+        isinstance(end, LifecycleEvent) and isinstance(end.props, StreamEnd) and end.props.status == "error"
+    )
+    ran = await rig.run("hooks.echo", "again", chat_id="chat-flaky")  # the chat goes on
+    assert ran.result.status == "completed"
