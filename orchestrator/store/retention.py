@@ -11,11 +11,13 @@ kept forever.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import delete, exists, select
+from sqlalchemy import Executable, delete, exists, select, tuple_
+from sqlalchemy.orm import aliased
 
 from orchestrator.store.database import Database, affected
 from orchestrator.store.tables import AuditRow, ChatRow, EventRow, MemoryRow, TurnRow
@@ -36,28 +38,52 @@ class Swept(BaseModel):
     memory: int = 0
 
 
+BATCH = 500
+"""Rows (or sessions) deleted per transaction: a sweep never holds SQLite's write lock for long,
+so turns writing their events in between do not time out on it."""
+MAX_BATCHES = 10_000
+"""A bound on one sweep (5 million rows of a kind); the rest waits for the next sweep."""
+
+
 class Retention:
     def __init__(self, db: Database) -> None:
         self._db = db
 
     async def sweep(self, policy: RetentionPolicy) -> Swept:
-        """Apply `policy` now; returns how many rows of each kind went."""
+        """Apply `policy` now, a batch per transaction; returns how many rows of each kind went."""
         now = self._db.clock()
         counts: dict[str, int] = {}
+        if policy.session_ttl is not None:
+            chat = aliased(ChatRow)  # the subqueries name their own copy: no correlation to the DELETE
+            running = exists().where(TurnRow.chat_id == chat.id, TurnRow.status == "running")
+            idle = select(chat.id).where(chat.updated_at < now - policy.session_ttl, ~running)
+            counts["sessions"] = await self._batches(  # events, messages and turns cascade
+                lambda: delete(ChatRow).where(ChatRow.id.in_(idle.limit(BATCH).scalar_subquery()))
+            )
+        if policy.event_ttl is not None:
+            cutoff_ms = int((now - policy.event_ttl).timestamp() * 1000)
+            event = aliased(EventRow)
+            old = select(event.session_id, event.seq).where(event.ts < cutoff_ms).limit(BATCH)
+            counts["events"] = await self._batches(
+                lambda: delete(EventRow).where(tuple_(EventRow.session_id, EventRow.seq).in_(old))
+            )
+        if policy.audit_ttl is not None:
+            entry = aliased(AuditRow)
+            stale = select(entry.id).where(entry.ts < now - policy.audit_ttl).limit(BATCH)
+            counts["audit"] = await self._batches(
+                lambda: delete(AuditRow).where(AuditRow.id.in_(stale.scalar_subquery()))
+            )
         async with self._db.write() as session:
-            if policy.session_ttl is not None:
-                running = exists().where(TurnRow.chat_id == ChatRow.id, TurnRow.status == "running")
-                idle = select(ChatRow.id).where(ChatRow.updated_at < now - policy.session_ttl, ~running)
-                ids = list(await session.scalars(idle))  # events, messages and turns cascade
-                result = await session.execute(delete(ChatRow).where(ChatRow.id.in_(ids)))
-                counts["sessions"] = affected(result)
-            if policy.event_ttl is not None:
-                cutoff_ms = int((now - policy.event_ttl).timestamp() * 1000)
-                result = await session.execute(delete(EventRow).where(EventRow.ts < cutoff_ms))
-                counts["events"] = affected(result)
-            if policy.audit_ttl is not None:
-                result = await session.execute(delete(AuditRow).where(AuditRow.ts < now - policy.audit_ttl))
-                counts["audit"] = affected(result)
             result = await session.execute(delete(MemoryRow).where(MemoryRow.expires_at <= now))
             counts["memory"] = affected(result)
         return Swept(**counts)
+
+    async def _batches(self, statement: Callable[[], Executable]) -> int:
+        total = 0
+        for _ in range(MAX_BATCHES):
+            async with self._db.write() as session:
+                done = affected(await session.execute(statement()))
+            total += done
+            if done < BATCH:
+                break
+        return total

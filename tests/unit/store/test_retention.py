@@ -57,3 +57,20 @@ async def test_memory_values_and_keys_are_bounded(store: Store, monkeypatch: pyt
         await store.memory.set("user", "alice", "d", 1)
     await store.memory.set("user", "bob", "d", 1)  # another scope has its own room
     assert await store.memory.keys("user", "alice") == ["a", "b", "c"]
+
+
+async def test_sweep_deletes_in_batches(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("orchestrator.store.retention.BATCH", 2)
+    for n in range(5):
+        await store.chats.create("alice", "a", chat_id=f"c{n}")
+        await _log(store, f"c{n}", clock)
+        await store.audit.record("k", "session.delete", f"t{n}")
+    clock.advance(86400)
+    await store.chats.create("alice", "a", chat_id="keep")
+    day = timedelta(hours=1)
+    only_events = await store.retention.sweep(RetentionPolicy(event_ttl=day, audit_ttl=day))
+    assert (only_events.events, only_events.audit) == (5, 5)
+    swept = await store.retention.sweep(RetentionPolicy(session_ttl=day))
+    assert swept.sessions == 5 and [c.id for c in await store.chats.list("alice")] == ["keep"]
