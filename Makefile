@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Runner images trust the host's CA bundle by default (Settings.extra_ca_certs), the same for a
 # direct `cage` call, so both build the same image tags.
 
-.PHONY: setup venv lock engine base-image run test lint unit integration schemas golden bench images clean
+.PHONY: setup venv lock engine base-image hooks-ts chromium run test lint unit integration schemas golden bench images clean
 
 venv:
 	@scripts/bootstrap-venv.sh
@@ -25,7 +25,16 @@ engine:
 base-image: engine
 	@images/base/build.sh
 
-setup: venv base-image
+# TypeScript hooks (Yao's src/index.ts) bundle with esbuild from the npm lock; a host without node
+# runs Python hooks only and says so here.
+hooks-ts:
+	@scripts/install-hooks-ts.sh || echo "cage: TypeScript hooks unavailable (they need node >= 20 and npm)" >&2
+
+# Headless Chromium from Debian for the web page's browser tests.
+chromium:
+	@scripts/ensure-chromium.sh
+
+setup: venv base-image hooks-ts
 
 run: setup
 	$(BIN)/cage serve
@@ -36,7 +45,7 @@ lint: venv
 	$(BIN)/lint-imports
 
 # Runner images are built (or found by their hash tag) before the tests, not inside a test's timeout.
-test: setup lint images
+test: setup lint images chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: venv

@@ -74,7 +74,7 @@ class KeysApp:
         return f"keys.{name}"
 
     def env(self) -> dict[str, str]:
-        keep = {"CAGE_EXTRA_CA_CERTS", "CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST"}
+        keep = {"CAGE_EXTRA_CA_CERTS", "CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST", "CAGE_EGRESS_CONTAINER"}
         env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k in keep}
         if Path(HOST_CA).is_file():
             env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)

@@ -46,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, test_run_labels: dict[str, 
     root = tmp_path_factory.mktemp("client")
     with FakeModelServer("text", host="127.0.0.1") as model:
         model.add_scenario("story", [{"text": "once upon a time " + "and then " * 60, "delay": 0.3}])
-        base = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k == "CAGE_EGRESS_CONTAINER"}
         subprocess.run(
             [*CAGE, "init", "app", "--host", model.url, "--model", "claude-sonnet-4-5@text"],
             cwd=root,

@@ -25,7 +25,7 @@ def _free_port() -> int:
 
 def _serve(app: Path, port: int, labels: dict[str, str], *root_args: str) -> tuple[int, str]:
     """Run `cage serve` (stderr not a TTY) until it answers, stop it, return (rc, its output)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k == "CAGE_EGRESS_CONTAINER"}
     env["CAGE_SANDBOX_LABELS"] = json.dumps(labels)
     log = app / "serve.log"
     with log.open("wb") as out:
@@ -86,6 +86,6 @@ def test_first_start_creates_one_admin_key_and_says_how_to_connect(
         capture_output=True,
         text=True,
         check=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("CAGE_")},
+        env={k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k == "CAGE_EGRESS_CONTAINER"},
     )
     assert [k["role"] for k in json.loads(keys.stdout)] == ["admin"]

@@ -26,7 +26,7 @@ def model() -> Iterator[FakeModelServer]:
 
 
 def _env(tmp_path: Path, labels: dict[str, str]) -> dict[str, str]:
-    keep = {"CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST", "CAGE_EXTRA_CA_CERTS"}
+    keep = {"CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST", "CAGE_EXTRA_CA_CERTS", "CAGE_EGRESS_CONTAINER"}
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k in keep}
     env.update(
         {
