@@ -111,13 +111,14 @@ def sandbox_egress(computer: ComputerSpec, *, isolated: bool) -> EgressPolicy | 
     """The policy of an isolated sandbox, or None for one on the engine's shared network.
 
     An allowlist is always isolated (only the proxy can enforce it); `none` and `bridge` are when
-    the operator turned isolation on (`Settings.isolated_networks`), except for a box that
-    publishes ports: the engine cannot publish them from an internal network, so it stays on the
-    shared one (the DSL refuses ports next to an allowlist).
+    the operator turned isolation on (`Settings.isolated_networks`). A box that publishes ports is
+    isolated too: the engine cannot publish them from an internal network, so a relay beside the
+    box publishes them and forwards inbound connections to it (the DSL still refuses ports next to
+    an allowlist).
     """
     if isinstance(computer.network, NetworkAllowlist):
         return egress_policy(computer.network)
-    if isolated and not computer.ports:
+    if isolated:
         return egress_policy(computer.network)
     return None
 

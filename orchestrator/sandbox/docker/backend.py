@@ -183,8 +183,17 @@ class DockerBackend:
         if spec.egress is None:
             return await self._create_container(spec)
         network = await self.egress.attach(spec.name, spec.egress, gateway=spec.gateway_relay)
-        try:
-            return await self._create_container(spec.model_copy(update={"egress": None, "network": network}))
+        try:  # an internal network publishes nothing: the box's ports go through its relay
+            box = spec.model_copy(update={"egress": None, "network": network, "ports": ()})
+            ref = await self._create_container(box)
+            if spec.ports:
+                try:
+                    await self.egress.publish(spec.name, network, spec.ports)
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await self._call(self._sync, "remove_container", ref.id, force=True, v=True)
+                    raise
+            return ref
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.egress.detach(spec.name)
@@ -307,6 +316,8 @@ class DockerBackend:
     async def start(self, ref: SandboxRef) -> None:
         with engine_errors(ref.name or ref.id):
             await self._call(self._sync, "start", ref.id)
+        if ref.name:
+            await self.egress.resume(ref.name)  # its port relay, if it has one
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
         with engine_errors(ref.name or ref.id):

@@ -14,12 +14,15 @@
   engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
   under an `flock`, and the result is read back to check this process's network is in it.
 * Denials: a daemon thread follows the proxy's stdout and feeds `EgressDenials`.
+* A box that publishes ports gets a relay container on the outside and on its network
+  (`orchestrator.sandbox.docker.ports`); removing the network removes the relay first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import io
 import ipaddress
@@ -39,8 +42,10 @@ import structlog
 from anyio import to_thread
 
 from orchestrator.errors import SandboxError
+from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
+from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import SandboxNet, render
 from orchestrator.sandbox.images import EGRESS_IMAGE
@@ -136,6 +141,32 @@ class DockerEgress:
         log.info("egress.attached", sandbox=sandbox, network=name, subnet=subnet, policy=policy.mode)
         return name
 
+    async def publish(self, sandbox: str, network: str, ports: tuple[PortBinding, ...]) -> None:
+        """Publish `sandbox`'s ports on 127.0.0.1 through a relay on its network `network`.
+
+        Raises:
+            SandboxError: the engine refused (a fixed `host_port` already taken).
+        """
+        image = await self._ensure_image()
+        labels = {"cage.managed": "true", EGRESS_LABEL: "ports", SANDBOX_LABEL: sandbox}
+        await to_thread.run_sync(
+            functools.partial(
+                create_relay,
+                self._api(),
+                self._settings,
+                image=image,
+                sandbox=sandbox,
+                network=network,
+                ports=ports,
+                labels=labels,
+            )
+        )
+        log.info("egress.ports.published", sandbox=sandbox, ports=[p.container_port for p in ports])
+
+    async def resume(self, sandbox: str) -> None:
+        """Start `sandbox`'s port relay again if it has one (its box is being started)."""
+        await to_thread.run_sync(start_relay, self._api(), sandbox)
+
     async def detach(self, sandbox: str) -> None:
         """Remove `sandbox`'s network (after its container is gone); a missing network is fine.
 
@@ -148,7 +179,8 @@ class DockerEgress:
             log.warning("egress.detach_failed", sandbox=sandbox, error=str(exc))
 
     async def sweep(self) -> list[str]:
-        """Remove sandbox networks whose sandbox container is gone (removed behind Cage's back)."""
+        """Remove sandbox networks and port relays whose sandbox container is gone (removed behind
+        Cage's back)."""
         return await to_thread.run_sync(self._sweep)
 
     # --- proxy container -----------------------------------------------------------------------
@@ -282,6 +314,7 @@ class DockerEgress:
     def _remove_network(self, name: str) -> None:
         api = self._api()
         with engine_errors(name):
+            remove_relay(api, name.removesuffix(NETWORK_SUFFIX))  # its endpoint would keep the network
             with contextlib.suppress(docker.errors.APIError):  # not connected, or the network is gone
                 api.disconnect_container_from_network(self._settings.egress_container, name, force=True)
             try:
@@ -335,6 +368,17 @@ class DockerEgress:
                     pass
                 self._remove_network(str(net["Name"]))
                 removed.append(str(net["Name"]))
+            for relay in api.containers(all=True, filters={"label": f"{EGRESS_LABEL}=ports"}):
+                sandbox = (relay.get("Labels") or {}).get(SANDBOX_LABEL, "")
+                if not sandbox:
+                    continue
+                try:
+                    api.inspect_container(sandbox)
+                    continue
+                except docker.errors.NotFound:
+                    pass
+                remove_relay(api, sandbox)  # its network went first, somehow: the relay alone
+                removed.append(relay_name(sandbox))
         return removed
 
     # --- configuration ---------------------------------------------------------------------------

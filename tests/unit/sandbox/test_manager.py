@@ -241,6 +241,16 @@ async def test_hardening_defaults_and_overrides(
     assert spec.read_only and "/tmp" in spec.tmpfs
 
 
+async def test_a_box_with_ports_is_isolated_and_keeps_its_ports(
+    manager: SandboxManager, backend: FakeBackend, tmp_path: Path
+) -> None:
+    lease = await manager.acquire(make_request(tmp_path, make_spec(computer={"ports": [3000]})))
+    spec = backend.boxes[lease.ref.id].spec
+    assert lease.isolated and spec.egress == EgressPolicy(mode="bridge") and spec.extra_hosts == {}
+    assert [(p.container_port, p.host_port) for p in spec.ports] == [(3000, 0)]  # the backend relays them
+    assert spec.env["HTTP_PROXY"] == "http://cage-egress:3128"
+
+
 async def test_host_workspace_is_bind_mounted(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path
 ) -> None:

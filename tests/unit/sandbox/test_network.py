@@ -74,8 +74,10 @@ def test_only_allowlists_or_the_setting_isolate() -> None:
     assert sandbox_egress(ComputerSpec(network="none"), isolated=True) == EgressPolicy(mode="none")
     listed = sandbox_egress(ComputerSpec(network=NetworkAllowlist(allow=("x.example",))), isolated=False)
     assert listed is not None and listed.mode == "allow"
-    # ports cannot be published from an internal network: such a box stays on the shared one
-    assert sandbox_egress(ComputerSpec.model_validate({"ports": [3000]}), isolated=True) is None
+    # a box that publishes ports is isolated too (its relay publishes them), or stays shared when off
+    ported = ComputerSpec.model_validate({"ports": [3000]})
+    assert sandbox_egress(ported, isolated=True) == EgressPolicy(mode="bridge")
+    assert sandbox_egress(ported, isolated=False) is None
 
 
 def test_ports_next_to_an_allowlist_are_refused() -> None:
