@@ -9,6 +9,7 @@ checks the host's side and the engine's state after.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import urllib.request
 import uuid
@@ -20,6 +21,7 @@ import docker
 import pytest
 
 from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker.ports import relay_name
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
@@ -185,3 +187,20 @@ async def test_a_box_with_ports_cannot_reach_another_box(
     assert all(value != "connected" for value in back.values()), back
     for lease in (other, ported):
         await egress_manager.release(lease)
+
+
+async def test_a_taken_host_port_fails_the_box_and_leaves_nothing(
+    egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        with pytest.raises(SandboxError) as caught:
+            await acquire_ported(egress_manager, tmp_path, "bridge", [{"port": 8000, "host_port": port}])
+    found = re.search(r"(cage-\S+)-ports", str(caught.value))  # the error names the refused relay
+    assert found is not None, str(caught.value)
+    name = found.group(1)
+    for gone in (name, relay_name(name)):
+        assert not docker_engine.containers.list(all=True, filters={"name": f"^{gone}$"})
+    assert not docker_engine.networks.list(names=[f"{name}-net"])
