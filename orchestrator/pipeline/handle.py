@@ -43,13 +43,19 @@ class RunningTurn:
         return self._done.is_set()
 
     async def events(self) -> AsyncIterator[Event]:
-        """This turn's stamped events, `stream_start` to `stream_end`; replays what was missed."""
-        async for event in self._hub.subscribe(self.chat_id, after_seq=self.start_seq):
-            if event.turn_id != self.turn_id:
-                return
-            yield event
-            if is_root_end(event):
-                return
+        """This turn's stamped events, `stream_start` to `stream_end`; replays what was missed.
+        The hub subscription is closed as soon as the turn's end is out (not left to the garbage
+        collector, which kept a dead live queue registered)."""
+        subscription = self._hub.subscribe(self.chat_id, after_seq=self.start_seq)
+        try:
+            async for event in subscription:
+                if event.turn_id != self.turn_id:
+                    return
+                yield event
+                if is_root_end(event):
+                    return
+        finally:
+            await subscription.aclose()  # type: ignore[attr-defined]
 
     async def interrupt(self, *, force: bool = False) -> None:
         """Graceful: the runner is asked to stop and the session is kept. Force: cancel at once."""
