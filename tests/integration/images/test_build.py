@@ -185,6 +185,12 @@ async def test_a_broken_dockerfile_raises_with_the_log_tail(
     assert not image_docker.images.list(name=info.value.image)
 
 
-async def test_a_missing_base_image_is_a_build_error(builder: DockerImageBuilder) -> None:
-    with pytest.raises(ImageBuildError, match="base image not found"):
+async def test_a_missing_offline_base_image_says_how_to_build_it(builder: DockerImageBuilder) -> None:
+    # Cage's own namespace is never pulled (docker.io/cage is not ours): the error names the fix.
+    with pytest.raises(ImageBuildError, match="offline base image is not built: run `make base-image`"):
         await builder.ensure("yaocode", base="cage/no-such-base:never")
+
+
+async def test_a_base_image_that_cannot_be_pulled_is_a_build_error(builder: DockerImageBuilder) -> None:
+    with pytest.raises(ImageBuildError, match="base image not found and cannot be pulled"):
+        await builder.ensure("yaocode", base="127.0.0.1:1/no-such-base:never")
