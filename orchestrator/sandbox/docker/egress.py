@@ -317,10 +317,32 @@ class DockerEgress:
             remove_relay(api, name.removesuffix(NETWORK_SUFFIX))  # its endpoint would keep the network
             with contextlib.suppress(docker.errors.APIError):  # not connected, or the network is gone
                 api.disconnect_container_from_network(self._settings.egress_container, name, force=True)
+            for proxy in self._other_proxies(name):
+                with contextlib.suppress(docker.errors.APIError):
+                    api.disconnect_container_from_network(proxy, name, force=True)
             try:
                 api.remove_network(name)
             except docker.errors.NotFound:
                 return
+
+    def _other_proxies(self, network: str) -> list[str]:
+        """Cage egress proxies other than ours still on `network` (another Cage process on this
+        engine with its own `CAGE_EGRESS_CONTAINER` adopted it): their endpoints keep it alive.
+        Only containers labelled as Cage proxies are ever disconnected."""
+        api = self._api()
+        try:
+            attached = api.inspect_network(network).get("Containers") or {}
+        except docker.errors.NotFound:
+            return []
+        proxies: list[str] = []
+        for container_id in attached:
+            try:
+                labels = api.inspect_container(container_id)["Config"].get("Labels") or {}
+            except docker.errors.NotFound:
+                continue
+            if labels.get(EGRESS_LABEL) == "proxy":
+                proxies.append(container_id)
+        return proxies
 
     def _sandbox_nets(self) -> list[SandboxNet]:
         nets: list[SandboxNet] = []
