@@ -44,6 +44,7 @@ from orchestrator.pipeline.recovery import close_unfinished_turns
 from orchestrator.pipeline.service import FORCE_GRACE
 from orchestrator.sandbox import Reaper, reconcile
 from orchestrator.sandbox.reconcile import ReconcileReport, kill_orphaned_turns
+from orchestrator.sandbox.volumes import VolumeCollector
 from orchestrator.settings import Settings
 from orchestrator.store.retention import RetentionPolicy
 
@@ -87,6 +88,8 @@ def _lifespan(
                 )
             reaper = Reaper(runtime.manager)
             supervisor.every(reaper.interval, reaper.sweep, name="reaper")
+            supervisor.every(reaper.interval, VolumeCollector(runtime.manager).collect, name="volume-gc")
+            supervisor.every(reaper.interval, runtime.manager.backend.sweep_networks, name="network-gc")
             policy = retention_policy(config, _agent_ttl(runtime))
             supervisor.every(config.retention_interval, _retention(runtime, policy), name="retention")
             supervisor.serving = True

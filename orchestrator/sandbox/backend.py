@@ -308,6 +308,10 @@ class SandboxBackend(Protocol):
         """Volumes carrying all of `labels`; `unused`: only those no sandbox (in any state) mounts."""
         ...
 
+    async def sweep_networks(self) -> list[str]:
+        """Remove sandbox networks (and port relays) whose sandbox is gone; returns what was removed."""
+        ...
+
     async def copy_volume(self, source: str, target: str, *, image: str, owner: tuple[int, int]) -> None:
         """Copy the content of volume `source` into `target`, as `owner`, in a throw-away box."""
         ...

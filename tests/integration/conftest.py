@@ -59,9 +59,12 @@ def docker_engine() -> Iterator[docker.DockerClient]:
     for container in client.containers.list(all=True, filters={"name": EGRESS_CONTAINER}):
         container.remove(force=True)
     for network in client.networks.list(filters={"label": "cage.egress=network"}):
-        network.reload()
-        if not network.attrs.get("Containers"):  # its sandbox was removed above, without the backend
-            network.remove()
+        try:  # another session on this engine may be removing the same leftovers
+            network.reload()
+            if not network.attrs.get("Containers"):  # its sandbox was removed above, without the backend
+                network.remove()
+        except docker.errors.APIError:
+            continue
     client.close()
 
 

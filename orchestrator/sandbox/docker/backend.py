@@ -447,6 +447,9 @@ class DockerBackend:
             await self._call(self._sync, "create_volume", name, driver_opts=options, labels=dict(labels))
         return True
 
+    async def sweep_networks(self) -> list[str]:
+        return await self.egress.sweep()
+
     async def list_volumes(self, labels: Mapping[str, str], *, unused: bool = False) -> list[VolumeInfo]:
         filters: dict[str, Any] = {"label": [f"{k}={v}" for k, v in labels.items()]}
         if unused:

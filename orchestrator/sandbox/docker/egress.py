@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
 import functools
 import hashlib
@@ -67,6 +68,22 @@ SQUID_CONF = "/etc/squid/squid.conf"
 _CREATE_TRIES = 8
 _LOCK_POLL = 0.1
 _HOST_ALIAS = "host.docker.internal"
+
+
+SWEEP_MIN_AGE = 600.0
+"""Seconds a sandbox network must exist before a sweep may take it for an orphan: a box's network is
+made just before its container, so a younger one may belong to a box being created."""
+
+
+def _age(created: object) -> float:
+    """Seconds since an engine timestamp (`2026-12-01T19:31:14.123456789Z`); 0 when unreadable."""
+    if not isinstance(created, str) or len(created) < 19:
+        return 0.0
+    try:
+        then = datetime.datetime.fromisoformat(created[:19]).replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return 0.0
+    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
 
 
 def network_name(sandbox: str) -> str:
@@ -383,6 +400,8 @@ class DockerEgress:
         with engine_errors("egress networks"):
             for net in api.networks(filters={"label": f"{EGRESS_LABEL}=network"}):
                 sandbox = (net.get("Labels") or {}).get(SANDBOX_LABEL, "")
+                if _age(net.get("Created")) < SWEEP_MIN_AGE:
+                    continue  # made for a box that is being created right now
                 try:
                     api.inspect_container(sandbox)
                     continue

@@ -227,6 +227,9 @@ class FakeBackend:
     def _mounted(self, name: str) -> bool:
         return any(m.kind == "volume" and m.source == name for b in self.boxes.values() for m in b.spec.mounts)
 
+    async def sweep_networks(self) -> list[str]:
+        return []
+
     async def list_volumes(self, labels: Mapping[str, str], *, unused: bool = False) -> list[VolumeInfo]:
         return [
             VolumeInfo(name=name, labels=have)
