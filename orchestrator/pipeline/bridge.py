@@ -8,7 +8,10 @@ The adapter (pure) says what to run and how to read it; the bridge does the I/O:
 4. closes stdin once the translator saw the end of the turn, and kills a CLI that lingers;
 5. on cancel, timeout or stall: the adapter's stdin interrupt, then its signal to the process
    group, then SIGKILL after the grace period — and still reads what the CLI printed last;
-6. hands exit code and stderr tail to `translator.close()` and returns the `TurnOutcome`.
+6. hands exit code and stderr tail to `translator.close()` and returns the `TurnOutcome`;
+7. reports the translator's `resume_state` to `on_resume` as soon as it first appears or changes
+   (and once more after `close()` if it changed then), so a process that dies mid-turn has
+   already saved the runner's session/thread id and the next turn resumes it.
 
 `stream_start`/`stream_end` belong to the caller (the pipeline or `cage run`).
 """
@@ -17,14 +20,14 @@ from __future__ import annotations
 
 import enum
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import anyio
 import structlog
 
-from orchestrator.errors import StreamLimitError, WorkspaceError
+from orchestrator.errors import CageError, StreamLimitError, WorkspaceError
 from orchestrator.redaction import redact, register_secret
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.stream import Event, TurnBuilder
@@ -33,6 +36,8 @@ from runners.base import RunnerAdapter, RunnerExec, Translator, TurnOutcome, Tur
 log = structlog.get_logger(__name__)
 
 Emit = Callable[[Sequence[Event]], Awaitable[None]]
+SaveResume = Callable[[dict[str, str]], Awaitable[None]]
+"""Persists a runner's resume state (`ResumeStore.put` bound to the turn's assistant, chat, runner)."""
 SANDBOX_UID = 1000
 _STDERR_TAIL = 2000
 
@@ -118,9 +123,14 @@ class _Turn:
         rexec: RunnerExec,
         emit: Emit,
         limits: TurnLimits,
+        resumed: Mapping[str, str],
+        on_resume: SaveResume | None,
     ) -> None:
         self.adapter, self.translator, self.builder, self.handle = adapter, translator, builder, handle
         self.rexec, self.emit, self.limits = rexec, emit, limits
+        self.on_resume = on_resume
+        self.resume_saved: dict[str, str] = dict(resumed)
+        """The resume state last persisted (the turn's own at start): only a change is written."""
         self.stopped: StopReason | None = None
         self.stdin_open = rexec.keep_stdin_open
         self.outputs = 0
@@ -143,11 +153,28 @@ class _Turn:
                 events = self.translator.feed(line)
                 if events:
                     await self.emit(events)
+                if self.on_resume is not None:
+                    await self._save_resume_midturn()
                 if self.finished_at is None and self.translator.finished:
                     self.finished_at = anyio.current_time()
                     await self._close_stdin()
         finally:
             self.eof.set()
+
+    async def _save_resume_midturn(self) -> None:
+        """Persist a new resume state now; a failed write is logged and retried at the turn's end."""
+        try:
+            await self.save_resume()
+        except CageError as exc:
+            log.warning("bridge.resume_save_failed", runner=self.adapter.name, error=str(exc))
+
+    async def save_resume(self) -> None:
+        """Write the translator's resume state if it is non-empty and not the one saved last."""
+        state = self.translator.resume_state
+        if not state or state == self.resume_saved or self.on_resume is None:
+            return
+        await self.on_resume(state)
+        self.resume_saved = dict(state)
 
     async def _close_stdin(self) -> None:
         if self.stdin_open:
@@ -211,8 +238,12 @@ async def run_runner_turn(
     cancel: anyio.Event | None = None,
     limits: TurnLimits | None = None,
     workspace_root: str = "/workspace",
+    on_resume: SaveResume | None = None,
 ) -> BridgeResult:
     """Run one turn of `adapter` in `sandbox`, emitting its events; never raises for CLI failures.
+
+    `on_resume` gets each new resume state as the runner reports it (mid-turn writes that fail
+    are logged; the final one raises like any store failure).
 
     Raises:
         SandboxError: the sandbox could not run the exec at all (engine failure).
@@ -228,7 +259,7 @@ async def run_runner_turn(
     handle = await sandbox.exec(exec_spec(rexec, adapter.cancel.grace_seconds))
     cancel = cancel or anyio.Event()
     limits = limits or TurnLimits()
-    state = _Turn(adapter, translator, builder, handle, rexec, emit, limits)
+    state = _Turn(adapter, translator, builder, handle, rexec, emit, limits, turn.resume, on_resume)
     async with handle:
         if rexec.keep_stdin_open and rexec.stdin:
             await handle.write_stdin(rexec.stdin)
@@ -244,6 +275,7 @@ async def run_runner_turn(
     events = translator.close(exit_code, tail, cancelled=state.stopped is not None)
     if events:
         await emit(events)
+    await state.save_resume()
     outcome = translator.outcome
     if state.stopped in (StopReason.TIMEOUT, StopReason.STALLED):
         seconds = limits.turn_timeout if state.stopped is StopReason.TIMEOUT else limits.stall_timeout

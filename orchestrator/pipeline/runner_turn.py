@@ -154,7 +154,7 @@ async def run_in_lease(
     cancel: anyio.Event | None = None,
     limits: TurnLimits | None = None,
 ) -> BridgeResult:
-    """One CLI-runner turn in an acquired sandbox; stores the runner's resume state.
+    """One CLI-runner turn in an acquired sandbox; stores the runner's resume state as it appears.
 
     The CLI never sees the connector's key or the HTTP MCP servers' headers: it gets a token of
     this turn and URLs at the model gateway, which adds them outside the box. The token is
@@ -236,7 +236,11 @@ async def _run_cli(
         model_url=connector.base_url if connector is not None else None,
         lifecycle=spec.lifecycle.value,
     )
-    result = await run_runner_turn(
+
+    async def save_resume(state: dict[str, str]) -> None:
+        await resume.put(assistant.id, inp.chat_id, adapter.name, state)
+
+    return await run_runner_turn(
         adapter,
         turn,
         LeasedSandbox(manager, lease),
@@ -245,10 +249,8 @@ async def _run_cli(
         cancel=cancel,
         limits=limits or turn_limits(inp),
         workspace_root=mount,
+        on_resume=save_resume,
     )
-    if result.resume_state:
-        await resume.put(assistant.id, inp.chat_id, adapter.name, result.resume_state)
-    return result
 
 
 def new_chat_id() -> str:

@@ -13,6 +13,7 @@ import pytest
 from orchestrator.errors import StreamLimitError, WorkspaceError
 from orchestrator.pipeline.bridge import StopReason, TurnLimits, run_runner_turn
 from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry
+from orchestrator.store import StoreError
 from orchestrator.stream import CountingIds, Event, TurnBuilder, dump_event, validate_stream
 from runners.base import CancelPolicy, FileWrite, RunnerExec, Supports, TurnOutcome, TurnRequest
 
@@ -294,3 +295,83 @@ async def test_files_outside_the_workspace_are_refused(path: str) -> None:
     with pytest.raises(WorkspaceError):
         await run_runner_turn(adapter, TURN, sandbox, TurnBuilder(CountingIds()), emit)
     assert sandbox.specs == [] and sandbox.files == []
+
+
+class SessionTranslator(LineTranslator):
+    """`session:<id>` reports a resume state, as a CLI's init line does."""
+
+    def __init__(self, builder: TurnBuilder) -> None:
+        super().__init__(builder)
+        self.session = ""
+
+    def feed(self, line: str) -> list[Event]:
+        if line.startswith("session:"):
+            self.session = line[8:]
+            return []
+        return super().feed(line)
+
+    @property
+    def resume_state(self) -> dict[str, str]:
+        return {"session": self.session} if self.session else {}
+
+
+class SessionAdapter(FakeAdapter):
+    def translator(self, builder: TurnBuilder, turn: TurnRequest) -> SessionTranslator:
+        return SessionTranslator(builder)
+
+
+async def test_resume_state_is_reported_as_it_appears_and_only_when_it_changes() -> None:
+    saved: list[dict[str, str]] = []
+    seen_at: list[str] = []
+    events: list[Event] = []
+
+    async def emit(batch: Sequence[Event]) -> None:
+        events.extend(batch)
+
+    async def on_resume(state: dict[str, str]) -> None:
+        saved.append(state)
+        seen_at.append(_texts(events))
+
+    handle = FakeHandle([b"session:s-0", b"text:a", b"session:s-2", b"session:s-2", b"text:b"])
+    turn = TURN.model_copy(update={"resume": {"session": "s-0"}})  # s-0 is what the turn started with
+    await run_runner_turn(
+        SessionAdapter(), turn, FakeSandbox(handle), TurnBuilder(CountingIds()), emit, on_resume=on_resume
+    )
+    assert saved == [{"session": "s-2"}]  # the unchanged s-0 and the repeated s-2 are not written
+    assert seen_at == ["a"]  # while the turn ran: after the first text, before the second
+
+
+async def test_a_failed_mid_turn_resume_write_is_retried_at_the_end() -> None:
+    calls: list[dict[str, str]] = []
+
+    async def on_resume(state: dict[str, str]) -> None:
+        calls.append(state)
+        if len(calls) == 1:
+            raise StoreError("database unavailable (OperationalError: database is locked)")
+
+    async def emit(batch: Sequence[Event]) -> None:
+        return None
+
+    handle = FakeHandle([b"session:s-1", b"text:a"])
+    result = await run_runner_turn(
+        SessionAdapter(), TURN, FakeSandbox(handle), TurnBuilder(CountingIds()), emit, on_resume=on_resume
+    )
+    assert result.outcome.status == "completed"  # the turn went on
+    assert calls == [{"session": "s-1"}, {"session": "s-1"}]
+
+
+async def test_a_turn_cut_mid_way_has_already_reported_its_resume_state() -> None:
+    saved: list[dict[str, str]] = []
+
+    async def on_resume(state: dict[str, str]) -> None:
+        saved.append(state)
+
+    async def emit(batch: Sequence[Event]) -> None:
+        return None
+
+    handle = FakeHandle([b"session:s-9", b"text:thinking", 30.0, b"text:never"])
+    with anyio.move_on_after(0.3):  # the process dies: no close(), no end of turn
+        await run_runner_turn(
+            SessionAdapter(), TURN, FakeSandbox(handle), TurnBuilder(CountingIds()), emit, on_resume=on_resume
+        )
+    assert saved == [{"session": "s-9"}]
