@@ -3,7 +3,12 @@
 One `SessionEmitter` per chat numbers the events; `seq` continues from the log's last event, so a
 restarted process (or another one, turn after turn) never reuses a number. Publishing holds the
 chat's lock from stamping until the live fan-out, so parallel producers of one turn (agent calls
-running side by side) cannot append out of order.
+running side by side, a cancelled tool's closing events and the turn's end) cannot append out of
+order. The emitter is (re)loaded from the log only under that lock and only when it is missing or
+stale: a loader that read `last_seq` outside the lock could rewind an emitter another producer had
+moved on meanwhile, and the next batch reused a seq already in the log (the log then refused it
+while live clients had got it). A failed write leaves the emitter stale rather than rewinding it by
+guess: a write cancelled while it committed may have landed, and only the log knows.
 
 `subscribe()` registers its live queue first and then reads the log: an event is either already
 in the log when the read happens or arrives through the queue afterwards, and the seq filter drops
@@ -15,13 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from orchestrator.store import Store
+from orchestrator.store import Store, StoreError
 from orchestrator.stream import Event, SessionEmitter
 
 log = structlog.get_logger(__name__)
@@ -36,7 +42,11 @@ _PAGE = 1000
 
 @dataclass
 class _Session:
-    emitter: SessionEmitter
+    emitter: SessionEmitter | None = None
+    """None until loaded from the log."""
+    stale: bool = False
+    """A write failed: reload from the log before stamping again (the emitter, rewound to before
+    the failed batch, is only the fallback when the log cannot be read either)."""
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
@@ -49,60 +59,89 @@ class SessionHub:
         self._subscribers: dict[str, set[MemoryObjectSendStream[Event]]] = {}
 
     async def begin(self, chat_id: str) -> int:
-        """Load the chat's emitter from the log (its last seq and ts); returns that last seq.
+        """Reload the chat's emitter from the log (its last seq and ts); returns that last seq.
 
         Raises:
             RecordNotFound: no such chat.
         """
-        last_seq = await self._store.events.last_seq(chat_id)
-        last_ts = 0
-        if last_seq:
-            tail = await self._store.events.after(chat_id, last_seq - 1, limit=1)
-            last_ts = tail[0].ts if tail else 0
-        session = self._sessions.get(chat_id)
-        emitter = SessionEmitter.resume(chat_id, last_seq, last_ts=last_ts)
-        if session is None:
-            self._sessions[chat_id] = _Session(emitter)
-        else:
-            async with session.lock:
-                session.emitter = emitter
-        return last_seq
+        async with self._locked(chat_id) as session:
+            return (await self._load(chat_id, session)).last_seq
 
     async def publish(
         self, chat_id: str, turn_id: str, events: Sequence[Event], *, commit: Commit | None = None
     ) -> list[Event]:
         """Stamp, write (all or none) and fan out `events`; returns them stamped.
 
-        When the write fails the emitter is rewound, so the next batch still continues the log.
+        When the write fails (or is cancelled) the emitter is marked stale: the next batch reloads
+        it from the log, so it continues the log whether or not the failed write landed.
 
         Raises:
             StoreError, EventSequenceError: the write failed; nothing was fanned out.
         """
         if not events:
             return []
-        session = self._sessions.get(chat_id)
-        if session is None:
-            await self.begin(chat_id)
-            session = self._sessions[chat_id]
-        async with session.lock:
-            before = session.emitter
-            stamped = before.stamp_all(events, turn_id=turn_id)
+        async with self._locked(chat_id) as session:
+            emitter = await self._current(chat_id, session)
+            stamped = emitter.stamp_all(events, turn_id=turn_id)
             try:
                 if commit is None:
                     await self._store.events.append(chat_id, stamped)
                 else:
                     await commit(stamped)
             except BaseException:
-                session.emitter = SessionEmitter.resume(chat_id, stamped[0].seq - 1, last_ts=before.last_ts)
+                session.emitter = SessionEmitter.resume(chat_id, stamped[0].seq - 1, last_ts=emitter.last_ts)
+                session.stale = True
                 raise
             self.fan_out(chat_id, stamped)
         return stamped
+
+    @asynccontextmanager
+    async def _locked(self, chat_id: str) -> AsyncIterator[_Session]:
+        """Hold the chat's lock; the session is the chat's current one (not one evicted while we
+        waited for its lock, which a later producer would have replaced with a second lock)."""
+        while True:
+            session = self._sessions.setdefault(chat_id, _Session())
+            try:
+                async with session.lock:
+                    if self._sessions.get(chat_id) is session:
+                        yield session
+                        return
+            finally:
+                if session.emitter is None and self._sessions.get(chat_id) is session:
+                    self.evict(chat_id)  # never loaded (no such chat): keep nothing
+
+    async def _current(self, chat_id: str, session: _Session) -> SessionEmitter:
+        """The emitter to stamp with (lock held): loaded, or reloaded after a failed write; the
+        rewound guess only when the log cannot be read (a store that is down: live-only events)."""
+        if session.emitter is not None and not session.stale:
+            return session.emitter
+        try:
+            return await self._load(chat_id, session)
+        except StoreError:
+            if session.emitter is None:
+                raise
+            log.warning("hub.emitter_not_reloaded", session_id=chat_id, next_seq=session.emitter.next_seq)
+            return session.emitter
+
+    async def _load(self, chat_id: str, session: _Session) -> SessionEmitter:
+        """The emitter continuing the log; call with `session.lock` held (no write of ours is under
+        way, so the log's last seq is the last one stamped here)."""
+        last_seq = await self._store.events.last_seq(chat_id)
+        last_ts = 0
+        if last_seq:
+            tail = await self._store.events.after(chat_id, last_seq - 1, limit=1)
+            last_ts = tail[0].ts if tail else 0
+        session.emitter = SessionEmitter.resume(chat_id, last_seq, last_ts=last_ts)
+        session.stale = False
+        return session.emitter
 
     def evict(self, chat_id: str) -> bool:
         """Forget the chat's emitter once nothing uses it (no live subscriber, no publish under
         way): the next `begin` reloads it from the log, so idle chats hold no memory here."""
         session = self._sessions.get(chat_id)
         if session is None or session.lock.locked() or chat_id in self._subscribers:
+            return False
+        if session.lock.statistics().tasks_waiting:
             return False
         del self._sessions[chat_id]
         return True
