@@ -18,6 +18,7 @@ import httpx
 import pytest
 import yaml
 
+from orchestrator.settings import Settings
 from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,15 +42,16 @@ pytestmark = pytest.mark.slow
 
 
 def build_context() -> io.BytesIO:
-    """What `docker build .` sends (per .dockerignore), plus `extra-ca.pem` from CAGE_EXTRA_CA_CERTS."""
+    """What `docker build .` sends (per .dockerignore), plus `extra-ca.pem`: the CA bundle runner images
+    get too (`Settings.extra_ca_certs`, the host's system bundle unless CAGE_EXTRA_CA_CERTS says otherwise)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name in CONTEXT:
             for path in [ROOT / name, *sorted((ROOT / name).rglob("*"))]:
                 if (path.is_file() or path.is_symlink()) and not SKIP.intersection(path.parts) and path.suffix != ".pyc":
                     tar.add(path, arcname=str(path.relative_to(ROOT)), recursive=False)
-        ca = os.environ.get("CAGE_EXTRA_CA_CERTS")
-        if ca:
+        ca = Settings().extra_ca_certs
+        if ca is not None:
             tar.add(ca, arcname="extra-ca.pem")
     buffer.seek(0)
     return buffer
