@@ -17,9 +17,12 @@ KILL_SWITCHES: Mapping[str, str] = {
     "DISABLE_BUG_COMMAND": "1",
     "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
     "CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL": "1",
+    "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS": "1",
 }
 """Always set (reference/clis.md §2): without them Claude Code resolves api.anthropic.com ten
-times even with `ANTHROPIC_BASE_URL` set, and asks the model for a title."""
+times even with `ANTHROPIC_BASE_URL` set, and asks the model for a title. Background tasks are off
+because a turn ends with its tool runs: a command Claude Code moved to the background (it does so
+for slow ones) would be killed by the end-of-turn sweep, its output never reaching the model."""
 
 DEFAULT_MAX_RETRIES = 2
 """Claude Code's own default is 10 retries (about 3 minutes on a persistent 5xx), 401 included."""

@@ -119,6 +119,7 @@ def test_env_sets_kill_switches_home_model_and_retry_budget() -> None:
         "DISABLE_ERROR_REPORTING",
         "DISABLE_BUG_COMMAND",
         "DISABLE_NON_ESSENTIAL_MODEL_CALLS",
+        "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS",
     ):
         assert env[name] == "1"
     assert env["HOME"] == "/workspace/.cage-state/home"
