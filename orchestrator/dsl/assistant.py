@@ -256,7 +256,7 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
     connector = _resolve_connector(package.connector, pkg_doc, ctx)
     local_mcps, local_notes = _local_mcps(directory, assistant_id, ctx)
     notes.extend(local_notes)
-    mcp_servers = _resolve_mcp(package, pkg_doc, ctx, local_mcps, notes)
+    mcp_servers = _resolve_mcp(package, pkg_doc, ctx, local_mcps, notes, in_sandbox=sandbox is not None)
     all_prompts = prompts if prompts is not None else package.prompts
     mode = _mode(sandbox, all_prompts, mcp_servers, hooks_path)
     if mode is None:
@@ -538,9 +538,13 @@ def _resolve_connector(value: str | None, doc: Document, ctx: AppContext) -> str
 
 
 def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext, local: McpTable,
-                 notes: list[ConfigWarning]) -> tuple[McpServerSpec, ...]:
+                 notes: list[ConfigWarning], *, in_sandbox: bool = False) -> tuple[McpServerSpec, ...]:
     """The package's servers: its own `mcps/` first, then the app's. An undefined server is a
-    warning (Yao loads such an assistant and fails the call); one that fails to load is an error."""
+    warning (Yao loads such an assistant and fails the call); one that fails to load is an error.
+
+    `in_sandbox`: the agent CLI in the box connects to the servers itself. A streamable-HTTP
+    server's credentials are added by Cage's gateway outside the box, but an `sse` server names
+    its message endpoint at run time, so its headers would have to enter the box: refused."""
     if package.mcp is None:
         return ()
     out = []
@@ -562,6 +566,12 @@ def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext, local: Mc
             server = table.get(ref.server_id)
         except ConfigError as exc:
             errors.errors.append(error(f"MCP server {ref.server_id!r} cannot be used: {exc}"))
+            continue
+        if in_sandbox and server.transport == "sse" and server.headers:
+            errors.errors.append(error(
+                f"MCP server {ref.server_id!r} uses the sse transport with credentials (headers): the "
+                "agent in the sandbox would hold them, while only streamable-HTTP servers' credentials "
+                "stay outside (added by Cage's gateway); use transport 'http' or drop the headers"))
             continue
         out.append(server.model_copy(update={"tools": ref.tools, "resources": ref.resources}))
     errors.raise_any()

@@ -342,3 +342,25 @@ def test_examples_with_keys() -> None:
 def test_public_api_is_sorted_and_complete() -> None:
     public = [n for n, v in vars(dsl).items() if not n.startswith("_") and not inspect.ismodule(v)]
     assert dsl.__all__ == sorted(public)
+
+
+def test_a_sandbox_assistant_may_not_hand_sse_credentials_to_its_agent(write_app: AppWriter) -> None:
+    # The agent CLI in the box connects to its MCP servers itself: an `sse` server's headers would
+    # have to enter the box (only streamable-HTTP servers go through the credential gateway).
+    loader = AppLoader(
+        _app(
+            write_app,
+            {
+                "assistants/box/package.yao": '{"name": "B", "mcp": {"servers": ["local.files", "search"]}}',
+                "assistants/box/sandbox.yao": '{"version": "2.0", "runner": {"name": "claude"}}',
+                "assistants/tools/package.yao": '{"name": "T", "mcp": {"servers": ["search"]}}',
+            },
+        ),
+        environ=ENV,
+        builtin_dir=None,
+    )
+    with pytest.raises(ConfigError, match="sse transport with credentials") as info:
+        loader.get("box")
+    assert info.value.key_path == "mcp.servers[1]"
+    assert info.value.file.name == "package.yao" and "mcp-token-mnopqr" not in str(info.value)
+    assert loader.get("tools").mcp_servers[0].transport == "sse"  # LLM mode: the host holds them
