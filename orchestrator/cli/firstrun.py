@@ -54,7 +54,10 @@ def first_contact(settings: Settings, *, interactive: bool | None = None) -> Non
     """Create the first admin key if needed and print how to reach the server (to stderr)."""
     tty = sys.stderr.isatty() if interactive is None else interactive
     url = f"http://{_display_host(settings.host)}:{settings.port}"
-    lines = [f"serving {settings.app_dir} on {url} (API docs: {url}/docs)", f"data in {settings.data_dir}"]
+    lines = [
+        f"serving {settings.app_dir} on {url} (session viewer: {url}/ui/, API docs: {url}/docs)",
+        f"data in {settings.data_dir}",
+    ]
     if not is_app_dir(settings.app_dir):
         lines.append(
             f"{settings.app_dir} holds no agent.yml, assistants/ or connectors/: only assistants "

@@ -70,7 +70,7 @@ def test_first_start_creates_one_admin_key_and_says_how_to_connect(
     assert key_file.stat().st_mode & 0o777 == 0o600
     token = key_file.read_text().strip()
     assert token.startswith("cage_") and token not in first  # handed over in the file, not the log
-    assert f"on http://127.0.0.1:{port}" in first and f"{port}/docs" in first
+    assert f"on http://127.0.0.1:{port}" in first and f"{port}/docs" in first and f"{port}/ui/" in first
     assert 'curl -H "Authorization: Bearer $CAGE_KEY"' in first
     assert "created the first admin key" in first
 
