@@ -8,6 +8,8 @@ run that silently skips its integration tests proves nothing). Everything the te
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import hashlib
 import io
 import os
@@ -50,6 +52,7 @@ def docker_engine() -> Iterator[docker.DockerClient]:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
+    _remove_stale_leftovers(client)
     yield client
     selector = {"label": f"{TEST_RUN_LABEL}={TEST_RUN_ID}"}
     for container in client.containers.list(all=True, filters=selector):
@@ -66,6 +69,33 @@ def docker_engine() -> Iterator[docker.DockerClient]:
         except docker.errors.APIError:
             continue
     client.close()
+
+
+STALE_AFTER = 3 * 3600.0
+"""A test session's things older than this are a dead session's leftovers (no test session runs that
+long): sandbox and workspace names derive from fixed test identities, so a leftover workspace would
+hand its files to the next run's sandbox of the same name."""
+
+
+def _age(created: str) -> float:
+    try:
+        then = datetime.datetime.fromisoformat(created[:19]).replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return 0.0
+    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
+
+
+def _remove_stale_leftovers(client: docker.DockerClient) -> None:
+    """Remove what a killed test session left behind (only things carrying a test-run label)."""
+    selector = {"label": TEST_RUN_LABEL}
+    for container in client.containers.list(all=True, filters=selector):
+        if _age(container.attrs.get("Created", "")) > STALE_AFTER:
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True)
+    for volume in client.volumes.list(filters=selector):
+        if _age(volume.attrs.get("CreatedAt", "")) > STALE_AFTER:
+            with contextlib.suppress(docker.errors.APIError):
+                volume.remove(force=True)
 
 
 @pytest.fixture(scope="session")
