@@ -86,14 +86,16 @@ def _age(created: str) -> float:
 
 
 def _remove_stale_leftovers(client: docker.DockerClient) -> None:
-    """Remove what a killed test session left behind (only things carrying a test-run label)."""
+    """Remove what a killed test session left behind (only things carrying a test-run label). In CI
+    no other test session runs on the engine, so every such leftover is stale."""
+    stale_after = 0.0 if os.environ.get("CI") else STALE_AFTER
     selector = {"label": TEST_RUN_LABEL}
     for container in client.containers.list(all=True, filters=selector):
-        if _age(container.attrs.get("Created", "")) > STALE_AFTER:
+        if _age(container.attrs.get("Created", "")) > stale_after:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
     for volume in client.volumes.list(filters=selector):
-        if _age(volume.attrs.get("CreatedAt", "")) > STALE_AFTER:
+        if _age(volume.attrs.get("CreatedAt", "")) > stale_after:
             with contextlib.suppress(docker.errors.APIError):
                 volume.remove(force=True)
 
