@@ -48,7 +48,10 @@ def claude(root: Path, assistant_id: str, connector: str, lifecycle: str) -> str
 def boxes(
     client: docker.DockerClient, rig: Rig, assistant_id: str
 ) -> list[docker.models.containers.Container]:
-    labels = [f"{k}={v}" for k, v in rig.manager.extra_labels.items()] + [f"cage.assistant={assistant_id}"]
+    # The rig's owner too: other tests of this session (the API's coding session) keep e2e.claude
+    # boxes of their own owners alive.
+    labels = [f"{k}={v}" for k, v in rig.manager.extra_labels.items()]
+    labels += [f"cage.assistant={assistant_id}", "cage.owner=alice"]
     return client.containers.list(all=True, filters={"label": labels})
 
 
