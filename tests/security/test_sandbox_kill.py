@@ -104,7 +104,9 @@ async def test_opencodes_resident_server_survives_and_a_lookalike_does_not(
             "cd /tmp && setsid opencode serve --hostname 127.0.0.1 --port 4096 >/tmp/oc.log 2>&1 </dev/null & "
             "cp /usr/local/bin/opencode /workspace/opencode && "
             "(cd /workspace && setsid ./opencode serve --hostname 127.0.0.1 --port 4097 >/dev/null 2>&1 </dev/null &); "
-            "sleep 3; echo started"
+            # both up (the copy of a large binary and two starts take a while under load)
+            "for i in $(seq 1 120); do [ \"$(ps -eo args | grep -c '[o]pencode serve')\" = 2 ] && break; "
+            "sleep 0.5; done; echo started"
         )
         assert (await sh(manager, turn, start))[0] == [b"started"]
         before, _, _ = await sh(manager, turn, "ps -eo args | grep -c '[o]pencode serve'")
