@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,37 @@ async def bench(base_url: str, ws_url: str, server_pid: int, sessions: int, turn
     }
 
 
+@contextmanager
+def serving(env: dict[str, str], work: Path, model_port: int, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """The fake model server and `cage serve` on loopback, both answering; yields the server and
+    stops both (SIGTERM, then SIGKILL after 30 s) however the block ends."""
+    py = sys.executable
+    model = start(
+        [py, "-m", "tests.fakes.model_server", "--host", "127.0.0.1", "--port", str(model_port),
+         "--scenario", "text"],
+        env,
+        work / "model.log",
+    )
+    server = start(
+        [py, "-m", "orchestrator.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env,
+        work / "server.log",
+    )
+    try:
+        deadline = time.monotonic() + 60
+        wait_http(f"http://127.0.0.1:{model_port}/v1/models", deadline)
+        wait_http(f"http://127.0.0.1:{port}/healthz", deadline)
+        yield server
+    finally:
+        for proc in (server, model):
+            proc.send_signal(signal.SIGTERM)
+        for proc in (server, model):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -200,42 +233,10 @@ def main() -> int:
             "CAGE_LOG_LEVEL": "WARNING",
         }
     )
-    py = sys.executable
-    model = start(
-        [
-            py,
-            "-m",
-            "tests.fakes.model_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(model_port),
-            "--scenario",
-            "text",
-        ],
-        env,
-        work / "model.log",
-    )
-    server = start(
-        [py, "-m", "orchestrator.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env,
-        work / "server.log",
-    )
-    try:
-        deadline = time.monotonic() + 60
-        wait_http(f"http://127.0.0.1:{model_port}/v1/models", deadline)
-        wait_http(f"http://127.0.0.1:{port}/healthz", deadline)
+    with serving(env, work, model_port, port) as server:
         result = asyncio.run(
             bench(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", server.pid, args.sessions, args.turns)
         )
-    finally:
-        for proc in (server, model):
-            proc.send_signal(signal.SIGTERM)
-        for proc in (server, model):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
     width = max(len(k) for k in result)
     for key, value in result.items():
         print(f"{key:<{width}}  {value}")

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import httpx
 from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sessions import ADMIN_KEY, MODEL_KEY, ROOT, free_port, rss_kib, start, wait_http, write_app
+from sessions import ADMIN_KEY, MODEL_KEY, ROOT, free_port, rss_kib, serving, write_app
 
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 MAX_OPS = 1_000_000
@@ -193,31 +192,7 @@ def main() -> int:
             "CAGE_LOG_LEVEL": "WARNING",
         }
     )
-    py = sys.executable
-    model = start(
-        [
-            py,
-            "-m",
-            "tests.fakes.model_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(model_port),
-            "--scenario",
-            "text",
-        ],
-        env,
-        work / "model.log",
-    )
-    server = start(
-        [py, "-m", "orchestrator.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env,
-        work / "server.log",
-    )
-    try:
-        deadline = time.monotonic() + 60
-        wait_http(f"http://127.0.0.1:{model_port}/v1/models", deadline)
-        wait_http(f"http://127.0.0.1:{port}/healthz", deadline)
+    with serving(env, work, model_port, port) as server:
         code = asyncio.run(
             soak(
                 f"http://127.0.0.1:{port}",
@@ -229,14 +204,6 @@ def main() -> int:
                 args.sessions,
             )
         )
-    finally:
-        for proc in (server, model):
-            proc.send_signal(signal.SIGTERM)
-        for proc in (server, model):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
     print("OK" if code == 0 else f"FAILED (logs in {work})")
     return code
 
