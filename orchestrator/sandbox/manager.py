@@ -303,7 +303,7 @@ class SandboxManager:
                 )
                 box = self.registry.get(lease.identity.name)
                 if box is not None and not box.busy and not box.stopped:
-                    await self._kill_strays(box, user=lease.user)
+                    await self.kill_strays(box, user=lease.user)
         volume = workspace_scope(lease.identity).volume_name
         if volume in self._volume_used:
             self._volume_used[volume] = self.registry.clock()
@@ -578,7 +578,7 @@ class SandboxManager:
         procs = await self.backend.list_processes(box.ref)
         box.survivors |= {(proc.pid, proc.start) for proc in procs if proc.pid in pids}
 
-    async def _kill_strays(self, box: TrackedSandbox, *, user: str) -> None:
+    async def kill_strays(self, box: TrackedSandbox, *, user: str) -> None:
         """Kill every process the turns left in an idle box (see `strays`); errors are logged."""
         killed: list[int] = []
         try:

@@ -126,7 +126,7 @@ async def kill_orphaned_turns(manager: SandboxManager, turns: Iterable[tuple[str
             for owner, assistant, chat_id in wanted
         ):
             continue
-        await manager._kill_strays(box, user=SANDBOX_USER)  # the manager's own sweep, as at release
+        await manager.kill_strays(box, user=SANDBOX_USER)  # the manager's own sweep, as at release
         swept.append(box.ref.name)
     if swept:
         log.warning("processes of crashed turns killed in adopted sandboxes", sandboxes=swept)
