@@ -24,6 +24,8 @@ def chat_record(row: ChatRow) -> ChatRecord:
     return ChatRecord(
         id=row.id,
         owner=row.owner,
+        client_id=row.client_id,
+        parent_id=row.parent_id,
         assistant_id=row.assistant_id,
         title=row.title,
         created_at=row.created_at,
@@ -71,16 +73,20 @@ class ChatRepository:
         title: str = "",
         metadata: Mapping[str, JsonValue] | None = None,
         chat_id: str | None = None,
+        parent_id: str | None = None,
     ) -> ChatRecord:
-        """A new chat with an empty event log.
+        """A new chat with an empty event log; `parent_id` (internal) makes it a child chat.
 
         Raises:
             RecordExists: `chat_id` is taken.
         """
         now = self._db.clock()
+        chosen = chat_id or uuid.uuid4().hex
         row = ChatRow(
-            id=chat_id or uuid.uuid4().hex,
+            id=chosen,
             owner=owner,
+            client_id=chosen,
+            parent_id=parent_id,
             assistant_id=assistant_id,
             title=title,
             created_at=now,

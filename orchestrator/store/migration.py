@@ -4,6 +4,12 @@
 Alembic is synchronous (it reads its scripts from disk and runs DDL through a sync connection), so
 each entry point runs in a worker thread with its own event loop and a one-connection engine: the
 caller's event loop never blocks on it.
+
+On SQLite a migration runs with foreign keys off (`PRAGMA foreign_keys` cannot change inside a
+transaction, so it is set as the connection opens): a batch-mode revision rebuilds a table by
+copying it and dropping the old one, and with foreign keys on that drop would cascade into every
+table referencing it. `PRAGMA foreign_key_check` then runs before the commit: a revision that leaves
+a dangling reference fails and changes nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import ConnectionPoolEntry, NullPool
 
 from orchestrator.store.database import create_engine, db_errors, ensure_sqlite_dir, writing
 from orchestrator.store.errors import StoreError
@@ -60,6 +67,12 @@ async def upgrade(url: URL, revision: str = "head") -> None:
             command.upgrade(config, revision)
         except CommandError as err:
             raise StoreError(f"migration to {revision} failed: {err}") from err
+        if conn.dialect.name == "sqlite":
+            dangling = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if dangling:
+                raise StoreError(
+                    f"migration to {revision} left {len(dangling)} dangling references: {dangling[:3]}"
+                )
 
     await _in_thread(url, run)
 
@@ -101,6 +114,8 @@ def _run_blocking(url: URL, fn: Callable[[Connection], _T]) -> _T:
 
     async def main() -> _T:
         engine = create_engine(url, poolclass=NullPool)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine.sync_engine, "connect", _foreign_keys_off)
         try:
             with db_errors():
                 async with writing(engine).begin() as conn:
@@ -109,3 +124,10 @@ def _run_blocking(url: URL, fn: Callable[[Connection], _T]) -> _T:
             await engine.dispose()
 
     return asyncio.run(main())
+
+
+def _foreign_keys_off(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # Runs after the engine's own connect hook, which turned them on.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=OFF")
+    cursor.close()

@@ -23,7 +23,12 @@ class ChatRecord(_Record):
     """A chat; its id is also the session id of its event log."""
 
     id: str
+    """Internal: what events, turns and messages are keyed by; clients never need it."""
     owner: str
+    client_id: str
+    """The id its owner chose (or the server chose for them) and sees; unique per owner."""
+    parent_id: str | None = None
+    """The internal id of the parent chat, for a sub-agent's child chat."""
     assistant_id: str
     title: str
     created_at: datetime

@@ -67,7 +67,13 @@ class ChatRow(Base):
     __tablename__ = "chats"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """Internal: a digest of owner and client id (`orchestrator.store.chats.internal_chat_id`), a
+    random id for a server-chosen one, or the id itself for chats made before revision 0003."""
     owner: Mapped[str] = mapped_column(String(128))
+    client_id: Mapped[str] = mapped_column(String(64))
+    """The id the owner chose and sees; unique per owner, so two owners may use the same one."""
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), index=True)
+    """The parent chat of a sub-agent's child chat (internal id); None for a top-level chat."""
     assistant_id: Mapped[str] = mapped_column(String(200))
     title: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime]
@@ -78,7 +84,10 @@ class ChatRow(Base):
     resume: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     """Runner name -> that runner's resume state (e.g. Claude's session id)."""
 
-    __table_args__ = (Index("ix_chats_owner_updated", "owner", "updated_at"),)
+    __table_args__ = (
+        Index("ix_chats_owner_updated", "owner", "updated_at"),
+        UniqueConstraint("owner", "client_id"),
+    )
 
 
 class TurnRow(Base):

@@ -36,7 +36,7 @@ async def test_migrate_creates_every_table_and_is_idempotent(database_url: str) 
         chat = await store.chats.create("alice", "tests.echo")
         await store.migrate()  # the second run changes nothing and loses nothing
         assert await store.chats.get(chat.id) == chat
-    assert await current_revision(url) == head_revision() == "0002_teams"
+    assert await current_revision(url) == head_revision() == "0003_chat_client_ids"
     assert await _tables(database_url) == TABLES | {"alembic_version"}
     assert set(Base.metadata.tables) == TABLES
 
@@ -58,6 +58,7 @@ def test_migrations_ship_inside_the_package() -> None:
     assert [p.name for p in sorted((MIGRATIONS_DIR / "versions").glob("0*.py"))] == [
         "0001_initial.py",
         "0002_teams.py",
+        "0003_chat_client_ids.py",
     ]
     assert not list(Path(MIGRATIONS_DIR).rglob("alembic.ini"))
 
