@@ -11,12 +11,14 @@ turn's `TurnOutcome`. Adapters never import `docker`, the sandbox or the API (im
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
 
 from orchestrator.dsl import ConnectorSpec, McpServerSpec
+from orchestrator.permissions import Decision, Question, ToolRequest
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -112,6 +114,10 @@ class TurnRequest(BaseModel):
     """The sandbox's lifecycle: a long-lived box may keep a CLI server running between turns."""
     state_dir: str = f"/workspace/{STATE_SUBDIR}"
     """Per-runner state (config files, scripts) inside the workspace; adapters use a sub-folder."""
+    ask_permissions: bool = False
+    """The turn's permission gate asks (`PermissionGate.asks`; the bridge sets it): the adapter
+    starts its CLI in a mode that holds each tool call (and question) for Cage, and its
+    translator surfaces them as `ControlRequest`s. False: the CLI's permissions stay off."""
 
 
 class TurnOutcome(BaseModel):
@@ -122,6 +128,38 @@ class TurnOutcome(BaseModel):
     error: str | None = None
     stop_reason: str | None = None
     usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionAsk:
+    """A tool call the CLI holds mid-turn until Cage decides it (surfaced by a translator)."""
+
+    request: ToolRequest
+    reply: Callable[[Decision], bytes]
+    """Pure: the bytes the bridge writes to the CLI's stdin to answer with that decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAsk:
+    """A question the agent puts to its user mid-turn; the answer goes back into its tool result."""
+
+    question: Question
+    reply: Callable[[str], bytes]
+    """Pure: the stdin bytes carrying the answer text (empty when nobody answered)."""
+
+
+ControlRequest = PermissionAsk | QuestionAsk
+"""What a translator hands the bridge besides events: the bridge asks the turn's gate
+concurrently (other output keeps flowing), then writes `reply(...)` to the CLI's stdin."""
+
+
+@runtime_checkable
+class ControlSource(Protocol):
+    """A translator that can surface `ControlRequest`s (the bridge drains them after each line)."""
+
+    def take_requests(self) -> list[ControlRequest]:
+        """The requests the lines fed since the last call raised, oldest first; clears them."""
+        ...
 
 
 class Translator(Protocol):

@@ -11,7 +11,13 @@ The adapter (pure) says what to run and how to read it; the bridge does the I/O:
 6. hands exit code and stderr tail to `translator.close()` and returns the `TurnOutcome`;
 7. reports the translator's `resume_state` to `on_resume` as soon as it first appears or changes
    (and once more after `close()` if it changed then), so a process that dies mid-turn has
-   already saved the runner's session/thread id and the next turn resumes it.
+   already saved the runner's session/thread id and the next turn resumes it;
+8. the control channel: a translator that is a `ControlSource` surfaces `ControlRequest`s (a
+   tool call the CLI holds, a question) after the line that raised them; each is put to the
+   turn's `PermissionGate` in its own task (the read loop goes on), and the reply bytes the
+   adapter builds from the answer are written to the CLI's stdin. While a request waits the
+   stall clock is paused (the turn timeout still runs); cancel, timeout and stall answer every
+   waiting request first (deny; an empty answer to a question), then stop the CLI.
 
 `stream_start`/`stream_end` belong to the caller (the pipeline or `cage run`).
 """
@@ -28,10 +34,21 @@ import anyio
 import structlog
 
 from orchestrator.errors import CageError, StreamLimitError, WorkspaceError
+from orchestrator.permissions import Decision, PermissionGate
+from orchestrator.permissions.requests import DecidedBy
 from orchestrator.redaction import redact, register_secret
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.stream import Event, TurnBuilder
-from runners.base import RunnerAdapter, RunnerExec, Translator, TurnOutcome, TurnRequest
+from runners.base import (
+    ControlRequest,
+    ControlSource,
+    PermissionAsk,
+    RunnerAdapter,
+    RunnerExec,
+    Translator,
+    TurnOutcome,
+    TurnRequest,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +57,13 @@ SaveResume = Callable[[dict[str, str]], Awaitable[None]]
 """Persists a runner's resume state (`ResumeStore.put` bound to the turn's assistant, chat, runner)."""
 SANDBOX_UID = 1000
 _STDERR_TAIL = 2000
+NO_GATE = "refused: this turn has no permission broker to ask"
+STOPPED = {
+    "cancelled": "refused: the turn was cancelled",
+    "timeout": "refused: the turn timed out",
+    "stalled": "refused: the turn stalled",
+}
+"""What a request still waiting when the bridge stops the CLI is refused with, per `StopReason`."""
 
 
 class TurnSandbox(Protocol):
@@ -140,6 +164,13 @@ class _Turn:
         self.finished_at: float | None = None
         self.killed_lingering = False
         """The CLI reported the end of its turn and was killed for not exiting: not a failure."""
+        self.gate: PermissionGate | None = None
+        self.tasks: anyio.abc.TaskGroup | None = None
+        """Where control requests are answered (the turn's task group, set by `run_runner_turn`)."""
+        self.waiting: dict[int, tuple[ControlRequest, anyio.CancelScope]] = {}
+        """Control requests put to the gate and not answered yet, by a local number."""
+        self.asked = 0
+        self.stdin_lock = anyio.Lock()
 
     async def pump(self) -> None:
         """Read stdout to EOF, translating as lines arrive."""
@@ -153,6 +184,9 @@ class _Turn:
                 events = self.translator.feed(line)
                 if events:
                     await self.emit(events)
+                if isinstance(self.translator, ControlSource):
+                    for request in self.translator.take_requests():
+                        self._ask(request)
                 if self.on_resume is not None:
                     await self._save_resume_midturn()
                 if self.finished_at is None and self.translator.finished:
@@ -160,6 +194,62 @@ class _Turn:
                     await self._close_stdin()
         finally:
             self.eof.set()
+
+    def _ask(self, request: ControlRequest) -> None:
+        """Put `request` to the gate in its own task; the read loop goes on meanwhile."""
+        self.asked += 1
+        number = self.asked
+        scope = anyio.CancelScope()
+        self.waiting[number] = (request, scope)
+        if self.tasks is None:  # pragma: no cover - run_runner_turn always sets it
+            raise RuntimeError("control request outside a bridged turn")
+        self.tasks.start_soon(self._answer, number, request, scope)
+
+    async def _answer(self, number: int, request: ControlRequest, scope: anyio.CancelScope) -> None:
+        reply: bytes | None = None
+        with scope:
+            reply = await self._decide(request)
+        if self.waiting.pop(number, None) is None or reply is None:
+            return  # answered by `stop()` already
+        self.last_output = anyio.current_time()  # the stall clock restarts with the answer
+        await self._write(reply)
+
+    async def _decide(self, request: ControlRequest) -> bytes:
+        gate = self.gate
+        try:
+            if isinstance(request, PermissionAsk):
+                if gate is None:
+                    return request.reply(Decision(allow=False, by="policy", message=NO_GATE))
+                return request.reply(await gate.check(request.request))
+            return request.reply(await gate.ask(request.question) if gate is not None else "")
+        except CageError as exc:
+            log.warning("bridge.gate_failed", runner=self.adapter.name, error=str(exc))
+            if isinstance(request, PermissionAsk):
+                return request.reply(Decision(allow=False, by="policy", message=f"refused: {exc}"))
+            return request.reply("")
+
+    async def _write(self, data: bytes) -> None:
+        """Write a control reply to the CLI's stdin, unless it is closed already."""
+        async with self.stdin_lock:
+            if not self.stdin_open or self.eof.is_set():
+                log.info("bridge.reply_dropped", runner=self.adapter.name, reason="stdin closed")
+                return
+            try:
+                await self.handle.write_stdin(data)
+            except OSError:
+                log.info("bridge.reply_dropped", runner=self.adapter.name, reason="stdin broken")
+
+    async def _settle_waiting(self, reason: StopReason) -> None:
+        """Answer every waiting request before the CLI is stopped: deny, or an empty answer."""
+        message = STOPPED[reason.value]
+        by: DecidedBy = "timeout" if reason is not StopReason.CANCELLED else "user"
+        for number in sorted(self.waiting):
+            request, scope = self.waiting.pop(number)
+            scope.cancel()
+            if isinstance(request, PermissionAsk):
+                await self._write(request.reply(Decision(allow=False, by=by, message=message)))
+            else:
+                await self._write(request.reply(""))
 
     async def _save_resume_midturn(self) -> None:
         """Persist a new resume state now; a failed write is logged and retried at the turn's end."""
@@ -177,9 +267,10 @@ class _Turn:
         self.resume_saved = dict(state)
 
     async def _close_stdin(self) -> None:
-        if self.stdin_open:
-            self.stdin_open = False
-            await self.handle.close_stdin()
+        async with self.stdin_lock:
+            if self.stdin_open:
+                self.stdin_open = False
+                await self.handle.close_stdin()
 
     async def watch(self, cancel: anyio.Event) -> None:
         """Stop the CLI on cancel, timeout or stall; kill it when it lingers after its turn."""
@@ -191,6 +282,8 @@ class _Turn:
             now = anyio.current_time()
             if self.outputs != seen:  # output since the last look: it came within this tick
                 seen, self.last_output = self.outputs, now
+            if self.waiting:  # a request waits for a human: the CLI is silent on purpose
+                self.last_output = now
             if cancel.is_set():
                 await self.stop(StopReason.CANCELLED)
                 return
@@ -211,10 +304,12 @@ class _Turn:
     async def stop(self, reason: StopReason) -> None:
         """Graceful first (stdin interrupt, then the adapter's signal), SIGKILL after the grace."""
         self.stopped = reason
+        await self._settle_waiting(reason)
         policy = self.adapter.cancel
         if policy.stdin_interrupt is not None and self.stdin_open:
             try:
-                await self.handle.write_stdin(policy.stdin_interrupt)
+                async with self.stdin_lock:
+                    await self.handle.write_stdin(policy.stdin_interrupt)
                 with anyio.move_on_after(policy.grace_seconds / 2):
                     await self.eof.wait()
                 await self._close_stdin()
@@ -239,16 +334,21 @@ async def run_runner_turn(
     limits: TurnLimits | None = None,
     workspace_root: str = "/workspace",
     on_resume: SaveResume | None = None,
+    gate: PermissionGate | None = None,
 ) -> BridgeResult:
     """Run one turn of `adapter` in `sandbox`, emitting its events; never raises for CLI failures.
 
     `on_resume` gets each new resume state as the runner reports it (mid-turn writes that fail
-    are logged; the final one raises like any store failure).
+    are logged; the final one raises like any store failure). `gate` decides the tool calls and
+    answers the questions the runner surfaces; when it `asks`, the turn is built with
+    `ask_permissions` so the adapter starts its CLI in a mode that asks.
 
     Raises:
         SandboxError: the sandbox could not run the exec at all (engine failure).
         WorkspaceError: the adapter asked for a file outside the workspace.
     """
+    if gate is not None and gate.asks and not turn.ask_permissions:
+        turn = turn.model_copy(update={"ask_permissions": True})
     rexec = adapter.build_exec(turn)
     for name in rexec.secret_env:
         register_secret(rexec.env.get(name))
@@ -260,10 +360,12 @@ async def run_runner_turn(
     cancel = cancel or anyio.Event()
     limits = limits or TurnLimits()
     state = _Turn(adapter, translator, builder, handle, rexec, emit, limits, turn.resume, on_resume)
+    state.gate = gate
     async with handle:
         if rexec.keep_stdin_open and rexec.stdin:
             await handle.write_stdin(rexec.stdin)
         async with anyio.create_task_group() as tg:
+            state.tasks = tg
             tg.start_soon(state.watch, cancel)
             await state.pump()
             tg.cancel_scope.cancel()
