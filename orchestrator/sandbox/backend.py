@@ -177,6 +177,9 @@ class CreateSpec(BaseModel):
     """Isolated: a network of its own whose only way out is the egress proxy (`network` is ignored)."""
     gateway_relay: str | None = None
     """`host:port` the proxy's `cage-gateway` relay forwards to (the model gateway), when isolated."""
+    stop_timeout: int | None = None
+    """Seconds between SIGTERM and SIGKILL when the engine stops the box (`stop_timeout`); None:
+    the engine's default."""
 
     @field_validator("env")
     @classmethod

@@ -23,6 +23,8 @@ WORKSPACE = "cage.workspace"
 CHAT = "cage.chat"
 IDLE_TIMEOUT = "cage.idle-timeout"
 MAX_LIFETIME = "cage.max-lifetime"
+STOP_TIMEOUT = "cage.stop-timeout"
+"""The box's SIGTERM-to-SIGKILL grace (`stop_timeout`), so a box adopted after a restart keeps it."""
 VOLUME = "cage.volume"
 """Set on workspace volumes (value `workspace`), with the owner and scope labels."""
 HELPER = "cage.helper"
@@ -39,6 +41,7 @@ def sandbox_labels(
     config_hash: str,
     idle_timeout: float | None,
     max_lifetime: float | None,
+    stop_timeout: float | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """All labels of a sandbox; `extra` (deployment or test-run labels) cannot override Cage's own."""
@@ -54,6 +57,7 @@ def sandbox_labels(
             WORKSPACE: identity.workspace_id,
             IDLE_TIMEOUT: _seconds(idle_timeout),
             MAX_LIFETIME: _seconds(max_lifetime),
+            STOP_TIMEOUT: _seconds(stop_timeout),
         }
     )
     if identity.chat_id:
@@ -74,6 +78,7 @@ class SandboxLabels(BaseModel):
     chat_id: str | None = None
     idle_timeout: float | None = None
     max_lifetime: float | None = None
+    stop_timeout: float | None = None
 
     @classmethod
     def parse(cls, labels: Mapping[str, str]) -> SandboxLabels | None:
@@ -91,6 +96,7 @@ class SandboxLabels(BaseModel):
                 chat_id=labels.get(CHAT) or None,
                 idle_timeout=float(labels[IDLE_TIMEOUT]) if labels.get(IDLE_TIMEOUT) else None,
                 max_lifetime=float(labels[MAX_LIFETIME]) if labels.get(MAX_LIFETIME) else None,
+                stop_timeout=float(labels[STOP_TIMEOUT]) if labels.get(STOP_TIMEOUT) else None,
             )
         except (KeyError, ValueError, ValidationError):
             return None

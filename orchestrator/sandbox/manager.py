@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
+import math
 import os
 import secrets
 import time
@@ -83,7 +84,8 @@ log = structlog.get_logger(__name__)
 _ENV_REF = "$ENV."
 _GONE = (SandboxStatus.DEAD, SandboxStatus.REMOVING)
 STOP_GRACE = 2.0
-"""Seconds between SIGTERM and SIGKILL when the reaper stops a box (its sleep loop exits on TERM)."""
+"""Seconds between SIGTERM and SIGKILL when the reaper stops an adopted box whose labels name no
+`stop_timeout` (one created before the label existed); others use their sandbox's `stop_timeout`."""
 STRAY_ROUNDS = 4
 """List-and-kill rounds when a box goes idle (a process forking while it is killed is caught next)."""
 STRAY_SECONDS = 30.0
@@ -350,6 +352,7 @@ class SandboxManager:
             config_hash=labels.config_hash,
             idle_timeout=labels.idle_timeout,
             max_lifetime=labels.max_lifetime,
+            stop_timeout=labels.stop_timeout if labels.stop_timeout is not None else STOP_GRACE,
             created_at=now - age,
             last_used=now,
             stopped=ref.status is not SandboxStatus.RUNNING,
@@ -367,7 +370,7 @@ class SandboxManager:
                 await self.backend.remove(box.ref, force=True)
                 self.registry.drop(name)
             else:
-                await self.backend.stop(box.ref, timeout=STOP_GRACE)
+                await self.backend.stop(box.ref, timeout=box.stop_timeout)
                 box.stopped = True
             log.info("sandbox reaped", sandbox=name, removed=remove)
             return True
@@ -442,6 +445,7 @@ class SandboxManager:
             legacy = await self._ensure_workspace(scope, image) if mount.kind == "volume" else None
             idle = _seconds(spec.effective_idle_timeout())
             lifetime = _seconds(spec.max_lifetime)
+            grace = spec.stop_timeout.total_seconds()
             create = CreateSpec(
                 image=image,
                 name=identity.name,
@@ -451,6 +455,7 @@ class SandboxManager:
                     config_hash=digest,
                     idle_timeout=idle,
                     max_lifetime=lifetime,
+                    stop_timeout=grace,
                     extra=self.extra_labels,
                 ),
                 env={k: _resolve(v) for k, v in spec.environment.items()},
@@ -467,6 +472,7 @@ class SandboxManager:
                 runtime=hard.runtime,
                 extra_hosts=hard.extra_hosts,
                 ports=hard.ports,
+                stop_timeout=math.ceil(grace),
             )
             create = self._isolate(create, spec, request.gateway_port)
             ref = await self.backend.create(create)
@@ -490,6 +496,7 @@ class SandboxManager:
                 config_hash=digest,
                 idle_timeout=idle,
                 max_lifetime=lifetime,
+                stop_timeout=grace,
                 created_at=now,
                 last_used=now,
             )

@@ -25,6 +25,8 @@ class TrackedSandbox:
     last_used: float
     busy: int = 0
     stopped: bool = False
+    stop_timeout: float = 2.0
+    """Seconds between SIGTERM and SIGKILL when the reaper stops it (the sandbox's `stop_timeout`)."""
     survivors: set[tuple[int, int]] = dataclasses.field(default_factory=set)
     """(pid, start time) of processes Cage started to outlive a turn (background prepare steps)."""
     resident: tuple[tuple[str, str], ...] = ()

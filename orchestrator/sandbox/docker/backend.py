@@ -271,6 +271,7 @@ class DockerBackend:
             working_dir=spec.workdir or None,
             host_config=host_config,
             ports=[(p.container_port, p.protocol) for p in spec.ports] or None,
+            stop_timeout=spec.stop_timeout,
         )
         return str(created["Id"])
 
