@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 
 from orchestrator.stream import TurnBuilder
-from runners.base import CancelPolicy, RunnerExec, Supports, TurnRequest
+from runners.base import CancelPolicy, RunnerExec, Supports, Translator, TurnRequest
+from runners.codex.gate_translator import GateTranslator
 from runners.codex.invocation import build_codex_exec
 from runners.codex.translator import CodexTranslator
 
@@ -17,6 +18,9 @@ class CodexAdapter:
 
     Cancel: SIGINT to the process group; codex stops and exits 1 without a final event, and the
     translator reports `cancelled`. SIGKILL after the grace period.
+
+    Asking (`TurnRequest.ask_permissions`): codex's `PreToolUse` hook holds each tool call and
+    the gate driver around `codex exec` hands it to Cage (`GateTranslator` surfaces it).
     """
 
     name = "codex"
@@ -33,5 +37,7 @@ class CodexAdapter:
         """
         return build_codex_exec(turn)
 
-    def translator(self, builder: TurnBuilder, turn: TurnRequest) -> CodexTranslator:
+    def translator(self, builder: TurnBuilder, turn: TurnRequest) -> Translator:
+        if turn.ask_permissions:
+            return GateTranslator(builder, turn)
         return CodexTranslator(builder, turn)

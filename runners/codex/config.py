@@ -18,7 +18,7 @@ from orchestrator.dsl import ConnectorSpec, McpServerSpec
 from orchestrator.errors import RunnerError
 from runners.base import TurnRequest, connector_key
 from runners.codex.options import CodexOptions, ReasoningEffort
-from runners.codex.toml import TomlValue, table
+from runners.codex.toml import TomlValue, table, value
 
 PROVIDER_ID = "cage"
 KEY_ENV = "CAGE_CODEX_API_KEY"
@@ -27,6 +27,8 @@ HEADER_ENV_PREFIX = "CAGE_CODEX_HEADER_"
 DEFAULT_MAX_RETRIES = 2
 """codex's own defaults (4 request + 5 stream retries) take ~25 s on a persistent 5xx."""
 RESERVED_ENV = frozenset({"HOME", "CODEX_HOME", "TMPDIR", "PATH", "USER", KEY_ENV})
+HOOK_TIMEOUT = 86_400
+"""Seconds codex lets the gate hook run: the broker's deadline decides long before."""
 _OWN_ENV_PREFIXES = ("CAGE_CODEX_", "CAGE_MCP_")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VERSION_SEGMENT = re.compile(r"^v\d+(beta|alpha)?\d*$")
@@ -57,8 +59,11 @@ def openai_connector(turn: TurnRequest) -> ConnectorSpec:
             "OpenAI Responses API, so it needs an openai-type connector",
         )
     if connector.azure:
-        raise RunnerError("codex", f"connector {connector.id!r} is an Azure deployment; codex runs need a "
-                          "plain OpenAI-compatible /v1/responses endpoint")
+        raise RunnerError(
+            "codex",
+            f"connector {connector.id!r} is an Azure deployment; codex runs need a "
+            "plain OpenAI-compatible /v1/responses endpoint",
+        )
     return connector
 
 
@@ -168,8 +173,22 @@ def _mcp_server(spec: McpServerSpec, taken: dict[str, str]) -> tuple[dict[str, T
     return entries, secrets
 
 
-def build_config(turn: TurnRequest, options: CodexOptions) -> CodexConfig:
-    """Render `config.toml` for this turn.
+def gate_hook_table(hook_command: str) -> str:
+    """The `PreToolUse` hook that holds every tool call for Cage (asking mode only): matcher
+    `.*` (shell, `apply_patch`, MCP tools, ...), and a timeout of a day, so the policy's own
+    deadline is what ends a wait."""
+    return (
+        "[[hooks.PreToolUse]]\n"
+        'matcher = ".*"\n'
+        "[[hooks.PreToolUse.hooks]]\n"
+        'type = "command"\n'
+        f"command = {value(hook_command)}\n"
+        f"timeout = {HOOK_TIMEOUT}\n"
+    )
+
+
+def build_config(turn: TurnRequest, options: CodexOptions, *, hook_command: str | None = None) -> CodexConfig:
+    """Render `config.toml` for this turn; with `hook_command`, the gate hook too.
 
     Raises:
         RunnerError: the connector cannot drive codex, or an MCP server cannot be configured.
@@ -193,4 +212,6 @@ def build_config(turn: TurnRequest, options: CodexOptions) -> CodexConfig:
         table(("shell_environment_policy",), {"exclude": excluded}),
         *mcp_tables,
     ]
+    if hook_command is not None:
+        parts.append(gate_hook_table(hook_command))
     return CodexConfig(text="\n".join(parts), secret_env=secrets)
