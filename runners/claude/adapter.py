@@ -8,6 +8,11 @@ reports `finished` (the CLI waits for the next message until EOF), and on cancel
 `cancel.stdin_interrupt` first: Claude Code then stops the turn itself, reports
 `result/error_during_execution` and exits once stdin is closed; SIGINT and a kill follow only if
 it does not.
+
+When the turn asks Cage (`TurnRequest.ask_permissions`), the CLI runs in `--permission-mode
+default` with `--permission-prompt-tool stdio` and a settings file of `ask` rules (see
+`runners.claude.permissions`): every tool call with an effect comes to the translator as a
+`can_use_tool` control request, and the bridge writes the answer to the same stdin pipe.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from orchestrator.errors import RunnerError
 from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, FileWrite, RunnerExec, Supports, TurnRequest
 from runners.claude.environment import claude_env
-from runners.claude.mcp import mcp_config
+from runners.claude.mcp import mcp_config, server_name
 from runners.claude.options import parse_options
+from runners.claude.permissions import ASKING_MODE, PROMPT_TOOL_FLAGS, permission_settings
 from runners.claude.session import LAUNCHER, LAUNCHER_NAME, session_id
 from runners.claude.translator import INTERRUPT_REQUEST_ID, ClaudeTranslator
 
@@ -84,7 +90,15 @@ class ClaudeAdapter:
         )
         state = PurePosixPath(turn.state_dir) / STATE_SUBDIR
         files: list[FileWrite] = []
-        flags = [*STREAM_FLAGS, "--permission-mode", options.permission_mode]
+        mode: str = options.permission_mode
+        if turn.ask_permissions and mode != "plan":
+            mode = ASKING_MODE
+        flags = [*STREAM_FLAGS, "--permission-mode", mode]
+        if turn.ask_permissions:
+            path = state / "permissions.json"
+            settings = permission_settings([server_name(s) for s in turn.mcp_servers])
+            files.append(FileWrite(path=self._relative(path), content=settings))
+            flags += [*PROMPT_TOOL_FLAGS, "--settings", str(path)]
         if model:
             flags += ["--model", model]
         if options.max_turns is not None:

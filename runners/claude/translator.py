@@ -9,6 +9,10 @@ from the deltas; the whole block only fills in what the deltas missed (nothing, 
 everything when partial messages are off). Tool runs start at `content_block_start`, stream
 their input JSON, get their whole input and summary from the `assistant` line, and finish at
 the `tool_result` in the next `user` line. `result` ends the turn.
+
+When the turn asks Cage (`--permission-prompt-tool stdio`), a `control_request` line
+(`can_use_tool`) becomes a `ControlRequest` the bridge drains with `take_requests()` (see
+`runners.claude.permissions`); the CLI holds the tool call until the bridge writes the reply.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from pydantic import JsonValue
 from orchestrator.errors import ProtocolError
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
-from runners.base import TurnOutcome
+from runners.base import ControlRequest, TurnOutcome
 from runners.claude.payload import clip, raw_payload, tool_output
+from runners.claude.permissions import control_request
 from runners.claude.session import RESUME_KEY
 from runners.claude.tools import semantic_type, summarize
 from runners.claude.usage import turn_usage
@@ -96,6 +101,7 @@ class ClaudeTranslator:
         """Text and thinking blocks streamed per message id, in order."""
         self._done_tools: set[str] = set()
         self._known_inputs: set[str] = set()
+        self._requests: list[ControlRequest] = []
 
     # -- the Translator protocol ----------------------------------------------------------------
 
@@ -112,6 +118,11 @@ class ClaudeTranslator:
     @property
     def resume_state(self) -> dict[str, str]:
         return {RESUME_KEY: self._session_id} if self._session_id else {}
+
+    def take_requests(self) -> list[ControlRequest]:
+        """The permission requests and questions the CLI raised since the last call."""
+        taken, self._requests = self._requests, []
+        return taken
 
     def feed(self, line: str) -> list[Event]:
         """Translate one stdout line. Blank, non-JSON and non-object lines are skipped."""
@@ -180,6 +191,12 @@ class ClaudeTranslator:
                 self._system(message)
             case "result":
                 self._result(message)
+            case "control_request":
+                request = control_request(message)
+                if request is None:
+                    self._raw("control_request", message)
+                else:
+                    self._requests.append(request)
             case "control_response":
                 response = _dict(message.get("response"))
                 if response.get("request_id") == INTERRUPT_REQUEST_ID:
@@ -283,11 +300,7 @@ class ClaudeTranslator:
         elif kind == "input_json_delta" and block is not None and block.tool_id is not None:
             fragment = _str(delta.get("partial_json"))
             block.parts.append(fragment or "")
-            if (
-                fragment
-                and self._b.is_running(block.tool_id)
-                and block.tool_id not in self._known_inputs
-            ):
+            if fragment and self._b.is_running(block.tool_id) and block.tool_id not in self._known_inputs:
                 self._emit(self._b.tool_input_delta(block.tool_id, fragment))
 
     def _stream_text(self, block: _Block, text: str) -> None:
