@@ -10,7 +10,13 @@ and its arrival at the client (p50/p99), and the server's memory per idle sessio
 for sessions that are open but idle). Checks that no event is lost or reordered: every session's
 seqs are 1..N without a gap, and equal the durable log.
 
-Usage: `.venv/bin/python bench/sessions.py [--sessions 50] [--turns 4]`.
+Each count of `--sessions` runs against a fresh server and database, on SQLite and (with
+`--database postgres` or `both`) on Postgres (`--postgres-url`, else `scripts/ensure-postgres.sh`;
+each run gets a database of its own, dropped afterwards). The table gives each run's p99 delay
+against the single-session run's on the same database, and checks the event-path targets: at 50
+sessions p99 <= 50 ms and <= 3x the single-session p99; no event lost or reordered at any count.
+
+Usage: `.venv/bin/python bench/sessions.py [--sessions 1,50,200] [--turns 4] [--database both]`.
 """
 
 from __future__ import annotations
@@ -184,8 +190,17 @@ def serving(env: dict[str, str], work: Path, model_port: int, port: int) -> Iter
     stops both (SIGTERM, then SIGKILL after 30 s) however the block ends."""
     py = sys.executable
     model = start(
-        [py, "-m", "tests.fakes.model_server", "--host", "127.0.0.1", "--port", str(model_port),
-         "--scenario", "text"],
+        [
+            py,
+            "-m",
+            "tests.fakes.model_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(model_port),
+            "--scenario",
+            "text",
+        ],
         env,
         work / "model.log",
     )
@@ -209,16 +224,51 @@ def serving(env: dict[str, str], work: Path, model_port: int, port: int) -> Iter
                 proc.kill()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--sessions", type=int, default=50)
-    parser.add_argument("--turns", type=int, default=4, help="turns per session, one after the other")
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="cage-bench-"))
-    model_port, port = free_port(), free_port()
-    write_app(work / "app", model_port)
+P99_MS_AT_50 = 50.0
+"""Target: p99 event delay at 50 concurrent sessions, in ms, and at most `P99_RATIO` x one session's."""
+P99_RATIO = 3.0
+
+
+def postgres_base_url(given: str | None) -> str:
+    """The admin URL of a Postgres whose role may create databases."""
+    if given:
+        return given
+    script = str(ROOT / "scripts" / "ensure-postgres.sh")
+    out = subprocess.run([script], capture_output=True, text=True, check=True, timeout=600)
+    return out.stdout.strip().splitlines()[-1]
+
+
+@contextmanager
+def fresh_database(kind: str, work: Path, postgres_url: str | None) -> Iterator[str]:
+    """A new, empty database for one run: a SQLite file under `work`, or a Postgres database
+    (created here, dropped afterwards)."""
+    if kind == "sqlite":
+        yield f"sqlite+aiosqlite:///{work / 'data' / 'cage.db'}"
+        return
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.pool import NullPool
+
+    base = make_url(postgres_base_url(postgres_url))
+    name = f"cage_bench_{uuid.uuid4().hex[:12]}"
+
+    async def run(sql: str) -> None:
+        admin = create_async_engine(base, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        try:
+            async with admin.connect() as conn:
+                await conn.execute(text(sql))
+        finally:
+            await admin.dispose()
+
+    asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def bench_env(work: Path, database_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
     env.update(
         {
@@ -226,24 +276,100 @@ def main() -> int:
             "BENCH_MODEL_KEY": MODEL_KEY,
             "CAGE_APP_DIR": str(work / "app"),
             "CAGE_DATA_DIR": str(work / "data"),
+            "CAGE_DATABASE_URL": database_url,
             "CAGE_BOOTSTRAP_ADMIN_KEY": ADMIN_KEY,
             "CAGE_SANDBOX_LABELS": json.dumps({"cage.bench": uuid.uuid4().hex}),  # reconcile nothing else
             "CAGE_RATE_LIMIT_PER_MINUTE": "1000000",
             "CAGE_RATE_LIMIT_BURST": "100000",
+            "CAGE_MAX_WEBSOCKETS_PER_OWNER": "100000",  # every bench session is the admin's
+            "CAGE_MAX_TURNS_PER_OWNER": "100000",
             "CAGE_LOG_LEVEL": "WARNING",
         }
     )
-    with serving(env, work, model_port, port) as server:
+    return env
+
+
+def one_run(kind: str, sessions: int, turns: int, postgres_url: str | None) -> dict[str, Any]:
+    """One fresh server and database, `sessions` concurrent sessions of `turns` turns each."""
+    work = Path(tempfile.mkdtemp(prefix="cage-bench-"))
+    model_port, port = free_port(), free_port()
+    write_app(work / "app", model_port)
+    with (
+        fresh_database(kind, work, postgres_url) as url,
+        serving(bench_env(work, url), work, model_port, port) as server,
+    ):
         result = asyncio.run(
-            bench(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", server.pid, args.sessions, args.turns)
+            bench(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", server.pid, sessions, turns)
         )
-    width = max(len(k) for k in result)
-    for key, value in result.items():
-        print(f"{key:<{width}}  {value}")
     ok = result["sessions_with_lost_or_reordered_events"] == 0 and not result["errors"]
-    ok = ok and result["turns"] == args.sessions * args.turns
-    print("OK: no event lost or reordered" if ok else f"FAILED (logs in {work})")
-    return 0 if ok else 1
+    result["complete"] = ok and result["turns"] == sessions * turns
+    result["logs"] = str(work)
+    return {"database": kind, **result}
+
+
+COLUMNS = (
+    ("database", "db"),
+    ("sessions", "sessions"),
+    ("turns_per_s", "turns/s"),
+    ("events", "events"),
+    ("delay_ms_p50", "p50 ms"),
+    ("delay_ms_p99", "p99 ms"),
+    ("delay_ms_max", "max ms"),
+    ("p99_ratio", "p99 / 1-session p99"),
+    ("rss_kib_per_idle_session", "KiB/idle session"),
+    ("sessions_with_lost_or_reordered_events", "lost/reordered"),
+    ("complete", "complete"),
+)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    cells = [[str(row.get(key, "")) for key, _ in COLUMNS] for row in rows]
+    heads = [head for _, head in COLUMNS]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for c in cells:
+        print("| " + " | ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)) + " |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sessions", default="1,50,200", help="comma-separated concurrent session counts")
+    parser.add_argument("--turns", type=int, default=4, help="turns per session, one after the other")
+    parser.add_argument("--database", choices=("sqlite", "postgres", "both"), default="sqlite")
+    parser.add_argument("--postgres-url", default=os.environ.get("CAGE_BENCH_POSTGRES_URL"))
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.sessions.split(",") if n.strip()]
+    kinds = ("sqlite", "postgres") if args.database == "both" else (args.database,)
+    rows: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for kind in kinds:
+        single: float | None = None
+        for n in counts:
+            row = one_run(kind, n, args.turns, args.postgres_url)
+            if n == 1:
+                single = row["delay_ms_p99"]
+            if single:
+                row["p99_ratio"] = round(row["delay_ms_p99"] / single, 2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if not row["complete"]:
+                failures.append(f"{kind} x{n}: events lost or reordered, or turns failed ({row['logs']})")
+            if n == 50 and row["delay_ms_p99"] > P99_MS_AT_50:
+                failures.append(f"{kind} x50: p99 {row['delay_ms_p99']} ms > {P99_MS_AT_50} ms")
+            if n == 50 and "p99_ratio" in row and row["p99_ratio"] > P99_RATIO:
+                failures.append(f"{kind} x50: p99 {row['p99_ratio']}x the single session's > {P99_RATIO}x")
+    print_table(rows)
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2))
+    for failure in failures:
+        print(f"FAILED: {failure}")
+    if not failures:
+        print("OK: no event lost or reordered; event-path targets met")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

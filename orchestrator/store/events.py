@@ -3,14 +3,25 @@
 The store assigns nothing: `seq` comes from the session's emitter. `append` only accepts events that
 continue the log exactly (last seq + 1, + 2, ...) and refuses gaps and duplicates; the chat row's
 `last_seq` moves by compare-and-set, so two writers racing on one session cannot both win.
+
+Group commit: the appends of one process are queued and written together, one transaction for all
+the sessions that have events waiting (at most `MAX_BATCH_EVENTS`), so a busy server pays one
+commit per batch instead of one per event. There is no timer: the first append starts a flush at
+once, and whatever arrives while a transaction is in flight goes into the next one. Each append
+still returns only once its own events are committed (or raises), and the outcome is per append:
+a gap or a duplicate in one session's events fails that append alone (the batch is then written
+again one append per transaction, each with its exact error). Durable order is seq order: one
+session's appends are written in the order they were queued, each checked against the log.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import case, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -39,13 +50,8 @@ async def append_events(
         raise RecordNotFound("session", session_id)
     if not events:
         return last
-    for offset, ev in enumerate(events, start=1):
-        if ev.session_id != session_id:
-            raise UsageError(
-                f"event seq {ev.seq} is stamped for session {ev.session_id!r}, not {session_id!r}"
-            )
-        if ev.seq != last + offset:
-            raise EventSequenceError(session_id, expected=last + offset, got=ev.seq)
+    check_stamps(session_id, events)
+    check_continues(session_id, last, events)
     new_last = last + len(events)
     moved = await session.execute(
         update(ChatRow)
@@ -56,38 +62,186 @@ async def append_events(
         # Another writer appended between our read and our update: ours no longer continue the log.
         now_last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
         raise EventSequenceError(session_id, expected=(now_last or last) + 1, got=events[0].seq)
-    session.add_all(
-        EventRow(
-            session_id=session_id,
-            seq=ev.seq,
-            turn_id=ev.turn_id,
-            type=ev.type,
-            payload=dump_event(ev),
-            ts=ev.ts,
-        )
-        for ev in events
-    )
     try:
-        await session.flush()
+        await session.execute(insert(EventRow), [_row(session_id, ev) for ev in events])
     except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
         raise EventSequenceError(session_id, expected=new_last + 1, got=events[0].seq) from err
     return new_last
 
 
+def check_stamps(session_id: str, events: Sequence[Event]) -> None:
+    """Raises UsageError when an event is stamped for another session."""
+    for ev in events:
+        if ev.session_id != session_id:
+            raise UsageError(
+                f"event seq {ev.seq} is stamped for session {ev.session_id!r}, not {session_id!r}"
+            )
+
+
+def check_continues(session_id: str, last: int, events: Sequence[Event]) -> None:
+    """Raises EventSequenceError unless `events` are seq `last` + 1, + 2, ..."""
+    for offset, ev in enumerate(events, start=1):
+        if ev.seq != last + offset:
+            raise EventSequenceError(session_id, expected=last + offset, got=ev.seq)
+
+
+def _row(session_id: str, ev: Event) -> dict[str, object]:
+    return {
+        "session_id": session_id,
+        "seq": ev.seq,
+        "turn_id": ev.turn_id,
+        "type": ev.type,
+        "payload": dump_event(ev),
+        "ts": ev.ts,
+    }
+
+
+MAX_BATCH_EVENTS = 2000
+"""The most events one group commit writes (an append larger than this is written on its own)."""
+
+
+@dataclass(eq=False)
+class _Append:
+    session_id: str
+    events: list[Event]
+    done: asyncio.Future[int]
+    taken: bool = False
+    """In a transaction under way: a cancelled caller waits for its outcome."""
+
+
+class _LogMoved(Exception):
+    """A session's `last_seq` moved between the batch's read and its compare-and-set (another
+    process, or a write outside the queue): the batch is written again one append at a time."""
+
+
+@dataclass
+class _Queue:
+    waiting: list[_Append] = field(default_factory=list)
+    flusher: asyncio.Task[None] | None = None
+
+
 class EventLog:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._queue = _Queue()
 
     async def append(self, session_id: str, events: Sequence[Event]) -> int:
-        """Append stamped events in one transaction (all or none); returns the new last seq.
+        """Append stamped events (all or none), with other appends of this process in one
+        transaction; returns the new last seq once they are committed.
+
+        A caller cancelled while its events are in a transaction waits for that transaction to
+        end before the cancel goes on, so when `append` returns or raises, the log is settled:
+        the events are either in it or never will be.
 
         Raises:
             RecordNotFound: no chat with this id.
             EventSequenceError: a gap or a duplicate; nothing was written.
             UsageError: an event belongs to another session.
+            StoreError: the database failed; the events may or may not have landed (read the log).
         """
+        check_stamps(session_id, events)
+        if not events:
+            return await self.last_seq(session_id)
+        loop = asyncio.get_running_loop()
+        pending = _Append(session_id, list(events), loop.create_future())
+        queue = self._queue
+        queue.waiting.append(pending)
+        if queue.flusher is None or queue.flusher.done():
+            queue.flusher = loop.create_task(self._flush(queue), name="cage-event-log-flush")
+        try:
+            return await asyncio.shield(pending.done)
+        except asyncio.CancelledError:
+            if not pending.taken:
+                queue.waiting.remove(pending)  # never written, and never will be
+                raise
+            await asyncio.wait([pending.done])  # in a transaction: let it settle (one flush)
+            raise
+
+    async def drain(self) -> None:
+        """Wait until every queued append is written (the store closes after this)."""
+        flusher = self._queue.flusher
+        if flusher is not None and not flusher.done():
+            await asyncio.wait([flusher])
+
+    async def _flush(self, queue: _Queue) -> None:
+        while queue.waiting:
+            batch = _take(queue.waiting)
+            for item in batch:
+                item.taken = True
+            try:
+                outcomes = await self._write_batch(batch)
+            except _LogMoved:
+                outcomes = [await self._write_alone(item) for item in batch]
+            except Exception as exc:  # noqa: BLE001 - every waiter gets the failure as its own
+                outcomes = [exc] * len(batch)
+            except BaseException:  # the loop is closing: no waiter is left waiting
+                for item in (*batch, *queue.waiting):
+                    item.done.cancel()
+                queue.waiting.clear()
+                raise
+            for item, outcome in zip(batch, outcomes, strict=True):
+                _settle(item, outcome)
+
+    async def _write_alone(self, item: _Append) -> int | Exception:
+        try:
+            async with self._db.write() as session:
+                return await append_events(session, item.session_id, item.events, self._db.clock())
+        except Exception as exc:  # noqa: BLE001 - the append's own outcome
+            return exc
+
+    async def _write_batch(self, batch: list[_Append]) -> list[int | Exception]:
+        """One transaction: every session's `last_seq` read at once, each append checked against
+        it in queue order, one compare-and-set for all the sessions and one insert for all rows.
+
+        Raises:
+            _LogMoved: a compare-and-set lost (nothing was written).
+        """
+        sessions = sorted({item.session_id for item in batch})  # one lock order for every writer
         async with self._db.write() as session:
-            return await append_events(session, session_id, events, self._db.clock())
+            found = await session.execute(
+                select(ChatRow.id, ChatRow.last_seq).where(ChatRow.id.in_(sessions))
+            )
+            read: dict[str, int] = {chat_id: last for chat_id, last in found}
+            last = dict(read)
+            outcomes: list[int | Exception] = []
+            rows: list[dict[str, object]] = []
+            for item in batch:
+                current = last.get(item.session_id)
+                if current is None:
+                    outcomes.append(RecordNotFound("session", item.session_id))
+                    continue
+                try:
+                    check_continues(item.session_id, current, item.events)
+                except EventSequenceError as exc:
+                    outcomes.append(exc)
+                    continue
+                last[item.session_id] = current + len(item.events)
+                outcomes.append(last[item.session_id])
+                rows.extend(_row(item.session_id, ev) for ev in item.events)
+            moved = {chat_id: seq for chat_id, seq in last.items() if seq != read[chat_id]}
+            if moved:
+                await self._move(session, read, moved)
+                try:
+                    await session.execute(insert(EventRow), rows)
+                except IntegrityError as err:  # rows past a last_seq: let each append say which
+                    raise _LogMoved from err
+        return outcomes
+
+    async def _move(self, session: AsyncSession, read: dict[str, int], moved: dict[str, int]) -> None:
+        """Compare-and-set every moved session's `last_seq` from what was read, in one statement."""
+        ids = sorted(moved)
+        result = await session.execute(
+            update(ChatRow)
+            .where(ChatRow.id.in_(ids))
+            .where(case({chat_id: read[chat_id] for chat_id in ids}, value=ChatRow.id) == ChatRow.last_seq)
+            .values(
+                last_seq=case({chat_id: moved[chat_id] for chat_id in ids}, value=ChatRow.id),
+                updated_at=self._db.clock(),
+            )
+            .execution_options(synchronize_session=False)
+        )
+        if affected(result) != len(ids):
+            raise _LogMoved
 
     async def after(self, session_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events with seq > `after_seq`, in seq order, at most `limit` (1 to `MAX_READ`).
@@ -130,3 +284,22 @@ class EventLog:
         if last is None:
             raise RecordNotFound("session", session_id)
         return last
+
+
+def _take(waiting: list[_Append]) -> list[_Append]:
+    """The next batch, in queue order: at least one append, then as many as fit."""
+    batch = [waiting.pop(0)]
+    count = len(batch[0].events)
+    while waiting and count + len(waiting[0].events) <= MAX_BATCH_EVENTS:
+        count += len(waiting[0].events)
+        batch.append(waiting.pop(0))
+    return batch
+
+
+def _settle(item: _Append, outcome: int | BaseException) -> None:
+    if item.done.done():
+        return
+    if isinstance(outcome, BaseException):
+        item.done.set_exception(outcome)
+    else:
+        item.done.set_result(outcome)

@@ -88,10 +88,11 @@ class Store:
         return await self.turns.persist(turn)
 
     async def aclose(self) -> None:
-        """Close every pooled connection; idempotent."""
+        """Write what the event log has queued, then close every pooled connection; idempotent."""
         if self._closed:
             return
         self._closed = True
+        await self.events.drain()
         await self._db.aclose()
 
     async def __aenter__(self) -> Store:
