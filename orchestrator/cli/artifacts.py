@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from orchestrator.stream import Usage
 
@@ -26,3 +26,7 @@ class TurnSummary(BaseModel):
     files_skipped: dict[str, str] = {}
     """Paths left out of `changes.patch`, with why (too large, not a regular file, budget used up)."""
     exit_code: int = 0
+    data: JsonValue = None
+    """What the assistant's Next hook returned as `data`."""
+    metadata: dict[str, JsonValue] | None = None
+    """What the assistant's Next hook returned as `metadata`."""

@@ -246,6 +246,8 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
         files_changed=changed,
         files_skipped={**before.skipped, **after.skipped},
         exit_code=code,
+        data=result.data,
+        metadata=result.metadata,
     )
     renderer.finish(summary)
     if outputs is not None:

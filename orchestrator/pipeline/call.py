@@ -28,7 +28,14 @@ from orchestrator.pipeline.dispatch import Completion, dispatch
 from orchestrator.pipeline.errors import HookError
 from orchestrator.pipeline.frame import CallFrame, CancelSignal
 from orchestrator.pipeline.hook_context import HookContext, HookSandbox
-from orchestrator.pipeline.hook_results import CreateResult, Delegate, NextResult, parse_result
+from orchestrator.pipeline.hook_mcp import HookMcp
+from orchestrator.pipeline.hook_results import (
+    IGNORED_CREATE_KEYS,
+    CreateResult,
+    Delegate,
+    NextResult,
+    parse_result,
+)
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.runner_turn import RunnerTurnInput, acquire_sandbox, release_outcome
 from orchestrator.redaction import redact
@@ -79,7 +86,6 @@ async def write_attachments(
             FileEntry(path=f"attachments/{item.name}", content=item.content, uid=lease.uid, gid=lease.gid)
         )
     await manager.backend.put_files(lease.ref, lease.work_dir, entries)
-
 
 
 async def _gateway_port(frame: CallFrame) -> int | None:
@@ -271,14 +277,28 @@ class CallRunner:
             memory=scope.memory,
             agent=AgentCaller(_FrameLauncher(self, frame)),
             sandbox=sandbox,
+            mcp=HookMcp(frame.assistant, allow_host_mcp=scope.allow_host_mcp),
         )
 
     async def _create(self, frame: CallFrame, ctx: HookContext) -> CreateResult:
         messages = [m.model_dump(mode="json", exclude_none=True) for m in frame.messages]
-        outcome = await frame.scope.hooks.invoke(
-            frame.assistant, "create", ctx, messages, frame.options.for_hook()
-        )
-        return parse_result(CreateResult, outcome.value, assistant_id=frame.assistant.id, hook="create")
+        assistant = frame.assistant
+        outcome = await frame.scope.hooks.invoke(assistant, "create", ctx, messages, frame.options.for_hook())
+        create = parse_result(CreateResult, outcome.value, assistant_id=assistant.id, hook="create")
+        await self._warn_ignored(frame, "create", outcome.dropped, create.ignored())
+        return create
+
+    async def _warn_ignored(
+        self, frame: CallFrame, hook: str, dropped: Sequence[str], ignored: Sequence[str]
+    ) -> None:
+        """A `hook/ignored` warning for the Yao keys a hook returned that Cage does not act on."""
+        aid = frame.assistant.id
+        if ignored:
+            reasons = "; ".join(f"{k}: {IGNORED_CREATE_KEYS[k]}" for k in ignored)
+            await frame.emit(frame.builder.hook_ignored(aid, hook, ignored, reasons))
+        if dropped:
+            reason = "Cage's hook results have no such keys"
+            await frame.emit(frame.builder.hook_ignored(aid, hook, dropped, reason))
 
     async def _next(self, frame: CallFrame, ctx: HookContext, completion: Completion) -> CallResult:
         assistant = frame.assistant
@@ -296,8 +316,11 @@ class CallRunner:
         }
         outcome = await frame.scope.hooks.invoke(assistant, "next", ctx, payload, frame.options.for_hook())
         nxt = parse_result(NextResult, outcome.value, assistant_id=assistant.id, hook="next")
+        await self._warn_ignored(frame, "next", outcome.dropped, ())
         if nxt.delegate is not None:
             return await self._delegate(frame, nxt.delegate)
+        if nxt.data is not None or nxt.metadata is not None:
+            await frame.emit(frame.builder.hook_next(assistant.id, data=nxt.data, metadata=nxt.metadata))
         return CallResult(
             assistant_id=assistant.id,
             status=completion.status,
@@ -306,6 +329,7 @@ class CallRunner:
             stop_reason=completion.stop_reason,
             usage=completion.usage or frame.builder.turn_usage,
             data=nxt.data,
+            metadata=nxt.metadata,
             thread_id=frame.builder.thread_id,
         )
 

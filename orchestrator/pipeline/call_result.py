@@ -19,6 +19,8 @@ class CallResult(BaseModel):
     stop_reason: str | None = None
     usage: Usage | None = None
     data: JsonValue = None
+    metadata: dict[str, JsonValue] | None = None
+    """What a Next hook returned as `metadata`."""
     thread_id: str | None = None
 
     @property

@@ -88,6 +88,8 @@ class TurnResult(BaseModel):
     usage: Usage | None = None
     data: JsonValue = None
     """What a Next hook returned as `data`, if any."""
+    metadata: dict[str, JsonValue] | None = None
+    """What a Next hook returned as `metadata`, if any."""
 
 
 class TurnHandle(Protocol):

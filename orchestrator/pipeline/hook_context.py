@@ -2,7 +2,8 @@
 
 It offers `send(message)` (a text or a content message, streamed as protocol events in the
 call's thread), `memory.{user,team,chat,context}`, `agent.call/all/any/race`, `sandbox` (exec and
-files, when the assistant has one), and the request's ids and metadata. Every method works from
+files, when the assistant has one), `mcp` (the tools of the assistant's MCP servers, `HookMcp`),
+and the request's ids and metadata. Every method works from
 async hooks (`await ctx.send(...)`) and from sync hooks (`ctx.send(...)`, run in a worker thread).
 """
 
@@ -16,6 +17,7 @@ from pydantic import JsonValue
 
 from orchestrator.errors import UsageError
 from orchestrator.pipeline.agents import AgentCaller
+from orchestrator.pipeline.hook_mcp import HookMcp
 from orchestrator.pipeline.hook_memory import HookMemory
 from orchestrator.pipeline.portal import dual
 from orchestrator.sandbox.backend import ExecSpec, FileEntry
@@ -137,6 +139,7 @@ class HookContext:
         memory: HookMemory,
         agent: AgentCaller,
         sandbox: HookSandbox | None,
+        mcp: HookMcp,
     ) -> None:
         self.assistant_id = assistant_id
         self.owner = owner
@@ -149,6 +152,7 @@ class HookContext:
         self.memory = memory
         self.agent = agent
         self.sandbox = sandbox
+        self.mcp = mcp
         self._builder = builder
         self._emit = emit
 

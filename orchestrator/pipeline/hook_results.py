@@ -25,6 +25,16 @@ OVERRIDE_KEYS = (
 )
 """Option overrides a Create hook may return next to `messages` and `delegate`."""
 
+IGNORED_CREATE_KEYS: dict[str, str] = {
+    "search": "Cage has no search pipeline (web, knowledge base, database search)",
+    "force_uses": "Cage runs no vision, audio or search jobs inside a turn",
+    "audio": "Cage's models answer in text; no audio output is produced",
+    "theme": "Cage's clients choose their own theme",
+    "route": "Cage's clients have no page routes",
+}
+"""Yao Create fields Cage accepts and does not act on, with why: the turn goes on and the client
+gets a `hook/ignored` event naming them."""
+
 
 class Delegate(BaseModel):
     """Hand the turn to another assistant, in the same stream (its events nest under a thread)."""
@@ -50,9 +60,23 @@ class CreateResult(BaseModel):
     metadata: dict[str, JsonValue] | None = None
     uses: dict[str, JsonValue] | None = None
     delegate: Delegate | None = None
+    max_completion_tokens: int | None = None
+    """Yao's newer name for `max_tokens` (which wins when both are given)."""
+    search: JsonValue = None
+    force_uses: JsonValue = None
+    audio: JsonValue = None
+    theme: JsonValue = None
+    route: JsonValue = None
 
     def overrides(self) -> dict[str, Any]:
-        return {k: v for k in OVERRIDE_KEYS if (v := getattr(self, k)) is not None}
+        out = {k: v for k in OVERRIDE_KEYS if (v := getattr(self, k)) is not None}
+        if self.max_tokens is None and self.max_completion_tokens is not None:
+            out["max_tokens"] = self.max_completion_tokens
+        return out
+
+    def ignored(self) -> tuple[str, ...]:
+        """The Yao fields set here that Cage does not act on (`IGNORED_CREATE_KEYS`)."""
+        return tuple(k for k in IGNORED_CREATE_KEYS if getattr(self, k) is not None)
 
 
 class NextResult(BaseModel):

@@ -40,6 +40,8 @@ class HookOutcome:
 
     defined: bool
     value: object = None
+    dropped: tuple[str, ...] = ()
+    """Keys of the returned dict that no Cage hook result has (TypeScript hooks), left out."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -124,13 +126,14 @@ class HookModules:
             raise HookError(assistant.id, hook, str(exc)) from None
         value = outcome.value
         known = {"create": CreateResult.model_fields, "next": NextResult.model_fields}.get(hook)
+        dropped: tuple[str, ...] = ()
         if known is not None and isinstance(value, dict):
-            # Yao's hooks may return keys Cage does not act on (audio, theme, route, ...): dropped.
-            dropped = sorted(set(value) - set(known))
+            # Yao's hooks may return keys no Cage result has: dropped, and named to the client.
+            dropped = tuple(sorted(set(value) - set(known)))
             if dropped:
-                log.info("hooks.ts_keys_dropped", assistant=assistant.id, hook=hook, keys=dropped)
+                log.info("hooks.ts_keys_dropped", assistant=assistant.id, hook=hook, keys=list(dropped))
             value = {k: v for k, v in value.items() if k in known}
-        return HookOutcome(defined=outcome.defined, value=value)
+        return HookOutcome(defined=outcome.defined, value=value, dropped=dropped)
 
     def forget(self, assistant_id: str) -> None:
         """Drop the cached module (the next call imports the file again)."""

@@ -334,6 +334,7 @@ class PipelineService:
                         stop_reason=result.stop_reason,
                         usage=result.usage,
                         data=result.data,
+                        metadata=result.metadata,
                     )
                 )
                 log.info(

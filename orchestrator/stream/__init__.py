@@ -39,6 +39,8 @@ from orchestrator.stream.events import Event, EventAdapter, dump_event, event_js
 from orchestrator.stream.ids import CountingIds, IdSource, RandomIds
 from orchestrator.stream.lifecycle import (
     EgressDenied,
+    HookIgnored,
+    HookNext,
     LifecycleEvent,
     LifecycleProps,
     MessageEnd,
@@ -74,6 +76,8 @@ __all__ = [
     "ExecuteEvent",
     "ExecuteProps",
     "ExecuteType",
+    "HookIgnored",
+    "HookNext",
     "IdSource",
     "JSONLEncoder",
     "LifecycleEvent",

@@ -17,6 +17,7 @@ messages, usage, permission requests) is still validated.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, cast
 
 from pydantic import JsonValue
@@ -43,6 +44,8 @@ from orchestrator.stream.events import Event
 from orchestrator.stream.ids import IdSource
 from orchestrator.stream.lifecycle import (
     EgressDenied,
+    HookIgnored,
+    HookNext,
     LifecycleEvent,
     LifecycleProps,
     MessageEnd,
@@ -414,6 +417,19 @@ class TurnBuilder:
     def stalled(self, idle_ms: int, message: str = "") -> list[Event]:
         self._live()
         return [self._event(TurnStalled(idle_ms=idle_ms, message=message))]
+
+    def hook_next(
+        self, assistant_id: str, *, data: JsonValue = None, metadata: dict[str, JsonValue] | None = None
+    ) -> list[Event]:
+        """What a Next hook returned for the client (`data`, `metadata`)."""
+        self._live()
+        return [self._event(HookNext(assistant_id=assistant_id, data=data, metadata=metadata))]
+
+    def hook_ignored(self, assistant_id: str, hook: str, keys: Sequence[str], reason: str) -> list[Event]:
+        """A hook's keys Cage does not act on (a warning; the turn goes on)."""
+        self._live()
+        props = HookIgnored(assistant_id=assistant_id, hook=hook, keys=tuple(keys), reason=reason)
+        return [self._event(props)]
 
     def raw(self, raw_type: str, raw: JsonValue, *, runner: str | None = None) -> list[Event]:
         """Forward a CLI message the translator does not understand."""

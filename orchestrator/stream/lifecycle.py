@@ -138,6 +138,25 @@ class RunnerRaw(_Props):
     raw: SerializeAsAny[JsonValue] = None
 
 
+class HookNext(_Props):
+    """What the Next hook returned as `data` and `metadata` (Yao's `Response.next`), for the client."""
+
+    event: Literal["hook/next"] = "hook/next"
+    assistant_id: str
+    data: SerializeAsAny[JsonValue] = None
+    metadata: SerializeAsAny[dict[str, JsonValue] | None] = None
+
+
+class HookIgnored(_Props):
+    """A hook returned Yao keys Cage does not act on; the turn goes on without them."""
+
+    event: Literal["hook/ignored"] = "hook/ignored"
+    assistant_id: str
+    hook: str
+    keys: tuple[str, ...]
+    reason: str
+
+
 LifecycleProps = Annotated[
     StreamStart
     | StreamEnd
@@ -150,7 +169,9 @@ LifecycleProps = Annotated[
     | PermissionRequest
     | PermissionResolved
     | TurnStalled
-    | RunnerRaw,
+    | RunnerRaw
+    | HookNext
+    | HookIgnored,
     Field(discriminator="event"),
 ]
 
