@@ -6,6 +6,7 @@ import signal
 
 from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, RunnerExec, Supports, Translator, TurnRequest
+from runners.opencode.config import mcp_keys
 from runners.opencode.invocation import build_opencode_exec, drive_for
 from runners.opencode.options import OpencodeOptions
 from runners.opencode.run_translator import RunTranslator
@@ -14,6 +15,9 @@ from runners.opencode.serve_translator import ServeTranslator
 
 class OpencodeAdapter:
     """Pure adapter: `opencode run` for oneshot boxes, a resident `opencode serve` for the others.
+
+    Asking (`TurnRequest.ask_permissions`): always the serve drive, the config makes every tool
+    ask, and the serve translator surfaces `permission.asked` / `question.asked` to the bridge.
 
     Cancel: SIGINT to the exec's process group in both drives. `opencode run` just dies on it
     (nothing more is printed); the serve driver posts `/session/<id>/abort`, prints the events
@@ -34,5 +38,11 @@ class OpencodeAdapter:
     def translator(self, builder: TurnBuilder, turn: TurnRequest) -> Translator:
         options = OpencodeOptions.parse(turn.options)
         if drive_for(turn, options) == "serve":
-            return ServeTranslator(builder, dict(turn.resume))
+            return ServeTranslator(
+                builder,
+                dict(turn.resume),
+                asking=turn.ask_permissions,
+                mcp_servers=mcp_keys(turn),
+                workdir=turn.workdir,
+            )
         return RunTranslator(builder, dict(turn.resume))

@@ -34,6 +34,14 @@ PERMISSIONS = {
     "doom_loop": "allow",
 }
 """Explicit, so a run never depends on opencode's defaults and never stops on an "ask"."""
+ASK_PERMISSIONS = {
+    "*": "ask",
+    **{name: "ask" for name in (*PERMISSIONS, "read", "glob", "grep", "list", "task", "websearch", "skill")},
+    "question": "allow",
+}
+"""When Cage decides tool calls (`TurnRequest.ask_permissions`): every tool asks (`*` covers MCP
+tools and any tool opencode adds), and the serve driver hands each `permission.asked` to Cage.
+The `question` tool is allowed: its question itself goes to the client (`question.asked`)."""
 
 
 @dataclass
@@ -119,6 +127,17 @@ def _mcp(server: McpServerSpec, secrets: _Secrets) -> dict[str, Any]:
     return entry
 
 
+def mcp_key(server_id: str) -> str:
+    """The config key of an MCP server: opencode names its tools `<key>_<tool>`, so the key is
+    kept a plain identifier."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", server_id)
+
+
+def mcp_keys(turn: TurnRequest) -> dict[str, str]:
+    """Config key -> the MCP server's id (what `mcp:<server>/<tool>` rules name)."""
+    return {mcp_key(server.id): server.id for server in turn.mcp_servers}
+
+
 def build_config(turn: TurnRequest, options: OpencodeOptions, layout: Layout) -> OpencodeConfig:
     """The `opencode.json` for `turn`.
 
@@ -143,14 +162,13 @@ def build_config(turn: TurnRequest, options: OpencodeOptions, layout: Layout) ->
         "small_model": model_ref,
         "enabled_providers": [PROVIDER_ID],
         "provider": {PROVIDER_ID: _provider(connector, model, url, options, secrets)},
-        "permission": dict(PERMISSIONS),
+        "permission": dict(ASK_PERMISSIONS if turn.ask_permissions else PERMISSIONS),
     }
     if turn.system_prompt.strip():
         config["instructions"] = [layout.instructions_file]
     servers: dict[str, Any] = {}
     for server in turn.mcp_servers:
-        # opencode names MCP tools `<server>_<tool>`; keep the server part a plain identifier.
-        servers[re.sub(r"[^A-Za-z0-9_-]", "_", server.id)] = _mcp(server, secrets)
+        servers[mcp_key(server.id)] = _mcp(server, secrets)
     if servers:
         config["mcp"] = servers
     text = json.dumps(config, indent=2, sort_keys=False) + "\n"

@@ -10,6 +10,11 @@ Two drives (chosen by `runner.options.drive`, by default from the lifecycle):
   prompt on stdin; the driver keeps one `opencode serve` per container alive between turns,
   so warm turns skip opencode's ~2.5 s start-up, and streams text deltas and running tools.
 
+When the turn asks permissions (`TurnRequest.ask_permissions`) the drive is always `serve`:
+`opencode run` answers every "ask" itself by rejecting it, while the server emits
+`permission.asked` and waits for a reply. The driver then runs with `--control`: stdin stays
+open, its first line is the prompt (JSON), the later ones are Cage's answers.
+
 `--title` is always given: without one opencode spends an extra model call on a title. The model
 is always named too: a resumed session otherwise keeps the model of its first prompt.
 """
@@ -17,6 +22,7 @@ is always named too: a resumed session otherwise keeps the model of its first pr
 from __future__ import annotations
 
 import functools
+import json
 from importlib import resources
 
 from orchestrator.errors import RunnerError
@@ -39,7 +45,9 @@ def driver_source() -> str:
 
 
 def drive_for(turn: TurnRequest, options: OpencodeOptions) -> DriveMode:
-    """`run` or `serve` for this turn."""
+    """`run` or `serve` for this turn (always `serve` when Cage decides tool calls)."""
+    if turn.ask_permissions:
+        return "serve"
     if options.drive != "auto":
         return options.drive
     return "run" if turn.lifecycle == "oneshot" else "serve"
@@ -47,6 +55,11 @@ def drive_for(turn: TurnRequest, options: OpencodeOptions) -> DriveMode:
 
 def title_for(turn: TurnRequest) -> str:
     return f"cage {turn.assistant_id} {turn.chat_id}"
+
+
+def control_prompt(prompt: str) -> bytes:
+    """The driver's first stdin line in `--control` mode."""
+    return (json.dumps(prompt) + "\n").encode()
 
 
 def _files(turn: TurnRequest, layout: Layout, config_text: str, drive: DriveMode) -> tuple[FileWrite, ...]:
@@ -118,6 +131,8 @@ def _serve_argv(
         argv += ["--agent", options.agent]
     if options.variant:
         argv += ["--variant", options.variant]
+    if turn.ask_permissions:
+        argv.append("--control")
     return tuple(argv)
 
 
@@ -136,12 +151,15 @@ def build_opencode_exec(turn: TurnRequest) -> RunnerExec:
     env = build_env(turn, layout, options, config.secret_env)
     if drive == "run":
         argv, stdin = _run_argv(turn, options, config.model_ref)
+    elif turn.ask_permissions:
+        argv, stdin = _serve_argv(turn, options, layout, config.model_ref), control_prompt(turn.prompt)
     else:
         argv, stdin = _serve_argv(turn, options, layout, config.model_ref), turn.prompt.encode()
     return RunnerExec(
         argv=argv,
         env=env,
         stdin=stdin,
+        keep_stdin_open=turn.ask_permissions,
         files=_files(turn, layout, config.text, drive),
         workdir=turn.workdir,
         secret_env=tuple(sorted(config.secret_env)),

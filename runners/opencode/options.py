@@ -35,8 +35,8 @@ class OpencodeOptions(BaseModel):
     context_window: int = Field(default=200_000, ge=1024)
     """The model's context window, used by opencode to decide when to compact."""
     permission_mode: str | None = None
-    """Yao's key (`bypassPermissions`, ...). Accepted so Yao's sandbox.yao files run; Cage's
-    opencode always allows its tools (the sandbox is the boundary), whatever the value."""
+    """Yao's key (`bypassPermissions`, ...). Accepted so Yao's sandbox.yao files run, whatever
+    the value: Cage's `permissions` policy decides whether opencode asks (it then asks Cage)."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> OpencodeOptions:

@@ -16,6 +16,18 @@ Python 3.11; never imported by Cage itself). One call is one turn:
 Lines of its own have types `cage.driver.*`: `session` (the session id, whether it was
 resumed and how the server was found), `abort`, and `error` (with a message), so the
 translator never has to guess from the exit code alone.
+
+With `--control` (Cage decides tool calls: the config makes opencode ask) stdin stays open:
+its first line is the prompt (a JSON string), every later line an answer the driver posts to
+the server while the turn runs (the `permission.asked` / `question.asked` events it answers are
+printed like any other event of the session):
+
+* `{"permission": "per_...", "reply": "once"|"reject", "message": "..."}` ->
+  `POST /permission/<id>/reply`;
+* `{"question": "que_...", "answers": [["..."], ...]}` -> `POST /question/<id>/reply`, and
+  `{"question": "que_...", "reject": true}` -> `POST /question/<id>/reject`.
+
+A failed post is reported as a `cage.driver.reply` line with `ok: false`.
 """
 
 from __future__ import annotations
@@ -334,6 +346,40 @@ class Turn:
         emit("abort", sessionID=self.session_id, ok=status == 200, signal=self.stop_signal)
 
 
+def post_answer(server: Server, answer: dict[str, Any]) -> None:
+    """Post one control answer to the server (see the module docstring)."""
+    if isinstance(answer.get("permission"), str):
+        target = answer["permission"]
+        path = f"/permission/{urllib.parse.quote(target)}/reply"
+        body: dict[str, Any] = {"reply": "once" if answer.get("reply") == "once" else "reject"}
+        if body["reply"] == "reject" and answer.get("message"):
+            body["message"] = str(answer["message"])
+    elif isinstance(answer.get("question"), str):
+        target = answer["question"]
+        if answer.get("reject") is True or not isinstance(answer.get("answers"), list):
+            path, body = f"/question/{urllib.parse.quote(target)}/reject", {}
+        else:
+            path, body = f"/question/{urllib.parse.quote(target)}/reply", {"answers": answer["answers"]}
+    else:
+        return
+    try:
+        status, data = server.request("POST", path, body, timeout=SLOW)
+    except (OSError, http.client.HTTPException) as exc:
+        emit("reply", id=target, ok=False, message=str(exc))
+        return
+    if status != 200:
+        emit("reply", id=target, ok=False, message=f"HTTP {status}: {data[:300].decode(errors='replace')}")
+
+
+def read_answers(server: Server, stdin: Any) -> None:
+    """Control answers from stdin until EOF, each posted at once."""
+    for raw in stdin:
+        with contextlib.suppress(ValueError):
+            answer = json.loads(raw)
+            if isinstance(answer, dict):
+                post_answer(server, answer)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="serve_driver")
     parser.add_argument("--port", type=int, required=True)
@@ -347,6 +393,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--agent", default="")
     parser.add_argument("--variant", default="")
     parser.add_argument("--startup-timeout", type=float, default=60.0)
+    parser.add_argument("--control", action="store_true", help="prompt line, then answers, on stdin")
     return parser.parse_args(argv)
 
 
@@ -364,7 +411,11 @@ def prompt_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    prompt = sys.stdin.read()
+    if args.control:
+        first = sys.stdin.readline()
+        prompt = str(json.loads(first)) if first.strip() else ""
+    else:
+        prompt = sys.stdin.read()
     server = Server(args.port, args.workdir)
     turn: Turn | None = None
     pending: list[int] = []
@@ -385,6 +436,8 @@ def main(argv: list[str]) -> int:
             turn.stop_signal = pending[0]
         signal.signal(signal.SIGINT, turn.on_signal)
         signal.signal(signal.SIGTERM, turn.on_signal)
+        if args.control:
+            threading.Thread(target=read_answers, args=(server, sys.stdin), daemon=True).start()
         return turn.run(prompt_body(args, prompt))
     except DriverError as exc:
         emit("error", message=str(exc))

@@ -6,6 +6,11 @@ reasoning deltas (`message.part.delta`) and the `pending` -> `running` -> `compl
 states of every tool. A part's final `message.part.updated` repeats its whole text: only the
 part not yet sent as deltas is emitted, so no text appears twice. The user's own prompt comes
 back as a text part of the user message and is skipped.
+
+When Cage decides tool calls (`asking`), `permission.asked` and `question.asked` become control
+requests (`take_requests`, see `runners.opencode.asks`) instead of raw events, and their
+`*.replied` / `question.rejected` echoes are dropped (the broker's `permission/*` and `question`
+events tell the client).
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from typing import Any
 import structlog
 
 from orchestrator.stream import Event, TurnBuilder
-from runners.base import TurnOutcome
+from runners.base import ControlRequest, TurnOutcome
 from runners.lines import json_object
+from runners.opencode.asks import permission_asks, question_asks
 from runners.opencode.ledger import TurnLedger
 from runners.opencode.parts import RUNNER, as_dict, semantic_type, summary, tool_input, tool_result
 
@@ -32,13 +38,29 @@ IGNORED = frozenset(
     }
 )
 """Bookkeeping events with nothing for a client (what they say shows elsewhere in the stream)."""
+ANSWERED = frozenset({"permission.replied", "question.replied", "question.rejected"})
 
 
 class ServeTranslator:
     """Translator for one turn driven through `opencode serve` (see `runners.base.Translator`)."""
 
-    def __init__(self, builder: TurnBuilder, resume: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        builder: TurnBuilder,
+        resume: dict[str, str] | None = None,
+        *,
+        asking: bool = False,
+        mcp_servers: dict[str, str] | None = None,
+        workdir: str = "/workspace",
+    ) -> None:
         self._builder = builder
+        self._asking = asking
+        self._mcp_servers = dict(mcp_servers or {})
+        """Config key -> MCP server id (opencode names the tools `<key>_<tool>`)."""
+        self._workdir = workdir
+        self._requests: list[ControlRequest] = []
+        self._names: dict[str, str] = {}
+        """call id -> tool name."""
         self._ledger = TurnLedger(builder, dict(resume or {}))
         self._user_messages: set[str] = set()
         self._kinds: dict[str, str] = {}
@@ -59,6 +81,10 @@ class ServeTranslator:
     @property
     def resume_state(self) -> dict[str, str]:
         return self._ledger.resume_state()
+
+    def take_requests(self) -> list[ControlRequest]:
+        requests, self._requests = self._requests, []
+        return requests
 
     def feed(self, line: str) -> list[Event]:
         message = json_object(line, runner="opencode")
@@ -95,6 +121,21 @@ class ServeTranslator:
             return []
         if kind in IGNORED:
             return []
+        if self._asking:
+            if kind == "permission.asked":
+                self._requests += permission_asks(
+                    props,
+                    tool_names=self._names,
+                    tool_inputs=self._tools,
+                    mcp_servers=self._mcp_servers,
+                    workdir=self._workdir,
+                )
+                return []
+            if kind == "question.asked":
+                self._requests += question_asks(props)
+                return []
+            if kind in ANSWERED:
+                return []
         return self._builder.raw(kind, message, runner=RUNNER)
 
     def _status(self, status: dict[str, Any]) -> list[Event]:
@@ -156,6 +197,7 @@ class ServeTranslator:
         name = tool if isinstance(tool, str) else "unknown"
         given = tool_input(state)
         events: list[Event] = []
+        self._names[call_id] = name
         if call_id not in self._tools:
             self._tools[call_id] = given
             events += self._builder.tool_started(
