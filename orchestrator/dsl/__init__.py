@@ -4,7 +4,7 @@ Code outside this package imports from here, not from the modules inside it.
 """
 
 from orchestrator.dsl.agentconfig import AgentConfig, RoleConnectors, Uses
-from orchestrator.dsl.assistant import Assistant, AssistantMode, Skill, is_system_id
+from orchestrator.dsl.assistant import Assistant, AssistantMode, is_system_id
 from orchestrator.dsl.connectors import ConnectorSpec, ConnectorType
 from orchestrator.dsl.document import Document, format_key_path
 from orchestrator.dsl.inert import ConfigWarning
@@ -29,6 +29,7 @@ from orchestrator.dsl.sandbox import (
     VncSpec,
 )
 from orchestrator.dsl.schema import package_schema, sandbox_schema
+from orchestrator.dsl.skills import Skill, SkillFile
 from orchestrator.dsl.units import Duration, MemoryBytes, format_duration, parse_duration, parse_memory
 from orchestrator.dsl.yamldoc import parse_yaml
 
@@ -65,6 +66,7 @@ __all__ = [
     "SandboxSpec",
     "SecretEntry",
     "Skill",
+    "SkillFile",
     "Uses",
     "VncSpec",
     "expand_prompts",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import enum
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from orchestrator.dsl.mcp import (
 from orchestrator.dsl.package import PackageSpec, Prompt
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.dsl.sandboxfile import load_sandbox
+from orchestrator.dsl.skills import Skill, load_skills
 from orchestrator.dsl.yamldoc import parse_yaml
 from orchestrator.errors import ConfigError, ConfigErrors
 
@@ -63,16 +63,6 @@ class AssistantMode(enum.StrEnum):
     """Prompts and/or MCP servers, no sandbox: the native loop with MCP tools."""
     HOOK = "hook"
     """Only hooks (`src/index.ts` or `src/index.py`): the hooks do all the work."""
-
-
-class Skill(BaseModel):
-    """A folder under `skills/`; `digest` covers every file's relative path and content."""
-
-    model_config = _STRICT
-    name: str
-    path: Path
-    digest: str
-    """sha256 hex over the sorted (relative path, content) pairs."""
 
 
 class Assistant(BaseModel):
@@ -246,6 +236,8 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
     no_locales: dict[str, dict[str, Any]] = {}
     locales = errors.run(lambda: _locales(directory / "locales", ctx), no_locales)
     hooks_path = errors.run(lambda: _hooks(directory, ctx), None)
+    no_skills: tuple[Skill, ...] = ()
+    skills = errors.run(lambda: load_skills(directory / "skills", ctx.rel), no_skills)
     errors.raise_any()
     assert package is not None  # _package either returned or recorded an error raised above
 
@@ -271,7 +263,7 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
         locales=locales,
         messages=messages,
         global_prompts=() if package.disable_global_prompts else ctx.global_prompts,
-        skills=_skills(directory / "skills"),
+        skills=skills,
         hooks_path=hooks_path,
         scripts=_scripts(directory / "src"),
         sandbox=sandbox,
@@ -489,21 +481,6 @@ def _locales(directory: Path, ctx: AppContext) -> dict[str, dict[str, Any]]:
                               line=doc.line_for(()))
         out[file.stem.lower()] = doc.value
     return out
-
-
-def _skills(directory: Path) -> tuple[Skill, ...]:
-    if not directory.is_dir():
-        return ()
-    skills = []
-    for folder in sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        digest = hashlib.sha256()
-        for file in sorted(f for f in folder.rglob("*") if f.is_file()):
-            rel = file.relative_to(folder).as_posix().encode()
-            digest.update(len(rel).to_bytes(4, "big") + rel)
-            content = file.read_bytes()
-            digest.update(len(content).to_bytes(8, "big") + content)
-        skills.append(Skill(name=folder.name, path=folder, digest=digest.hexdigest()))
-    return tuple(skills)
 
 
 def _connector_id(value: str, doc: Document, where: KeyPath, ctx: AppContext) -> str:

@@ -15,6 +15,7 @@ from orchestrator.gateway import ModelGateway, SandboxAccess
 from orchestrator.pipeline.bridge import BridgeResult, Emit, TurnLimits, run_runner_turn
 from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.skills import deliver_skills
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.sandbox.images import BuildProgress
 from orchestrator.sandbox.limits import SANDBOX_USER
@@ -240,10 +241,19 @@ async def _run_cli(
     async def save_resume(state: dict[str, str]) -> None:
         await resume.put(assistant.id, inp.chat_id, adapter.name, state)
 
+    sandbox = LeasedSandbox(manager, lease)
+    await deliver_skills(
+        sandbox,
+        adapter.name,
+        assistant.skills,
+        home=turn.home,
+        state_dir=turn.state_dir,
+        workspace_root=mount,
+    )
     return await run_runner_turn(
         adapter,
         turn,
-        LeasedSandbox(manager, lease),
+        sandbox,
         builder,
         emit,
         cancel=cancel,

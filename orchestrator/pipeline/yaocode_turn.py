@@ -32,13 +32,15 @@ from orchestrator.llm import (
     model_options,
 )
 from orchestrator.llm.tools import coding_tools
+from orchestrator.llm.tools.skills import SkillTool, cards, with_skills
 from orchestrator.pipeline.bridge import BridgeResult, Emit, StopReason, TurnLimits
 from orchestrator.pipeline.resume import ResumeStore
-from orchestrator.pipeline.runner_turn import RunnerTurnInput, runner_connector, system_prompt
+from orchestrator.pipeline.runner_turn import LeasedSandbox, RunnerTurnInput, runner_connector, system_prompt
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
+from orchestrator.pipeline.skills import deliver_skills
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.stream import Event, TurnBuilder
-from runners.base import TurnOutcome
+from runners.base import HOME_SUBDIR, STATE_SUBDIR, TurnOutcome
 from runners.tai.options import NativeOptions
 from runners.tai.outcome import loop_status, summary_events
 
@@ -152,14 +154,26 @@ async def run_yaocode_turn(
     base = native_dir(manager.settings.data_dir)
     checkpoints = JsonFileCheckpoints(base / "checkpoints")
     messages = [*await _history(resume, checkpoints, assistant.id, inp.chat_id), ChatMessage.user(inp.prompt)]
+    mount = lease.mount_path.rstrip("/")
+    root = await deliver_skills(
+        LeasedSandbox(manager, lease),
+        RUNNER,
+        assistant.skills,
+        home=f"{mount}/{HOME_SUBDIR}",
+        state_dir=f"{mount}/{STATE_SUBDIR}",
+        workspace_root=mount,
+    )
+    skills = cards(assistant.skills, root=root)
     client = client_for(connector)
     tools = coding_tools(LeaseToolSandbox(manager, lease), bash_timeout=options.bash_timeout)
     if options.agent:
         tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
+    if skills:
+        tools.add(SkillTool(skills))
     loop = AgentLoop(
         client,
         tools,
-        system=system_prompt(assistant),
+        system=with_skills(system_prompt(assistant), skills),
         options=model_options(connector),
         max_rounds=options.max_rounds,
         parallel_tools=options.parallel_tools,

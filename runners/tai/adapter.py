@@ -16,6 +16,7 @@ from orchestrator.errors import RunnerError
 from orchestrator.llm import model_options
 from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, RunnerExec, Supports, TurnRequest, connector_key
+from runners.skills import skill_root
 from runners.tai.options import NativeOptions
 from runners.tai.translator import RESUME_KEY, TaiTranslator
 from runners.tai.turn import HEADERS_ENV, KEY_ENV, HistoryMessage, TaiModel, TaiTurn
@@ -81,6 +82,7 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
         workdir=turn.workdir,
         checkpoint_dir=checkpoint_dir(turn),
         resume_turn_id=turn.resume.get(RESUME_KEY),
+        skills_dir=skill_root(RUNNER, home=turn.home, state_dir=turn.state_dir),
     )
 
 

@@ -34,6 +34,7 @@ from orchestrator.llm import (
     client_for,
 )
 from orchestrator.llm.tools import LocalSandbox, ToolBox, coding_tools
+from orchestrator.llm.tools.skills import SkillTool, cards_from_dir, with_skills
 from orchestrator.logs import configure_logging
 from orchestrator.redaction import redact, register_secret
 from orchestrator.stream import Event, RandomIds, TurnBuilder, event_json
@@ -119,11 +120,14 @@ def build_loop(turn: TaiTurn, client: ModelClient, root: Path) -> AgentLoop:
     tools: ToolBox = coding_tools(LocalSandbox(root, env=env), bash_timeout=options.bash_timeout)
     if options.agent:
         tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
+    skills = cards_from_dir(Path(turn.skills_dir)) if turn.skills_dir else ()
+    if skills:
+        tools.add(SkillTool(skills))
     model = turn.model
     return AgentLoop(
         client,
         tools,
-        system=turn.system,
+        system=with_skills(turn.system, skills),
         options=ModelOptions(
             max_tokens=model.max_tokens,
             temperature=model.temperature,

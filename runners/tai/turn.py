@@ -67,3 +67,6 @@ class TaiTurn(BaseModel):
     """Save a checkpoint after every step as `<dir>/<turn_id>.json`."""
     resume_turn_id: str | None = None
     """Start from the messages of this earlier turn's checkpoint (in `checkpoint_dir`)."""
+    skills_dir: str | None = None
+    """Where the pipeline wrote the assistant's skills (`<name>/SKILL.md`): listed in the system
+    prompt, each body offered through the `skill` tool. Missing or empty: no skills."""
