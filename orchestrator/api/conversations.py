@@ -1,12 +1,16 @@
 """Sessions (chats) as the API sees them: who may open which, and starting turns in them.
 
-A session is created on first use with an `assistant_id`. A user touches only sessions of its own
-owner; another owner's session answers 404, exactly like a missing one.
+A session is created on first use with an `assistant_id`. Session ids are per owner: the id a
+client names (`ChatRecord.client_id`) is looked up among the caller's own sessions only, so another
+owner's session with the same id is never seen, touched, or even looked at (no status, error text
+or timing depends on it). This module is the one place that maps ids: the store keys everything by
+the internal id (`ChatRecord.id`), and what leaves here for clients (session views, events, frames,
+headers) carries the client id. An admin reaches another owner's session by naming that owner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import anyio
@@ -63,32 +67,34 @@ class Conversations:
         self._quota = quota
         self._tracker = tracker
 
-    async def get(self, principal: Principal, chat_id: str) -> ChatRecord:
-        """Raises: NotFound (missing, or another owner's)."""
-        chat = await self._store.chats.get(chat_id)
+    async def get(self, principal: Principal, chat_id: str, *, owner: str | None = None) -> ChatRecord:
+        """The caller's session `chat_id` (a client id); an admin may name another `owner`.
+
+        Raises: NotFound (the owner has no such session, whoever else may have one).
+        """
+        target = _owner(principal, owner)
+        chat = await self._store.chats.find(target, chat_id)
         if chat is None:
             raise NotFound(f"session {chat_id!r} not found")
-        principal.require_owner(chat.owner, "session", chat_id)
         return chat
 
     async def open(self, principal: Principal, chat_id: str, assistant_id: str | None) -> ChatRecord:
-        """The session `chat_id`, created for `assistant_id` when it does not exist yet.
+        """The caller's session `chat_id`, created for `assistant_id` when the caller has none.
 
         Raises:
-            NotFound: no such session and no (known) assistant to create it with; another owner's.
+            NotFound: no such session and no (known) assistant to create it with.
             Conflict: the session belongs to another assistant.
         """
-        chat = await self._store.chats.get(chat_id)
+        chat = await self._store.chats.find(principal.owner, chat_id)
         if chat is None:
             if not assistant_id:
                 raise NotFound(f"session {chat_id!r} not found; pass assistant_id to create it")
             if not await self._catalog.exists(assistant_id):
                 raise NotFound(f"assistant {assistant_id!r} not found")
             try:
-                chat = await self._store.chats.create(principal.owner, assistant_id, chat_id=chat_id)
-            except RecordExists:  # created by a concurrent request
-                chat = await self._store.chats.require(chat_id)
-        principal.require_owner(chat.owner, "session", chat_id)
+                chat = await self._store.chats.create(principal.owner, assistant_id, client_id=chat_id)
+            except RecordExists:  # created by a concurrent request of the same owner
+                chat = await self.get(principal, chat_id)
         if assistant_id and assistant_id != chat.assistant_id:
             raise Conflict(
                 f"session {chat_id!r} belongs to assistant {chat.assistant_id!r}, not {assistant_id!r}"
@@ -99,12 +105,24 @@ class Conversations:
         self, principal: Principal, owner: str | None = None, limit: int = 50
     ) -> list[ChatRecord]:
         """The caller's sessions; an admin may name another owner."""
-        target = owner if owner is not None and principal.is_admin else principal.owner
-        return await self._store.chats.list(target, limit=limit)
+        return await self._store.chats.list(_owner(principal, owner), limit=limit)
 
-    async def events(self, principal: Principal, chat_id: str, after_seq: int, limit: int) -> list[Event]:
-        await self.get(principal, chat_id)
-        return await self._store.events.after(chat_id, after_seq, limit)
+    async def events(
+        self, principal: Principal, chat_id: str, after_seq: int, limit: int, *, owner: str | None = None
+    ) -> list[Event]:
+        """A page of the session's log, as its owner's client knows it."""
+        chat = await self.get(principal, chat_id, owner=owner)
+        return for_client(chat, await self._store.events.after(chat.id, after_seq, limit))
+
+    async def subscribe(self, chat: ChatRecord, after_seq: int) -> AsyncIterator[Event]:
+        """The session's log after `after_seq`, then live (`TurnService.subscribe`), for its client."""
+        async for event in self.turns.subscribe(chat.id, after_seq=after_seq):
+            yield for_client_one(chat, event)
+
+    async def turn_events(self, chat: ChatRecord, handle: TurnHandle) -> AsyncIterator[Event]:
+        """The events of `handle` (a turn of `chat`) from its `stream_start` to its `stream_end`."""
+        async for event in handle.events():
+            yield for_client_one(chat, event)
 
     async def start(
         self,
@@ -188,23 +206,34 @@ class Conversations:
 
     async def interrupt(self, principal: Principal, chat_id: str, *, force: bool) -> TurnHandle:
         """Raises: NotFound (no session, or no running turn)."""
-        await self.get(principal, chat_id)
-        handle = self.running(chat_id)
+        chat = await self.get(principal, chat_id)
+        handle = self.running(chat.id)
         if handle is None:
             raise NotFound(f"no turn is running in session {chat_id!r}")
         await handle.interrupt(force=force)
         return handle
 
-    async def interrupt_turn(self, principal: Principal, turn_id: str, *, force: bool) -> TurnHandle:
-        """Raises: NotFound (no such running turn, or another owner's)."""
+    async def turn_chat(self, principal: Principal, turn_id: str) -> tuple[TurnHandle, ChatRecord]:
+        """The running turn `turn_id` and its session.
+
+        Raises: NotFound (no such running turn, or another owner's).
+        """
         handle = self.turns.turn(turn_id)
         if handle is None or self._tracker.ended(turn_id):
             raise NotFound(f"no running turn {turn_id!r}")
         chat = await self._store.chats.get(handle.chat_id)
         if chat is None or (not principal.is_admin and chat.owner != principal.owner):
             raise NotFound(f"no running turn {turn_id!r}")
+        return handle, chat
+
+    async def interrupt_turn(self, principal: Principal, turn_id: str, *, force: bool) -> ChatRecord:
+        """Interrupt a running turn; returns its session.
+
+        Raises: NotFound (no such running turn, or another owner's).
+        """
+        handle, chat = await self.turn_chat(principal, turn_id)
         await handle.interrupt(force=force)
-        return handle
+        return chat
 
     async def respond_permission(
         self,
@@ -215,24 +244,42 @@ class Conversations:
         message: str | None,
     ) -> None:
         """Raises: UsageError when the pipeline cannot take permission answers."""
-        await self.get(principal, chat_id)
+        chat = await self.get(principal, chat_id)
         if not isinstance(self.turns, PermissionResponder):
             raise UsageError("this pipeline does not ask for permissions; nothing to answer")
-        await self.turns.respond_permission(chat_id, request_id, decision, message)
+        await self.turns.respond_permission(chat.id, request_id, decision, message)
 
-    async def delete(self, principal: Principal, chat_id: str) -> None:
+    async def delete(self, principal: Principal, chat_id: str, *, owner: str | None = None) -> None:
         """Cancel a running turn (waiting for its end, bounded), then delete the session and its log.
 
         Raises: NotFound.
         """
-        await self.get(principal, chat_id)
-        handle = self.turns.running(chat_id)
+        chat = await self.get(principal, chat_id, owner=owner)
+        handle = self.turns.running(chat.id)
         if handle is not None:
             await handle.interrupt(force=True)
             with anyio.move_on_after(DELETE_WAIT):
                 await handle.result()
-        await self._store.chats.delete(chat_id)
-        await self._store.audit.record(principal.key_id, "session.delete", chat_id)
+        await self._store.chats.delete(chat.id)
+        await self._store.audit.record(
+            principal.key_id, "session.delete", chat.client_id, {"owner": chat.owner}
+        )
+
+
+def _owner(principal: Principal, owner: str | None) -> str:
+    """Whose sessions a lookup searches: the caller's, or (admin only) the named owner's."""
+    return owner if owner is not None and principal.is_admin else principal.owner
+
+
+def for_client_one(chat: ChatRecord, event: Event) -> Event:
+    """`event` as the session's client knows it: `session_id` is the client id, never the internal one."""
+    if event.session_id == chat.client_id:
+        return event
+    return event.model_copy(update={"session_id": chat.client_id})
+
+
+def for_client(chat: ChatRecord, events: Iterable[Event]) -> list[Event]:
+    return [for_client_one(chat, event) for event in events]
 
 
 def session_view(conversations: Conversations, chat: ChatRecord) -> SessionView:

@@ -24,6 +24,11 @@ class MemoryScopeRef(BaseModel):
     model_config = ConfigDict(frozen=True)
     space: MemorySpace
     scope_id: str
+    shown_id: str = ""
+    """The scope as the caller names it, when that differs (a session's client id): entries show it."""
+
+    def shown(self, entry: MemoryEntry) -> MemoryEntry:
+        return entry.model_copy(update={"scope_id": self.shown_id}) if self.shown_id else entry
 
 
 class Memories:
@@ -38,8 +43,9 @@ class Memories:
 
     async def chat_scope(self, principal: Principal, chat_id: str) -> MemoryScopeRef:
         """Raises: NotFound (no such session, or another owner's)."""
-        await self._conversations.get(principal, chat_id)
-        return MemoryScopeRef(space="chat", scope_id=chat_id)
+        chat = await self._conversations.get(principal, chat_id)
+        # the turns' chat memory is keyed by the internal id; entries show the caller's id
+        return MemoryScopeRef(space="chat", scope_id=chat.id, shown_id=chat.client_id)
 
     async def keys(self, ref: MemoryScopeRef, prefix: str) -> list[str]:
         return await self._store.memory.keys(ref.space, ref.scope_id, prefix=prefix)
@@ -49,10 +55,12 @@ class Memories:
         entry = await self._store.memory.entry(ref.space, ref.scope_id, key)
         if entry is None:
             raise NotFound(f"memory key {key!r} not found")
-        return entry
+        return ref.shown(entry)
 
     async def put(self, ref: MemoryScopeRef, key: str, body: MemoryWrite) -> MemoryEntry:
-        return await self._store.memory.set(ref.space, ref.scope_id, key, body.value, ttl=body.ttl_seconds)
+        return ref.shown(
+            await self._store.memory.set(ref.space, ref.scope_id, key, body.value, ttl=body.ttl_seconds)
+        )
 
     async def delete(self, ref: MemoryScopeRef, key: str) -> None:
         """Raises: NotFound."""

@@ -19,6 +19,7 @@ from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import CHAT_ID, MAX_TOKENS
 from orchestrator.errors import UsageError
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
+from orchestrator.store import ChatRecord
 from orchestrator.stream import CompletionWithError, OpenAIChunkEncoder, aggregate_completion
 
 CHAT_HEADER = "X-Cage-Chat-Id"
@@ -91,8 +92,8 @@ async def start_completion(
     principal: Principal,
     request: ChatCompletionRequest,
     chat_header: str | None,
-) -> TurnHandle:
-    """Open the session for `request` and start its turn.
+) -> tuple[ChatRecord, TurnHandle]:
+    """Open the session for `request` and start its turn; returns the session and the turn.
 
     Raises:
         NotFound: unknown assistant (`model`) or another owner's session.
@@ -106,13 +107,15 @@ async def start_completion(
         max_tokens=request.max_completion_tokens or request.max_tokens,
         workspace_id=metadata.get("workspace_id"),
     )
-    return await conversations.start(
+    handle = await conversations.start(
         chat, [_input(m) for m in request.messages], options=options, metadata=dict(metadata)
     )
+    return chat, handle
 
 
-def headers_for(handle: TurnHandle) -> dict[str, str]:
-    return {CHAT_HEADER: handle.chat_id, TURN_HEADER: handle.turn_id}
+def headers_for(chat: ChatRecord, handle: TurnHandle) -> dict[str, str]:
+    """The session (the caller's id for it) and turn of a response."""
+    return {CHAT_HEADER: chat.client_id, TURN_HEADER: handle.turn_id}
 
 
 async def completion_chunks(

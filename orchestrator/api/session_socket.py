@@ -95,7 +95,7 @@ class SessionSocket:
             self._tg = tg
             await self._send(
                 SessionReady(
-                    chat_id=self._chat.id,
+                    chat_id=self._chat.client_id,
                     assistant_id=self._chat.assistant_id,
                     last_seq=self._chat.last_seq,
                     after_seq=start,
@@ -135,7 +135,7 @@ class SessionSocket:
     async def _forward(self, after_seq: int, scope: anyio.CancelScope) -> None:
         with scope:
             try:
-                async for event in self._conversations.turns.subscribe(self._chat.id, after_seq=after_seq):
+                async for event in self._conversations.subscribe(self._chat, after_seq):
                     self._tracker.saw(event)
                     async with self._send_lock:
                         await self._ws.send_text(self._encoder.encode(event))
@@ -194,11 +194,13 @@ class SessionSocket:
                 await self._send(SessionAccepted(turn_id=handle.turn_id, client_id=frame.client_id))
             case InterruptFrame() | CancelFrame():
                 force = isinstance(frame, CancelFrame)
-                handle = await self._conversations.interrupt(self._principal, self._chat.id, force=force)
+                handle = await self._conversations.interrupt(
+                    self._principal, self._chat.client_id, force=force
+                )
                 await self._send(SessionInterrupting(turn_id=handle.turn_id, force=force))
             case PermissionResponseFrame():
                 await self._conversations.respond_permission(
-                    self._principal, self._chat.id, frame.request_id, frame.decision, frame.message
+                    self._principal, self._chat.client_id, frame.request_id, frame.decision, frame.message
                 )
                 await self._send(SessionAck(of=frame.type))
             case ResumeFrame():

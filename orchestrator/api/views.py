@@ -22,6 +22,7 @@ MAX_SEQ = 2**62
 class SessionView(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     id: str
+    """The session's id as its owner names it (unique per owner; another owner may use the same)."""
     owner: str
     assistant_id: str
     title: str
@@ -34,7 +35,7 @@ class SessionView(BaseModel):
     @classmethod
     def of(cls, chat: ChatRecord, running_turn_id: str | None = None) -> SessionView:
         return cls(
-            id=chat.id,
+            id=chat.client_id,
             owner=chat.owner,
             assistant_id=chat.assistant_id,
             title=chat.title,

@@ -1,7 +1,14 @@
-"""Chats (sessions): who owns them, which assistant, the runners' resume state."""
+"""Chats (sessions): who owns them, which assistant, the runners' resume state.
+
+Chat ids are per owner: a client names its chat by `client_id`, unique only among its owner's
+chats, and the row's primary key `id` is internal: `internal_chat_id(owner, client_id)`, so two
+owners using the same client id get two unrelated chats and neither can detect or squat the other's.
+Everything keyed by chat (events, turns, messages, memory, sandboxes) uses the internal id.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -18,6 +25,15 @@ from orchestrator.store.records import ChatRecord
 from orchestrator.store.tables import ChatRow
 
 _MAX_LIST = 1000
+INTERNAL_PREFIX = "c"
+"""Internal ids of client-named chats are `c` + 40 hex digits (41 characters, within String(64))."""
+
+
+def internal_chat_id(owner: str, client_id: str) -> str:
+    """The internal id of `owner`'s chat named `client_id`: a digest of both (owners and client ids
+    contain no NUL), so it is the same on every server and injective across owners."""
+    digest = hashlib.sha256(f"{owner}\0{client_id}".encode()).hexdigest()
+    return INTERNAL_PREFIX + digest[:40]
 
 
 def chat_record(row: ChatRow) -> ChatRecord:
@@ -73,19 +89,24 @@ class ChatRepository:
         title: str = "",
         metadata: Mapping[str, JsonValue] | None = None,
         chat_id: str | None = None,
+        client_id: str | None = None,
         parent_id: str | None = None,
     ) -> ChatRecord:
-        """A new chat with an empty event log; `parent_id` (internal) makes it a child chat.
+        """A new chat with an empty event log.
+
+        `client_id` is the id its owner chose (the internal id is then `internal_chat_id`);
+        `chat_id` sets the internal id itself (the client id is then the same). With neither, both
+        are one random id. `parent_id` (internal) makes it a child chat of that one.
 
         Raises:
-            RecordExists: `chat_id` is taken.
+            RecordExists: the owner has a chat with this client id, or the internal id is taken.
         """
         now = self._db.clock()
-        chosen = chat_id or uuid.uuid4().hex
+        internal = chat_id or (internal_chat_id(owner, client_id) if client_id else uuid.uuid4().hex)
         row = ChatRow(
-            id=chosen,
+            id=internal,
             owner=owner,
-            client_id=chosen,
+            client_id=client_id or internal,
             parent_id=parent_id,
             assistant_id=assistant_id,
             title=title,
@@ -105,6 +126,13 @@ class ChatRepository:
     async def get(self, chat_id: str) -> ChatRecord | None:
         async with self._db.read() as session:
             row = await session.get(ChatRow, chat_id)
+            return None if row is None else chat_record(row)
+
+    async def find(self, owner: str, client_id: str) -> ChatRecord | None:
+        """`owner`'s chat named `client_id`; None when that owner has none (whoever else does)."""
+        query = select(ChatRow).where(ChatRow.owner == owner, ChatRow.client_id == client_id)
+        async with self._db.read() as session:
+            row = await session.scalar(query)
             return None if row is None else chat_record(row)
 
     async def require(self, chat_id: str) -> ChatRecord:

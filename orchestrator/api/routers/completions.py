@@ -42,19 +42,19 @@ async def list_models(principal: CallerDep, catalog: CatalogDep) -> ModelList:
 async def chat_completions(
     body: ChatCompletionRequest, principal: CallerDep, state: StateDep, x_cage_chat_id: ChatHeader = None
 ) -> JSONResponse | StreamingResponse:
-    handle = await start_completion(state.conversations, principal, body, x_cage_chat_id)
+    chat, handle = await start_completion(state.conversations, principal, body, x_cage_chat_id)
     if body.stream:
-        return sse_response(completion_chunks(handle, body, state.tracker), headers_for(handle))
+        return sse_response(completion_chunks(handle, body, state.tracker), headers_for(chat, handle))
     answer = await completion(handle, body, state.tracker)
     content = answer.model_dump(mode="json", exclude_none=True)
     if answer.cage_error is None:
-        return JSONResponse(content, headers=headers_for(handle))
+        return JSONResponse(content, headers=headers_for(chat, handle))
     # a failed turn is an error to an OpenAI client (HTTP 502 with OpenAI's error object), not a
     # 200 with finish_reason "stop"; what the turn produced before failing stays in the body
     failure = answer.cage_error
     content["error"] = {"message": failure.message, "type": failure.type, "param": None, "code": failure.code}
     # `x-should-retry: false`: OpenAI's clients retry a 5xx, and a retry would run the turn again
-    headers = {**headers_for(handle), "x-should-retry": "false"}
+    headers = {**headers_for(chat, handle), "x-should-retry": "false"}
     return JSONResponse(content, status_code=502, headers=headers)
 
 
@@ -63,5 +63,5 @@ async def interrupt_turn(
     turn_id: str, principal: CallerDep, conversations: ConversationsDep, body: Interrupt | None = None
 ) -> TurnAccepted:
     force = body.force if body else False
-    handle = await conversations.interrupt_turn(principal, turn_id, force=force)
-    return TurnAccepted(turn_id=handle.turn_id, chat_id=handle.chat_id, force=force)
+    chat = await conversations.interrupt_turn(principal, turn_id, force=force)
+    return TurnAccepted(turn_id=turn_id, chat_id=chat.client_id, force=force)

@@ -16,6 +16,7 @@ from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.session_socket import SocketParams, serve_session
 from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
 from orchestrator.errors import UsageError
+from orchestrator.store import ChatRecord
 from orchestrator.store.events import MAX_READ
 from orchestrator.stream import Event, SSEEncoder
 
@@ -59,9 +60,9 @@ async def delete_session(chat_id: ChatId, principal: CallerDep, conversations: C
     await conversations.delete(principal, chat_id)
 
 
-async def _subscription(conversations: Conversations, chat_id: str, after_seq: int) -> AsyncIterator[str]:
+async def _subscription(conversations: Conversations, chat: ChatRecord, after_seq: int) -> AsyncIterator[str]:
     encoder = SSEEncoder()
-    async for event in conversations.turns.subscribe(chat_id, after_seq=after_seq):
+    async for event in conversations.subscribe(chat, after_seq):
         yield encoder.encode(event)
 
 
@@ -94,7 +95,7 @@ async def follow_session(
     async def body() -> AsyncIterator[str]:
         try:
             async for item in watched(
-                _subscription(conversations, chat.id, start),
+                _subscription(conversations, chat, start),
                 keepalive=state.config.sse_keepalive_seconds,
                 still_valid=lambda: state.auth.still_valid(principal),
                 check_every=state.config.revocation_check_interval,

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.api.conversations import Conversations
 from orchestrator.api.dependencies import CallerDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.frames import AttachmentFrame
@@ -17,6 +18,7 @@ from orchestrator.api.openai_compat import headers_for
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import CHAT_ID, MAX_TOKENS, MAX_TURN_SECONDS
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
+from orchestrator.store import ChatRecord
 from orchestrator.stream import SSEEncoder
 
 router = APIRouter(prefix="/v1/assistants", tags=["stream"])
@@ -50,9 +52,11 @@ class StreamRequest(BaseModel):
     options: RequestOptions = RequestOptions()
 
 
-async def _events(handle: TurnHandle, tracker: TurnTracker) -> AsyncIterator[str]:
+async def _events(
+    conversations: Conversations, chat: ChatRecord, handle: TurnHandle, tracker: TurnTracker
+) -> AsyncIterator[str]:
     encoder = SSEEncoder()
-    async for event in handle.events():
+    async for event in conversations.turn_events(chat, handle):
         tracker.saw(event)
         yield encoder.encode(event)
 
@@ -70,5 +74,7 @@ async def stream_turn(
     handle = await conversations.start(
         chat, body.messages, attachments=attachments, options=body.options.turn_options()
     )
-    events = watched(_events(handle, state.tracker), keepalive=state.config.sse_keepalive_seconds)
-    return sse_response(events, headers_for(handle))
+    events = watched(
+        _events(conversations, chat, handle, state.tracker), keepalive=state.config.sse_keepalive_seconds
+    )
+    return sse_response(events, headers_for(chat, handle))

@@ -182,12 +182,16 @@ async def test_admin_sessions_of_any_owner(served: Served, admin: httpx.AsyncCli
         )
         listed = (await admin.get("/v1/admin/sessions", params={"owner": "bob"})).json()
         no_owner = await admin.get("/v1/admin/sessions")
-        events = (await admin.get("/v1/admin/sessions/b1/events", params={"after_seq": 1, "limit": 2})).json()
+        page = {"owner": "bob", "after_seq": 1, "limit": 2}
+        events = (await admin.get("/v1/admin/sessions/b1/events", params=page)).json()
+        unnamed = await admin.get("/v1/admin/sessions/b1")
         own = (await bob.get("/v1/sessions")).json()
-        deleted = await admin.delete("/v1/admin/sessions/b1")
+        deleted = await admin.delete("/v1/admin/sessions/b1", params={"owner": "bob"})
         after = await bob.get("/v1/sessions/b1")
     assert [s["id"] for s in listed] == ["b1"] and listed[0]["owner"] == "bob"
     assert no_owner.status_code == 422 and no_owner.json()["fields"][0]["loc"] == "query.owner"
     assert [e["seq"] for e in events["events"]] == [2, 3] and events["last_seq"] == 3
+    assert {e["session_id"] for e in events["events"]} == {"b1"}
+    assert unnamed.status_code == 422 and unnamed.json()["fields"][0]["loc"] == "query.owner"
     assert [s["id"] for s in own] == ["b1"]
     assert deleted.status_code == 204 and after.status_code == 404

@@ -13,6 +13,7 @@ from orchestrator.api import ApiConfig, create_app
 from orchestrator.dsl import AppLoader
 from orchestrator.logs import configure_logging
 from orchestrator.sandbox import SandboxRequest
+from orchestrator.store.chats import internal_chat_id
 from tests.unit.api.conftest import Served, make_settings
 from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_runtime
 
@@ -57,14 +58,20 @@ async def test_another_users_session_is_404_like_a_missing_one(served: Served) -
             headers=served.auth("bob"),
         )
         deleted = await client.delete("/v1/sessions/alice-chat", headers=served.auth("bob"))
-        admin = await client.get("/v1/admin/sessions/alice-chat", headers=served.auth("admin"))
+        admin = await client.get(
+            "/v1/admin/sessions/alice-chat", params={"owner": "alice"}, headers=served.auth("admin")
+        )
+        still_mine = await client.get("/v1/sessions/alice-chat/events", headers=served.auth("alice"))
     assert mine.status_code == 200 and mine.json()["owner"] == "alice"
     assert theirs.status_code == 404 and theirs.json()["detail"] == "session 'alice-chat' not found"
     assert missing.status_code == 404 and missing.json()["detail"] == theirs.json()["detail"].replace(
         "alice-chat", "nobody-chat"
     )
-    assert events.status_code == 404 and hijack.status_code == 404 and deleted.status_code == 404
+    assert events.status_code == 404
+    # session ids are per owner: bob's "alice-chat" is bob's own new session, alice's is untouched
+    assert hijack.status_code == 200 and deleted.status_code == 204
     assert admin.status_code == 200 and admin.json()["last_seq"] > 0
+    assert "mine now" in hijack.text and still_mine.status_code == 200 and "mine now" not in still_mine.text
 
 
 async def test_bootstrap_key_works_until_an_admin_key_exists(tmp_path: Path) -> None:
@@ -146,7 +153,8 @@ async def _post_as(served: Served, who: str, chat_id: str) -> int:
 
 
 def _occupy_slot(served: Served, *, owner: str, chat_id: str) -> None:
-    """Create the session's sandbox through the app's own manager, the way a sandbox turn does."""
+    """Create the session's sandbox through the app's own manager, the way a sandbox turn does
+    (turns name their sandbox after the internal chat id)."""
     manager = served.server.app.state.api.runtime.manager
     assistant = AppLoader(served.settings.app_dir, environ={}).get("tests.box")
     assert assistant.sandbox is not None
@@ -155,7 +163,7 @@ def _occupy_slot(served: Served, *, owner: str, chat_id: str) -> None:
         assistant_id="tests.box",
         assistant_dir=assistant.path,
         spec=assistant.sandbox,
-        chat_id=chat_id,
+        chat_id=internal_chat_id(owner, chat_id),
     )
     lease = served.server.call(manager.acquire(request))
     served.server.call(manager.release(lease))

@@ -72,7 +72,9 @@ async def test_shutdown_ends_running_turns_with_stream_end_cancelled(tmp_path: P
     await ws.until_seq(3)
     await asyncio.to_thread(server.stop)
     async with Store.from_settings(settings) as store:
-        events = await store.events.after("long")
+        chat = await store.chats.find("alice", "long")
+        assert chat is not None
+        events = await store.events.after(chat.id)
     last = events[-1]
     assert isinstance(last, LifecycleEvent) and isinstance(last.props, StreamEnd)
     assert last.props.status == "cancelled"

@@ -1,4 +1,6 @@
-"""Admin: sessions of any owner (list by owner, get, events, delete)."""
+"""Admin: sessions of any owner (list by owner, get, events, delete).
+
+Session ids are per owner, so every route names the owner (`?owner=`) as well as the session."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from orchestrator.store.events import MAX_READ
 
 router = APIRouter(prefix="/v1/admin/sessions", tags=["admin"])
 ChatId = Annotated[str, Path(pattern=CHAT_ID)]
+Owner = Annotated[str, Query(min_length=1, max_length=128, description="Whose session it is.")]
 
 
 @router.get("", response_model=list[SessionView])
@@ -27,22 +30,27 @@ async def list_sessions(
 
 
 @router.get("/{chat_id}", response_model=SessionView)
-async def get_session(chat_id: ChatId, principal: AdminDep, conversations: ConversationsDep) -> SessionView:
-    return session_view(conversations, await conversations.get(principal, chat_id))
+async def get_session(
+    chat_id: ChatId, owner: Owner, principal: AdminDep, conversations: ConversationsDep
+) -> SessionView:
+    return session_view(conversations, await conversations.get(principal, chat_id, owner=owner))
 
 
 @router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
 async def session_events(
     chat_id: ChatId,
+    owner: Owner,
     principal: AdminDep,
     conversations: ConversationsDep,
     after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
 ) -> EventPage:
-    events = await conversations.events(principal, chat_id, after_seq, limit)
+    events = await conversations.events(principal, chat_id, after_seq, limit, owner=owner)
     return EventPage(events=events, last_seq=events[-1].seq if events else after_seq)
 
 
 @router.delete("/{chat_id}", status_code=204)
-async def delete_session(chat_id: ChatId, principal: AdminDep, conversations: ConversationsDep) -> None:
-    await conversations.delete(principal, chat_id)
+async def delete_session(
+    chat_id: ChatId, owner: Owner, principal: AdminDep, conversations: ConversationsDep
+) -> None:
+    await conversations.delete(principal, chat_id, owner=owner)
