@@ -97,6 +97,10 @@ class TurnRequest(BaseModel):
     """Earlier messages (`{role, content}`), for runners that cannot resume on their own."""
     system_prompt: str = ""
     connector: ConnectorSpec | None = None
+    role_models: Mapping[str, str] = Field(default_factory=dict)
+    """Models of the other `runner.connectors` roles (`light`, `heavy`) by role, each served by
+    the same endpoint as `connector` (the pipeline checks it); the adapter maps the roles its CLI
+    has a setting for (`orchestrator.dsl.role_support`)."""
     mcp_servers: tuple[McpServerSpec, ...] = ()
     options: Mapping[str, Any] = Field(default_factory=dict)
     """`runner.options` from sandbox.yao."""

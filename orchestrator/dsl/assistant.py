@@ -41,6 +41,7 @@ from orchestrator.dsl.mcp import (
     resolve_process,
 )
 from orchestrator.dsl.package import PackageSpec, Prompt
+from orchestrator.dsl.role_support import role_refusal
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.dsl.sandboxfile import load_sandbox
 from orchestrator.dsl.skills import Skill, load_skills
@@ -407,8 +408,12 @@ def _sandbox(doc: Document, ctx: AppContext, notes: list[ConfigWarning], prefix:
     for role, choice in spec.runner.connectors.items():
         where = (*prefix, "runner", "connectors", role)
         conn = _connector_id(choice.connector, doc, where, ctx)
+        refusal = role_refusal(spec.runner.name, role)
+        if refusal is not None:
+            notes.append(warning(doc, where, refusal))
+            continue
         resolved[role] = choice.model_copy(update={"connector": conn})
-    if not resolved:
+    if not spec.runner.connectors:
         return spec
     return spec.model_copy(update={"runner": spec.runner.model_copy(update={"connectors": resolved})})
 

@@ -87,6 +87,7 @@ class ClaudeAdapter:
             model_url=turn.model_url,
             model=model,
             extra=turn.environment,
+            roles=turn.role_models,
         )
         state = PurePosixPath(turn.state_dir) / STATE_SUBDIR
         files: list[FileWrite] = []

@@ -39,6 +39,12 @@ _MODEL_VARS = (
 )
 """One model for everything: the main loop, the `opus`/`sonnet`/`haiku` aliases sub-agents ask
 for, and the small/fast model of side tasks; a gateway may serve only the connector's model."""
+ROLE_VARS: Mapping[str, tuple[str, ...]] = {
+    "light": ("ANTHROPIC_DEFAULT_HAIKU_MODEL", "ANTHROPIC_SMALL_FAST_MODEL"),
+    "heavy": ("ANTHROPIC_DEFAULT_OPUS_MODEL",),
+}
+"""With role models (`runner.connectors.light`/`heavy`), the aliases map to them instead and
+sub-agents keep the alias they ask for (no `CLAUDE_CODE_SUBAGENT_MODEL`): Explore asks `haiku`."""
 
 
 def check_connector(connector: ConnectorSpec | None) -> None:
@@ -62,16 +68,20 @@ def claude_env(
     model_url: str | None,
     model: str | None,
     extra: Mapping[str, str],
+    roles: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """The exec env and the names in it whose values are secrets.
 
     `extra` (sandbox.yao `environment`) comes first, so the kill switches, HOME and the model
-    settings always win over it.
+    settings always win over it. `roles`: `light`/`heavy` model names (`ROLE_VARS`).
 
     Raises:
-        RunnerError: the connector is an OpenAI-type one.
+        RunnerError: the connector is an OpenAI-type one, or `roles` holds another role.
     """
     check_connector(connector)
+    unknown = sorted(set(roles or {}) - set(ROLE_VARS))
+    if unknown:
+        raise RunnerError("claude", f"Claude Code has no setting for a {unknown[0]} model")
     env = dict(extra)
     secret = {name for name in extra if is_sensitive_key(name)}
     env.update(KILL_SWITCHES)
@@ -81,6 +91,9 @@ def claude_env(
         env["ANTHROPIC_BASE_URL"] = url
     if model:
         env.update(dict.fromkeys(_MODEL_VARS, model))
+    for role, role_model in (roles or {}).items():
+        env.pop("CLAUDE_CODE_SUBAGENT_MODEL", None)
+        env.update(dict.fromkeys(ROLE_VARS[role], role_model))
     if connector is None:
         env.setdefault("CLAUDE_CODE_MAX_RETRIES", str(DEFAULT_MAX_RETRIES))
         return env, tuple(sorted(secret))

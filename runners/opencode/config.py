@@ -153,15 +153,22 @@ def build_config(turn: TurnRequest, options: OpencodeOptions, layout: Layout) ->
     secrets = _Secrets()
     url = turn.model_url or connector.base_url
     model_ref = f"{PROVIDER_ID}/{model}"
+    unknown = sorted(set(turn.role_models) - {"light"})
+    if unknown:
+        raise RunnerError("opencode", f"opencode has no setting for a {unknown[0]} model")
+    light = turn.role_models.get("light")
+    provider = _provider(connector, model, url, options, secrets)
+    if light and light != model:  # `small_model`: titles and summaries, same provider
+        provider["models"][light] = {**provider["models"][model], "name": light}
     config: dict[str, Any] = {
         "$schema": SCHEMA_URL,
         "autoupdate": False,
         "share": "disabled",
         "snapshot": False,
         "model": model_ref,
-        "small_model": model_ref,
+        "small_model": f"{PROVIDER_ID}/{light}" if light else model_ref,
         "enabled_providers": [PROVIDER_ID],
-        "provider": {PROVIDER_ID: _provider(connector, model, url, options, secrets)},
+        "provider": {PROVIDER_ID: provider},
         "permission": dict(ASK_PERMISSIONS if turn.ask_permissions else PERMISSIONS),
     }
     if turn.system_prompt.strip():

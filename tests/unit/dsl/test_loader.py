@@ -104,7 +104,7 @@ def test_agent_yml_defaults_merge_under_the_assistant(write_app: AppWriter) -> N
                 "assistants/light/prompts.yml": CHAT_PROMPTS,
                 "assistants/sb/package.yao": '{"name": "S"}',
                 "assistants/sb/sandbox.yao": '{"version": "2.0",'
-                ' "runner": {"connectors": {"heavy": "use::heavy"}}}',
+                ' "runner": {"connectors": {"light": "use::heavy"}}}',
             },
         ),
         environ=ENV,
@@ -119,7 +119,7 @@ def test_agent_yml_defaults_merge_under_the_assistant(write_app: AppWriter) -> N
     assert loader.get("light").connector == "main"  # unset role falls back to roles.default
     sb = loader.get("sb")
     assert sb.sandbox is not None and sb.sandbox.runner.name == "opencode"  # agent.yml runner
-    assert sb.sandbox.runner.connectors["heavy"].connector == "big"
+    assert sb.sandbox.runner.connectors["light"].connector == "big"
     assert sb.mode is AssistantMode.RUNNER
 
 
@@ -324,6 +324,8 @@ def test_examples_load_without_api_keys() -> None:
     assert runners == {"claude", "opencode", "codex", "yaocode", "tai"}
     assert {k: str(v) for k, v in report.connector_errors.items()} == {
         "anthropic": "connectors/anthropic.conn.yao:7: options.key: "
+        "environment variable ANTHROPIC_API_KEY is not set",
+        "anthropic-light": "connectors/anthropic-light.conn.yao:8: options.key: "
         "environment variable ANTHROPIC_API_KEY is not set",
         "openai": "connectors/openai.conn.yao:7: options.key: environment variable OPENAI_API_KEY is not set",
     }
