@@ -56,6 +56,8 @@ SLOW = 60.0
 """Seconds for requests that may wait for the instance bootstrap (session create/get, prompt)."""
 ABORT_DRAIN = 5.0
 """Seconds to keep printing events after an abort, waiting for the session to go idle."""
+CHILD_REQUESTS = frozenset({"permission.asked", "question.asked"})
+"""Events of a sub-agent session that are printed too."""
 _DIGEST_ENV_PREFIXES = ("OPENCODE_", "CAGE_OPENCODE_", "XDG_", "HOME")
 
 
@@ -289,6 +291,26 @@ class Turn:
         self.stop_signal: int | None = None
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.busy = False
+        self.sessions = {session_id}
+        """The turn's session and its sub-agent sessions (by `parentID`)."""
+
+    def wanted(self, event: dict[str, Any]) -> bool:
+        """An event of the turn's session, or a request of one of its sub-agent sessions (a
+        `task` runs in a child session: its permission and question requests must reach Cage,
+        or the sub-agent would wait forever; its other events stay filtered, as in `run`)."""
+        kind = event.get("type")
+        if kind in ("session.created", "session.updated"):
+            info = event.get("properties", {}).get("info")
+            if (
+                isinstance(info, dict)
+                and info.get("parentID") in self.sessions
+                and isinstance(info.get("id"), str)
+            ):
+                self.sessions.add(info["id"])
+        session = session_of(event)
+        if session == self.session_id:
+            return True
+        return kind in CHILD_REQUESTS and session in self.sessions
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if self.stop_signal is None:
@@ -330,7 +352,7 @@ class Turn:
                 if drain_until is not None:
                     return 128 + (self.stop_signal or signal.SIGTERM)
                 raise DriverError("the opencode server closed its event stream")
-            if session_of(event) != self.session_id:
+            if not self.wanted(event):
                 continue
             write_line(json.dumps(event, separators=(",", ":")))
             if self.done(event):

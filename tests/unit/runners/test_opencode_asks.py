@@ -284,3 +284,24 @@ def test_the_driver_posts_each_answer_line_to_its_route(
     ]
     [failed] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert failed["type"] == "cage.driver.reply" and failed["properties"]["ok"] is False
+
+
+def test_the_driver_forwards_the_requests_of_sub_agent_sessions_only() -> None:
+    driver = load_driver()
+    turn = driver.Turn(driver.Server(1, "/workspace"), SESSION)
+
+    def created(child: str, parent: str) -> dict[str, Any]:
+        return {"type": "session.created", "properties": {"info": {"id": child, "parentID": parent}}}
+
+    def asked_in(session: str, kind: str = "permission.asked") -> dict[str, Any]:
+        return {"type": kind, "properties": {**BASH_ASKED["properties"], "sessionID": session}}  # type: ignore[dict-item]
+
+    assert turn.wanted(BASH_ASKED) and turn.wanted(TOOL_PART)
+    assert not turn.wanted(asked_in("ses_child"))  # not known as ours yet
+    turn.wanted(created("ses_child", SESSION))
+    turn.wanted(created("ses_grandchild", "ses_child"))
+    turn.wanted(created("ses_other", "ses_someone_else"))
+    assert turn.wanted(asked_in("ses_child")) and turn.wanted(asked_in("ses_grandchild", "question.asked"))
+    assert not turn.wanted(asked_in("ses_other"))
+    child_part = {**TOOL_PART, "properties": {"sessionID": "ses_child", "part": {}}}
+    assert not turn.wanted(child_part)  # a sub-agent's own output stays filtered
