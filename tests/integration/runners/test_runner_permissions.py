@@ -166,7 +166,13 @@ class Turn:
 
 
 async def run_turn(
-    runner: str, sandbox: BoxSandbox, server: FakeModelServer, scenario: str, gate: ScriptedGate
+    runner: str,
+    sandbox: BoxSandbox,
+    server: FakeModelServer,
+    scenario: str,
+    gate: ScriptedGate,
+    *,
+    cancel: anyio.Event | None = None,
 ) -> Turn:
     connector = ConnectorSpec(
         id="fake",
@@ -193,7 +199,9 @@ async def run_turn(
         events.extend(batch)
 
     with anyio.fail_after(240):
-        result = await run_runner_turn(adapter_for(runner), turn, sandbox, builder, emit, gate=gate)
+        result = await run_runner_turn(
+            adapter_for(runner), turn, sandbox, builder, emit, gate=gate, cancel=cancel
+        )
     events += builder.stream_end(result.outcome.status, error=result.outcome.error)
     dumped = [dump_event(e) for e in events]
     assert validate_stream(dumped, stamped=False) == []
@@ -258,3 +266,31 @@ async def test_a_question_round_trips(box: tuple[str, BoxSandbox], model: FakeMo
     assert (question.text, question.options) == ("Which colour?", ("blue", "red"))
     assert gate.asked == []  # the question tool itself is not a permission
     assert any('"blue"' in result for result in last_tool_results(model, "gate-question"))
+
+
+async def test_a_cancel_while_a_call_waits_refuses_it_and_stops_the_cli(
+    box: tuple[str, BoxSandbox], model: FakeModelServer
+) -> None:
+    runner, sandbox = box
+    cancel = anyio.Event()
+    waiting = anyio.Event()
+
+    class Waiting(ScriptedGate):
+        async def check(self, request: ToolRequest) -> Decision:
+            self.asked.append(request)
+            waiting.set()
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+    async def cancel_once_asked() -> None:
+        await waiting.wait()
+        cancel.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancel_once_asked)
+        turn = await run_turn(
+            runner, sandbox, model, "gate-write", Waiting(lambda _r: "allow"), cancel=cancel
+        )
+    assert turn.result.outcome.status == "cancelled", turn.result.outcome
+    assert turn.result.stopped is not None and turn.result.stopped.value == "cancelled"
+    assert not await sandbox.exists("/workspace/gated.txt")
