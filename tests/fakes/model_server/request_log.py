@@ -55,6 +55,37 @@ class RequestRecord(BaseModel):
     reply: Reply | None = None
     """What the server answered (text, thinking and resolved tool calls), when it played a step."""
 
+    def tool_results(self) -> list[str]:
+        """The text of every tool result the client sent back in this request, in order
+        (Anthropic `tool_result` blocks, Chat `tool` messages, Responses `*_call_output` items)."""
+        body = self.body if isinstance(self.body, dict) else {}
+        out: list[str] = []
+        for message in body.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            if message.get("role") == "tool":
+                out.append(_text(content))
+            elif isinstance(content, list):
+                out += [
+                    _text(b.get("content"))
+                    for b in content
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                ]
+        for item in body.get("input") or [] if isinstance(body.get("input"), list) else []:
+            if isinstance(item, dict) and str(item.get("type", "")).endswith("_call_output"):
+                out.append(_text(item.get("output")))
+        return out
+
+
+def _text(content: Any) -> str:
+    """A tool result's content as text: a string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p)
+    return "" if content is None else str(content)
+
 
 class RequestLog:
     """A thread-safe, append-only list of `RequestRecord`s, optionally mirrored to a JSONL file."""
