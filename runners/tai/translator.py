@@ -7,6 +7,8 @@ Each stdout line is one unstamped event. The translator
 * passes every other event through unchanged (sub-agent threads included), with any envelope
   stamp cleared so the session emitter numbers it;
 * surfaces a line that is not a protocol event as `raw`;
+* turns tai's control lines (a tool call or a question waiting for Cage, `runners.tai.control`)
+  into `ControlRequest`s the bridge drains with `take_requests()`;
 * when tai dies without its `stream_end` (killed, crashed), closes what it left open: windows
   get their `message_end`, running tools an error result, threads their `stream_end`, so the
   session stream stays valid.
@@ -36,7 +38,8 @@ from orchestrator.stream import (
     TurnBuilder,
     parse_event,
 )
-from runners.base import TurnOutcome, TurnRequest
+from runners.base import ControlRequest, TurnOutcome, TurnRequest
+from runners.tai.control import CONTROL_KEY, control_request
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +66,7 @@ class TaiTranslator:
         self._chunks = 0
         self._stop: str | None = None
         """The loop's stop reason, from tai's `result/summary`."""
+        self._requests: list[ControlRequest] = []
 
     @property
     def finished(self) -> bool:
@@ -81,10 +85,17 @@ class TaiTranslator:
             return {RESUME_KEY: self._turn_id}
         return {}
 
+    def take_requests(self) -> list[ControlRequest]:
+        """The tool calls and questions tai is waiting on, raised since the last call."""
+        taken, self._requests = self._requests, []
+        return taken
+
     def feed(self, line: str) -> list[Event]:
         text = line.strip()
         if not text:
             return []
+        if text.startswith('{"' + CONTROL_KEY):
+            return self._control(text)
         try:
             event = parse_event(text)
         except ValidationError:
@@ -175,6 +186,17 @@ class TaiTranslator:
             events.append(LifecycleEvent(thread_id=thread, props=StreamEnd(status=status)))
         self._threads.clear()
         return events
+
+    def _control(self, text: str) -> list[Event]:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return self._raw(text)
+        request = control_request(value, RUNNER) if isinstance(value, dict) else None
+        if request is None:
+            return self._raw(text)
+        self._requests.append(request)
+        return []
 
     def _raw(self, text: str) -> list[Event]:
         log.debug("tai.unparsed_line", size=len(text))
