@@ -312,6 +312,7 @@ class CallRunner:
             if completion.ran
             else None,
             "tools": list(frame.tap.tools),
+            "tool_results": list(completion.tool_results),
             "error": completion.error,
         }
         outcome = await frame.scope.hooks.invoke(assistant, "next", ctx, payload, frame.options.for_hook())

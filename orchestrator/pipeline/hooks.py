@@ -135,6 +135,25 @@ class HookModules:
             value = {k: v for k, v in value.items() if k in known}
         return HookOutcome(defined=outcome.defined, value=value, dropped=dropped)
 
+    async def defines(self, assistant: Assistant, hook: str) -> bool:
+        """Whether the assistant's hooks define `hook` (`create`, `next`), without calling it.
+
+        Python hooks are looked up in the imported module; TypeScript ones by name in
+        `src/index.ts` (`function Next`, `Next = ...`), as Yao finds them.
+
+        Raises:
+            HookError: the Python module does not load.
+        """
+        if assistant.hooks_path is None:
+            return False
+        if assistant.hooks_language == "typescript":
+            name = hook[:1].upper() + hook[1:]
+            source = await anyio.Path(assistant.hooks_path).read_text(encoding="utf-8", errors="replace")
+            pattern = rf"\bfunction\s+{name}\s*\(|\b{name}\s*[=:]\s*(async\b|function\b|\()"
+            return re.search(pattern, source) is not None
+        module = await self.module(assistant)
+        return module is not None and callable(getattr(module, hook, None))
+
     def forget(self, assistant_id: str) -> None:
         """Drop the cached module (the next call imports the file again)."""
         cached = self._loaded.pop(assistant_id, None)

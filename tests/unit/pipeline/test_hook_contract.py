@@ -143,3 +143,82 @@ async def test_ctx_mcp_lists_and_calls_the_assistants_tools_within_its_allowlist
     )
     assert sync.result.status == "completed", sync.result.error
     assert sync.result.data == {"content": "hello, sync", "is_error": False}
+
+
+TAKEOVER_HOOKS = (
+    "async def next(ctx, payload, options):\n"
+    "    results = payload['tool_results']\n"
+    "    if results and ctx.metadata.get('again'):\n"
+    "        told = 'The tool said: ' + results[0]['output']\n"
+    "        return {'delegate': {'agent_id': ctx.assistant_id, 'options': {'connector': 'final'},\n"
+    "                'messages': [*payload['messages'], {'role': 'user', 'content': told}]}}\n"
+    "    return {'data': {'results': results, 'answer': payload['completion']['content']}}\n"
+)
+
+
+@pytest.fixture
+def takeover_rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path) -> Iterator[Rig]:
+    server.add_scenario("takeover", [{"tool": "calc__add", "args": {"a": 2, "b": 3}}, {"text": "2 + 3 = 5."}])
+    server.add_scenario("final", [{"text": "The sum is 5."}])
+    for conn, model in (("tools", "fake-model@takeover"), ("final", "fake-model@final")):
+        write_connector(app_root, conn, kind="openai", model=model, host=server.url + "/v1", key_env="K")
+    state = tmp_path / "mcp-state"
+    state.mkdir()
+    with HttpMcpServer(state) as mcp:
+        (app_root / "mcps").mkdir()
+        (app_root / "mcps" / "calc.mcp.yao").write_text(json.dumps({"transport": "http", "url": mcp.url}))
+        package = {"name": "takeover", "connector": "tools", "mcp": {"servers": ["calc"]}}
+        write_assistant(app_root, "contract.takeover", package=package, prompts=PROMPTS, hooks=TAKEOVER_HOOKS)
+        write_assistant(app_root, "contract.loop", package=package, prompts=PROMPTS)
+        yield Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+
+
+def _model_calls(server: FakeModelServer, scenario: str) -> int:
+    return len([r for r in server.requests.all() if r.api == "openai-chat" and r.scenario == scenario])
+
+
+async def test_a_next_hook_takes_over_the_tool_results(takeover_rig: Rig, server: FakeModelServer) -> None:
+    ran = await takeover_rig.run("contract.takeover", "what is 2 + 3?")
+    assert ran.result.status == "completed", ran.result.error
+    data = ran.result.data
+    assert isinstance(data, dict)
+    [result] = data["results"]
+    assert (result["name"], result["output"], result["is_error"]) == ("calc__add", "5", False)
+    assert result["arguments"] == {"a": 2, "b": 3}
+    assert _model_calls(server, "takeover") == 1  # the tool result went to Next, not back to the model
+    # without a Next hook the same script is a loop: the result goes back to the model
+    plain = await takeover_rig.run("contract.loop", "what is 2 + 3?")
+    await takeover_rig.service.aclose()
+    assert plain.result.content == "2 + 3 = 5."
+    assert _model_calls(server, "takeover") == 3
+
+
+async def test_next_gives_the_model_another_round_by_delegating(
+    takeover_rig: Rig, server: FakeModelServer
+) -> None:
+    ran = await takeover_rig.run("contract.takeover", "what is 2 + 3?", metadata={"again": True})
+    await takeover_rig.service.aclose()
+    assert ran.result.status == "completed", ran.result.error
+    assert ran.result.data == {"results": [], "answer": "The sum is 5."}
+    assert _model_calls(server, "takeover") == 1 and _model_calls(server, "final") == 1
+    [final] = [r for r in server.requests.all() if r.scenario == "final"]
+    assert "The tool said: 5" in json.dumps(final.body["messages"])
+
+
+async def test_which_hooks_an_assistant_defines(app_root: Path) -> None:
+    from orchestrator.dsl import AppLoader
+    from orchestrator.pipeline.hooks import HookModules
+
+    write_assistant(app_root, "contract.py_next", hooks="def next(ctx, payload, options):\n    return None\n")
+    ts = write_assistant(app_root, "contract.ts_next", hooks=None)
+    (ts / "src").mkdir()
+    (ts / "src" / "index.ts").write_text("export function Next(ctx: any, payload: any) {\n  return null\n}\n")
+    ts_create = write_assistant(app_root, "contract.ts_create", hooks=None)
+    (ts_create / "src").mkdir()
+    (ts_create / "src" / "index.ts").write_text("export const Create = async (ctx: any) => null\n")
+    loader = AppLoader(app_root)
+    hooks = HookModules()
+    py, tsn, tsc = (loader.get(f"contract.{n}") for n in ("py_next", "ts_next", "ts_create"))
+    assert await hooks.defines(py, "next") and not await hooks.defines(py, "create")
+    assert await hooks.defines(tsn, "next") and not await hooks.defines(tsn, "create")
+    assert await hooks.defines(tsc, "create") and not await hooks.defines(tsc, "next")
