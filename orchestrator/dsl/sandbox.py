@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from orchestrator.dsl.permissions import PermissionPolicy
 from orchestrator.dsl.units import Duration, MemoryBytes
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
@@ -365,6 +366,8 @@ class SandboxSpec(BaseModel):
     """Cancel a turn that runs longer than this."""
     stall_timeout: Duration | None = None
     """Emit `turn/stalled` and cancel when the runner prints nothing for this long."""
+    permissions: PermissionPolicy = PermissionPolicy()
+    """Who decides tool calls: `{mode: bypass|ask|deny, timeout, default, rules}` (default bypass)."""
 
     @field_validator("lifecycle", mode="before")
     @classmethod

@@ -31,6 +31,7 @@ from orchestrator.llm.loop_state import LoopResult, LoopState, LoopStop, StepTra
 from orchestrator.llm.messages import ChatMessage, ModelOptions, ToolCallBlock, ToolResultBlock
 from orchestrator.llm.tool_batch import BatchSettings, ToolBatch
 from orchestrator.llm.tools.base import ToolBox
+from orchestrator.permissions import PermissionGate
 from orchestrator.stream import TurnBuilder
 
 log = structlog.get_logger(__name__)
@@ -57,8 +58,10 @@ class AgentLoop:
         compaction: CompactionPolicy | None = None,
         runner: str = "yaocode",
         emit_tool_calls: bool = False,
+        gate: PermissionGate | None = None,
     ) -> None:
-        """`emit_tool_calls` adds LLM-mode `tool_call` events for the model's calls as they stream."""
+        """`emit_tool_calls` adds LLM-mode `tool_call` events for the model's calls as they stream.
+        `gate` is asked before each tool call (a refused call's result is the refusal)."""
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
         self.client = client
@@ -72,6 +75,7 @@ class AgentLoop:
         self.checkpoints = checkpoints
         self.compactor = Compactor(client, compaction) if compaction is not None else None
         self.emit_tool_calls = emit_tool_calls
+        self.gate = gate
 
     async def run(
         self,
@@ -147,6 +151,7 @@ class AgentLoop:
             session_id=state.session_id,
             turn_id=state.turn_id,
             cancel=cancel,
+            gate=self.gate,
         )
         pending = _pending_calls(state.messages)
         if pending:  # resumed after the model step: its tools never ran

@@ -84,7 +84,8 @@ class AgentTool(TypedTool[AgentArgs]):
         self.peak_in_flight = 0
         """Most sub-agents seen running at once (for traces and tests)."""
 
-    def _loop(self) -> AgentLoop:
+    def _loop(self, ctx: ToolContext) -> AgentLoop:
+        """The sub-agent's loop; it asks the parent's gate (the parent turn's client)."""
         return AgentLoop(
             self._client,
             self._tools,
@@ -93,6 +94,7 @@ class AgentTool(TypedTool[AgentArgs]):
             max_rounds=self._max_rounds,
             tool_timeout=self._tool_timeout,
             runner=self._runner,
+            gate=ctx.gate,
         )
 
     async def call(self, args: AgentArgs, ctx: ToolContext) -> ToolResult:
@@ -130,7 +132,7 @@ class AgentTool(TypedTool[AgentArgs]):
         return ToolResult(output="\n\n".join(sections), is_error=failed, metadata={"children": children})
 
     async def _run_task(self, task: str, child_id: str, ctx: ToolContext) -> LoopResult:
-        loop = self._loop()
+        loop = self._loop(ctx)
         if ctx.sink is None or ctx.builder is None:  # no parent stream: keep the child's events local
             _, emit = collecting()
             builder = TurnBuilder(CountingIds(), runner=self._runner)

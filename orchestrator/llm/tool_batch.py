@@ -14,11 +14,13 @@ from orchestrator.errors import CageError
 from orchestrator.llm.event_sink import EventSink
 from orchestrator.llm.loop_state import ToolTrace
 from orchestrator.llm.messages import ToolCallBlock, ToolResultBlock
+from orchestrator.llm.tool_requests import UNGATED, native_request
 from orchestrator.llm.tools.base import ToolBox, ToolContext, ToolResult
+from orchestrator.permissions import PermissionGate
 from orchestrator.stream import ExecuteType, TurnBuilder
 
 _SUMMARY_KEYS = ("command", "path", "pattern", "prompt", "url", "query")
-_SEMANTIC: dict[str, ExecuteType] = {"agent": "agent", "todo": "todo"}
+_SEMANTIC: dict[str, ExecuteType] = {"agent": "agent", "todo": "todo", "question": "question"}
 
 
 def summary(call: ToolCallBlock) -> str | None:
@@ -54,8 +56,10 @@ class ToolBatch:
         session_id: str,
         turn_id: str,
         cancel: anyio.Event | None,
+        gate: PermissionGate | None = None,
     ) -> None:
         self._tools = tools
+        self._gate = gate
         self._sink = sink
         self._builder = builder
         self._settings = settings
@@ -129,7 +133,12 @@ class ToolBatch:
             sink=self._sink,
             builder=self._builder,
             cancel=self._cancel,
+            gate=self._gate,
         )
+        if self._gate is not None and call.name not in UNGATED:  # the permission hook
+            decision = await self._gate.check(native_request(call, self._settings.runner))
+            if not decision.allow:
+                return ToolResult.error(decision.message or f"{call.name}: refused", refused=True)
         arguments: Mapping[str, JsonValue] = call.arguments
         timeout = self._settings.timeout
         with anyio.move_on_after(timeout) as scope:

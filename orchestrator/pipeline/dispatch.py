@@ -4,9 +4,7 @@ loop, pure-hook mode nothing (the hooks do the work)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-
-from pydantic import JsonValue
+from dataclasses import dataclass, replace
 
 from orchestrator.dsl import AssistantMode, McpServerRef
 from orchestrator.pipeline.contract import InputMessage
@@ -27,9 +25,6 @@ class Completion:
     usage: Usage | None = None
     content: str | None = None
     """The answer when it is not the call's own text (a fallback assistant's); None: the text."""
-    tool_results: tuple[dict[str, JsonValue], ...] = ()
-    """LLM mode: the tool calls that ran (`call_id`, `name`, `arguments`, `output`, `is_error`);
-    with a Next hook they are its to handle (Yao: the results go to Next, no automatic loop)."""
 
 
 def message_text(message: InputMessage) -> str:
@@ -80,6 +75,16 @@ async def _runner(frame: CallFrame) -> Completion:
         workspace_id=frame.options.workspace_id,
         host_workspace=frame.options.host_workspace,
     )
+    if scope.permissions is not None and assistant.sandbox is not None:
+        gate = await scope.permissions.broker(
+            assistant.sandbox.permissions,
+            chat_id=scope.chat_id,
+            turn_id=scope.turn_id,
+            builder=frame.builder,
+            emit=frame.emit,
+            workspace=frame.lease.work_dir,
+        )
+        inp = replace(inp, gate=gate)
     limits = turn_limits(inp)
     if frame.options.turn_timeout is not None:
         timeout = tightened(frame.options.turn_timeout, limits.turn_timeout)
@@ -125,7 +130,6 @@ async def _llm(frame: CallFrame) -> Completion:
         global_prompts=frame.assistant.global_prompts,
         mcp_servers=tuple(McpServerRef.model_validate(s) for s in options.mcp_servers or ()),
         allow_host_mcp=scope.allow_host_mcp,
-        next_handles_tools=await scope.hooks.defines(frame.assistant, "next"),
     )
     frame.stage = "llm"
     result = await run_llm_turn(
@@ -138,8 +142,4 @@ async def _llm(frame: CallFrame) -> Completion:
         stop_reason=result.stop_reason,
         usage=result.usage,
         content=result.content if result.fallback_used else None,
-        tool_results=tuple(
-            t.model_dump(mode="json", include={"call_id", "name", "arguments", "output", "is_error"})
-            for t in result.tool_results
-        ),
     )

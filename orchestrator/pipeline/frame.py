@@ -15,6 +15,7 @@ from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.hook_memory import HookMemory
 from orchestrator.pipeline.hooks import HookModules
 from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.permissions import Permissions
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.tap import CallTap
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
@@ -68,6 +69,8 @@ class TurnScope:
     """The user's files: written into the root call's sandbox before its hooks run."""
     allow_host_mcp: bool = False
     """LLM-mode stdio MCP servers may run on the orchestrator host (`Settings.allow_host_mcp`)."""
+    permissions: Permissions | None = None
+    """Makes each runner call's permission broker and takes the clients' answers."""
 
 
 @dataclass

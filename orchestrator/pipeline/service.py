@@ -19,6 +19,7 @@ import asyncio
 import tempfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import structlog
@@ -40,6 +41,7 @@ from orchestrator.pipeline.hook_memory import HookMemory
 from orchestrator.pipeline.hooks import HookModules
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.permissions import Permissions, Unattended
 from orchestrator.pipeline.recorder import TurnRecorder
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.redaction import redact
@@ -74,7 +76,9 @@ class PipelineService:
         api_env_prefix: str | None = None,
         gateway: ModelGateway | None = None,
         allow_host_mcp: bool = False,
+        unattended: Unattended | None = None,
     ) -> None:
+        """`unattended` (CI mode): who answers permission requests when no client is there."""
         self.loader = loader
         self._allow_host_mcp = allow_host_mcp
         self.gateway = gateway or ModelGateway()
@@ -86,6 +90,7 @@ class PipelineService:
         self.store = store
         self.hub = SessionHub(store)
         self.hooks = HookModules()
+        self.permissions = Permissions(store, unattended=unattended)
         self._resume = resume or ChatResumeStore(store)
         self._ids = ids or RandomIds()
         self._close_grace = close_grace
@@ -105,6 +110,7 @@ class PipelineService:
         resume: ResumeStore | None = None,
         ids: IdSource | None = None,
         close_grace: float = CLOSE_GRACE,
+        unattended: Unattended | None = None,
     ) -> PipelineService:
         """The pipeline over a process's services and its (migrated) store."""
         return cls(
@@ -118,6 +124,7 @@ class PipelineService:
             gateway=services.gateway,
             allow_host_mcp=services.settings.allow_host_mcp,
             close_grace=close_grace,
+            unattended=unattended,
         )
 
     # -- TurnService -----------------------------------------------------------------------------
@@ -166,6 +173,30 @@ class PipelineService:
 
     def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
         return self.hub.subscribe(chat_id, after_seq=after_seq)
+
+    async def respond_permission(
+        self,
+        chat_id: str,
+        request_id: str,
+        decision: Literal["allow", "deny", "allow_always"],
+        message: str | None,
+        *,
+        actor: str = "user",
+    ) -> None:
+        """Answer a waiting `permission/request` of `chat_id`.
+
+        Raises: NotFound (no such request waiting), UsageError (it is a question).
+        """
+        await self.permissions.respond_permission(chat_id, request_id, decision, message, actor=actor)
+
+    async def respond_question(
+        self, chat_id: str, request_id: str, text: str, *, actor: str = "user"
+    ) -> None:
+        """Answer a waiting `question` of `chat_id`.
+
+        Raises: NotFound (no such question waiting), UsageError (it is a permission request).
+        """
+        await self.permissions.respond_question(chat_id, request_id, text, actor=actor)
 
     async def aclose(self) -> None:
         """Interrupt running turns (graceful, then forced after the grace, then cancelled); wait
@@ -294,6 +325,7 @@ class PipelineService:
             gateway=self.gateway,
             allow_host_mcp=self._allow_host_mcp,
             attachments=turn.attachments,
+            permissions=self.permissions,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
         frame = CallFrame(

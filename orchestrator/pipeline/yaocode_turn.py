@@ -32,8 +32,11 @@ from orchestrator.llm import (
     model_options,
 )
 from orchestrator.llm.tools import coding_tools
+from orchestrator.llm.tools.question import QuestionTool
 from orchestrator.llm.tools.skills import SkillTool, cards, with_skills
+from orchestrator.permissions import PermissionGate
 from orchestrator.pipeline.bridge import BridgeResult, Emit, StopReason, TurnLimits
+from orchestrator.pipeline.permissions import PermissionBroker
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.runner_turn import LeasedSandbox, RunnerTurnInput, runner_connector, system_prompt
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
@@ -59,8 +62,11 @@ def native_dir(data_dir: Path) -> Path:
 class _Watch:
     """Stops the loop on cancel, on the turn timeout, or when no event came for the stall timeout."""
 
-    def __init__(self, emit: Emit, builder: TurnBuilder, limits: TurnLimits) -> None:
+    def __init__(
+        self, emit: Emit, builder: TurnBuilder, limits: TurnLimits, gate: PermissionGate | None = None
+    ) -> None:
         self._emit = emit
+        self._gate = gate if isinstance(gate, PermissionBroker) else None
         self._builder = builder
         self._limits = limits
         self.stop = anyio.Event()
@@ -77,6 +83,8 @@ class _Watch:
             with anyio.move_on_after(_TICK):
                 await cancel.wait()
             now = anyio.current_time()
+            if self._gate is not None and self._gate.waiting:  # a request waits for a human
+                self.last_event = now
             if cancel.is_set():
                 self.reason = StopReason.CANCELLED
             elif self._limits.turn_timeout is not None and now - started > self._limits.turn_timeout:
@@ -170,6 +178,8 @@ async def run_yaocode_turn(
         tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
     if skills:
         tools.add(SkillTool(skills))
+    if inp.gate is not None:
+        tools.add(QuestionTool())
     loop = AgentLoop(
         client,
         tools,
@@ -181,8 +191,9 @@ async def run_yaocode_turn(
         tool_timeout=options.tool_timeout,
         checkpoints=checkpoints,
         runner=RUNNER,
+        gate=inp.gate,
     )
-    watch = _Watch(emit, builder, limits)
+    watch = _Watch(emit, builder, limits, inp.gate)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch.run, cancel or anyio.Event())

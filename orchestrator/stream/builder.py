@@ -52,6 +52,8 @@ from orchestrator.stream.lifecycle import (
     MessageStart,
     PermissionRequest,
     PermissionResolved,
+    QuestionAnswered,
+    QuestionAsked,
     ResultSummary,
     RunnerRaw,
     SandboxPhase,
@@ -394,10 +396,18 @@ class TurnBuilder:
         tool_id: str | None = None,
         input: JsonValue = None,
         reason: str | None = None,
+        rule: str | None = None,
+        deadline: str | None = None,
     ) -> list[Event]:
         self._live()
         props = PermissionRequest(
-            request_id=request_id, tool=tool, tool_id=tool_id, input=input, reason=reason
+            request_id=request_id,
+            tool=tool,
+            tool_id=tool_id,
+            input=input,
+            reason=reason,
+            rule=rule,
+            deadline=deadline,
         )
         return [self._event(props)]
 
@@ -408,11 +418,45 @@ class TurnBuilder:
         *,
         by: Literal["user", "policy", "timeout"] = "user",
         message: str | None = None,
+        tool: str | None = None,
+        tool_id: str | None = None,
+        rule: str | None = None,
+        always: bool = False,
     ) -> list[Event]:
         self._live()
-        return [
-            self._event(PermissionResolved(request_id=request_id, decision=decision, by=by, message=message))
-        ]
+        props = PermissionResolved(
+            request_id=request_id,
+            decision=decision,
+            by=by,
+            message=message,
+            tool=tool,
+            tool_id=tool_id,
+            rule=rule,
+            always=always,
+        )
+        return [self._event(props)]
+
+    def question(
+        self,
+        request_id: str,
+        text: str,
+        *,
+        options: Sequence[str] = (),
+        tool_id: str | None = None,
+        deadline: str | None = None,
+    ) -> list[Event]:
+        """A question of the agent to its user (`question`)."""
+        self._live()
+        props = QuestionAsked(
+            request_id=request_id, text=text, options=tuple(options), tool_id=tool_id, deadline=deadline
+        )
+        return [self._event(props)]
+
+    def question_answered(
+        self, request_id: str, answer: str, *, by: Literal["user", "timeout", "policy"] = "user"
+    ) -> list[Event]:
+        self._live()
+        return [self._event(QuestionAnswered(request_id=request_id, answer=answer, by=by))]
 
     def stalled(self, idle_ms: int, message: str = "") -> list[Event]:
         self._live()

@@ -108,17 +108,53 @@ class PermissionRequest(_Props):
     event: Literal["permission/request"] = "permission/request"
     request_id: str
     tool: str
+    """Cage's canonical tool name (`bash`, `write`, `mcp:<server>/<tool>`...)."""
     tool_id: str | None = None
     input: SerializeAsAny[JsonValue] = None
+    """The tool's arguments (long strings shortened)."""
     reason: str | None = None
+    rule: str | None = None
+    """The `permissions` rule that asked (`ask bash git push*`); None: the policy's mode."""
+    deadline: str | None = None
+    """When the policy's default applies if nobody answers (ISO 8601, UTC)."""
 
 
 class PermissionResolved(_Props):
+    """How a tool call was decided: by the user, by the policy's default on timeout, or by a rule
+    (`by: policy` without a `permission/request` before it: only denials are reported so)."""
+
     event: Literal["permission/resolved"] = "permission/resolved"
     request_id: str
     decision: Literal["allow", "deny"]
     by: Literal["user", "policy", "timeout"] = "user"
     message: str | None = None
+    tool: str | None = None
+    tool_id: str | None = None
+    rule: str | None = None
+    """The rule that decided; for "allow always" the rule added to the session."""
+    always: bool = False
+    """The user allowed this call for the rest of the session."""
+
+
+class QuestionAsked(_Props):
+    """The agent asks its user something mid-turn; answer with a `question_response` frame."""
+
+    event: Literal["question"] = "question"
+    request_id: str
+    text: str
+    options: tuple[str, ...] = ()
+    """Suggested answers, when the agent offers a choice."""
+    tool_id: str | None = None
+    deadline: str | None = None
+    """When the question lapses with an empty answer (ISO 8601, UTC)."""
+
+
+class QuestionAnswered(_Props):
+    event: Literal["question/answered"] = "question/answered"
+    request_id: str
+    answer: str = ""
+    by: Literal["user", "timeout", "policy"] = "user"
+    """`timeout`: nobody answered by the deadline; `policy`: the turn ended or CI mode."""
 
 
 class TurnStalled(_Props):
@@ -168,6 +204,8 @@ LifecycleProps = Annotated[
     | EgressDenied
     | PermissionRequest
     | PermissionResolved
+    | QuestionAsked
+    | QuestionAnswered
     | TurnStalled
     | RunnerRaw
     | HookNext

@@ -12,7 +12,11 @@ JSONL log. The rules:
 5. deltas (and any content event naming a message) only inside that message's open window;
 6. nested calls: a `stream_start` with a `thread_id` opens the thread and a `stream_end` with it
    closes it, once each; events of a thread only while it is open; all threads closed before the
-   root `stream_end`. Threads may interleave (parallel agent-to-agent calls).
+   root `stream_end`. Threads may interleave (parallel agent-to-agent calls);
+7. permissions and questions: a `permission/request` id is used once and resolved by exactly one
+   `permission/resolved` before the root `stream_end`; a `permission/resolved` by `user` or
+   `timeout` answers an open request (one `by: policy` may stand alone: a rule's denial); the
+   same for `question` and `question/answered`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,17 @@ from pydantic import ValidationError
 
 from orchestrator.errors import ProtocolError
 from orchestrator.stream.events import Event, parse_event
-from orchestrator.stream.lifecycle import LifecycleEvent, MessageEnd, MessageStart, StreamEnd, StreamStart
+from orchestrator.stream.lifecycle import (
+    LifecycleEvent,
+    MessageEnd,
+    MessageStart,
+    PermissionRequest,
+    PermissionResolved,
+    QuestionAnswered,
+    QuestionAsked,
+    StreamEnd,
+    StreamStart,
+)
 
 
 @dataclass
@@ -37,6 +51,10 @@ class _Turn:
     """message_id -> (type, thread_id) of every open window."""
     open_threads: set[str] = field(default_factory=set)
     seen_threads: set[str] = field(default_factory=set)
+    asked: dict[str, set[str]] = field(default_factory=lambda: {"permission": set(), "question": set()})
+    """Request ids asked and not answered yet, by kind."""
+    seen_asks: dict[str, set[str]] = field(default_factory=lambda: {"permission": set(), "question": set()})
+    answered: dict[str, set[str]] = field(default_factory=lambda: {"permission": set(), "question": set()})
 
 
 def _label(index: int, event: Event) -> str:
@@ -139,6 +157,33 @@ class _Checker:
                 self.problems.append(
                     f"{label}: message {props.message_id!r} opened as {opened[0]}, ends as {props.type}"
                 )
+        elif isinstance(props, PermissionRequest | QuestionAsked):
+            self._asked(
+                label,
+                "permission" if isinstance(props, PermissionRequest) else "question",
+                props.request_id,
+                turn,
+            )
+        elif isinstance(props, PermissionResolved | QuestionAnswered):
+            kind = "permission" if isinstance(props, PermissionResolved) else "question"
+            self._answered(label, kind, props.request_id, props.by, turn)
+
+    def _asked(self, label: str, kind: str, request_id: str, turn: _Turn) -> None:
+        if request_id in turn.seen_asks[kind] or request_id in turn.answered[kind]:
+            self.problems.append(f"{label}: {kind} request {request_id!r} is used twice")
+            return
+        turn.seen_asks[kind].add(request_id)
+        turn.asked[kind].add(request_id)
+
+    def _answered(self, label: str, kind: str, request_id: str, by: str, turn: _Turn) -> None:
+        if request_id in turn.answered[kind]:
+            self.problems.append(f"{label}: {kind} request {request_id!r} is resolved twice")
+            return
+        turn.answered[kind].add(request_id)
+        if request_id in turn.asked[kind]:
+            turn.asked[kind].discard(request_id)
+        elif by != "policy":
+            self.problems.append(f"{label}: {kind} request {request_id!r} was never asked")
 
     def _stream_end(self, label: str, thread: str | None, turn: _Turn) -> None:
         if thread is not None and thread not in turn.open_threads:
@@ -150,6 +195,10 @@ class _Checker:
         if thread is None:
             for open_thread in sorted(turn.open_threads):
                 self.problems.append(f"{label}: thread {open_thread!r} is still open")
+            for kind, pending in turn.asked.items():
+                for request_id in sorted(pending):
+                    self.problems.append(f"{label}: {kind} request {request_id!r} is never resolved")
+                pending.clear()
             turn.ended = True
         else:
             turn.open_threads.discard(thread)

@@ -14,6 +14,7 @@ from orchestrator.llm.messages import ToolSpec
 
 if TYPE_CHECKING:
     from orchestrator.llm.event_sink import EventSink
+    from orchestrator.permissions import PermissionGate
     from orchestrator.stream import TurnBuilder
 
 
@@ -42,6 +43,8 @@ class ToolContext:
     builder: TurnBuilder | None = None
     cancel: anyio.Event | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    gate: PermissionGate | None = None
+    """The loop's permission gate: sub-agents ask through it, the `question` tool asks the user."""
 
 
 class Tool(Protocol):
