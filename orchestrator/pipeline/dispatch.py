@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
+from pydantic import JsonValue
+
 from orchestrator.dsl import AssistantMode, McpServerRef
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
@@ -25,6 +27,9 @@ class Completion:
     usage: Usage | None = None
     content: str | None = None
     """The answer when it is not the call's own text (a fallback assistant's); None: the text."""
+    tool_results: tuple[dict[str, JsonValue], ...] = ()
+    """LLM mode: the tool calls that ran (`call_id`, `name`, `arguments`, `output`, `is_error`);
+    with a Next hook they are its to handle (Yao: the results go to Next, no automatic loop)."""
 
 
 def message_text(message: InputMessage) -> str:
@@ -130,6 +135,7 @@ async def _llm(frame: CallFrame) -> Completion:
         global_prompts=frame.assistant.global_prompts,
         mcp_servers=tuple(McpServerRef.model_validate(s) for s in options.mcp_servers or ()),
         allow_host_mcp=scope.allow_host_mcp,
+        next_handles_tools=await scope.hooks.defines(frame.assistant, "next"),
     )
     frame.stage = "llm"
     result = await run_llm_turn(
@@ -142,4 +148,8 @@ async def _llm(frame: CallFrame) -> Completion:
         stop_reason=result.stop_reason,
         usage=result.usage,
         content=result.content if result.fallback_used else None,
+        tool_results=tuple(
+            t.model_dump(mode="json", include={"call_id", "name", "arguments", "output", "is_error"})
+            for t in result.tool_results
+        ),
     )

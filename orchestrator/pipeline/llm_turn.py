@@ -5,7 +5,8 @@ chosen preset), the connector's client, and the turn's MCP toolset, and runs the
 (`AgentLoop`, at most `mcp.options.max_turn` rounds, `tool_call` events on). Failed tool calls
 are counted by a `RetryGuard` (see `orchestrator.llm.mcp.retries` for what is retryable): when
 one tool has failed `max_retries` times in a row, or fails in a way that is not retryable, the
-loop is stopped and the turn counts as an `error`.
+loop is stopped and the turn counts as an `error`. With `next_handles_tools` (the assistant has a
+Next hook) the loop runs one round, as with `tool_loop` off: the tool results go to Next (Yao).
 
 When the loop ends in `max_rounds`, `tool_loop_terminated` or `error`, the turn is handed to the
 fallback assistant (`assistant.fallback`, default `__yao.loop_fallback`): it gets a Markdown digest
@@ -103,6 +104,9 @@ class LlmTurnInput(BaseModel):
     """Start stdio MCP servers on the orchestrator host (`CAGE_ALLOW_HOST_MCP`). Off by default:
     such a server runs outside every sandbox, with the orchestrator's network and files, driven by
     whatever the user prompts (SSRF to metadata and internal services, the host's own API)."""
+    next_handles_tools: bool = False
+    """The assistant has a Next hook: one round (the model's answer and the tools it called), and
+    the tool results go to Next instead of back to the model (Yao's processNextResponse)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -188,7 +192,8 @@ async def run_llm_turn(
     assistant = inp.assistant
     guard = RetryGuard(assistant.mcp_options.max_retries)
     stop = anyio.Event()
-    relay = _Relay(emit, drop_max_rounds=not assistant.mcp_options.tool_loop)
+    tool_loop = assistant.mcp_options.tool_loop and not inp.next_handles_tools
+    relay = _Relay(emit, drop_max_rounds=not tool_loop)
     sink = EventSink(relay)
     try:
         setup = await _prepare(
@@ -217,8 +222,8 @@ async def run_llm_turn(
     if guard.tripped is not None and not caller_cancelled:
         stop_reason, error = "error", guard.tripped.reason
         await sink(partial(builder.error, error, "tool_retries_exhausted", {"tool": guard.tripped.tool}))
-    elif stop_reason == "max_rounds" and not assistant.mcp_options.tool_loop:
-        stop_reason = "completed"  # tool_loop off: one round of tools is the whole turn (Yao)
+    elif stop_reason == "max_rounds" and not tool_loop:
+        stop_reason = "completed"  # tool_loop off or a Next hook: one round of tools is the turn (Yao)
     tools = _tool_results(loop_result)
     result = LlmTurnResult(
         stop_reason=stop_reason,
@@ -266,7 +271,7 @@ async def _run_primary(
             GuardedToolBox(toolset.tools, guard),
             system=setup.system,
             options=setup.options,
-            max_rounds=options.max_turn if options.tool_loop else 1,
+            max_rounds=options.max_turn if options.tool_loop and not inp.next_handles_tools else 1,
             tool_timeout=toolset.call_timeout + 10 if toolset.connections else 300.0,
             checkpoints=checkpoints,
             runner=RUNNER,
