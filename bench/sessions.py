@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "bench-" + uuid.uuid4().hex
@@ -57,6 +58,12 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def write_app(root: Path, model_port: int) -> None:
@@ -102,6 +109,13 @@ async def open_session(ws_url: str, session: Session) -> None:
 
 
 async def run_turns(session: Session, turns: int) -> None:
+    try:
+        await _run_turns(session, turns)
+    except ConnectionClosed as exc:
+        session.errors.append(f"websocket closed: {exc}")
+
+
+async def _run_turns(session: Session, turns: int) -> None:
     conn = session.conn
     assert conn is not None
     for n in range(turns):
@@ -146,14 +160,21 @@ def wait_http(url: str, deadline: float) -> None:
 
 async def bench(base_url: str, ws_url: str, server_pid: int, sessions: int, turns: int) -> dict[str, Any]:
     all_sessions = [Session(chat_id=f"bench-{i:03d}-{uuid.uuid4().hex[:6]}") for i in range(sessions)]
+    warm = Session(chat_id=f"bench-warm-{uuid.uuid4().hex[:6]}")  # the first turn's imports: not measured
+    await open_session(ws_url, warm)
+    await run_turns(warm, 1)
+    assert warm.conn is not None
+    await warm.conn.close()
+    if warm.errors:
+        raise RuntimeError(f"the warm-up turn failed: {warm.errors}")
     await asyncio.sleep(1.0)
     before = rss_kib(server_pid)
     await asyncio.gather(*(open_session(ws_url, s) for s in all_sessions))
     await asyncio.sleep(1.0)
     idle = rss_kib(server_pid)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds(server_pid)
     await asyncio.wait_for(asyncio.gather(*(run_turns(s, turns) for s in all_sessions)), timeout=600)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, cpu_seconds(server_pid) - cpu_started
     after_turns = rss_kib(server_pid)
     lost = 0
     async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
@@ -172,6 +193,8 @@ async def bench(base_url: str, ws_url: str, server_pid: int, sessions: int, turn
         "turns": done,
         "seconds": round(elapsed, 2),
         "turns_per_s": round(done / elapsed, 1),
+        "server_cpu_ms_per_turn": round(1000 * cpu / max(done, 1), 1),
+        "server_cpu_share": round(cpu / elapsed, 2),
         "events": len(delays),
         "delay_ms_p50": round(percentile(delays, 0.50), 1),
         "delay_ms_p99": round(percentile(delays, 0.99), 1),
@@ -311,6 +334,8 @@ COLUMNS = (
     ("database", "db"),
     ("sessions", "sessions"),
     ("turns_per_s", "turns/s"),
+    ("server_cpu_ms_per_turn", "server CPU ms/turn"),
+    ("server_cpu_share", "server CPU share"),
     ("events", "events"),
     ("delay_ms_p50", "p50 ms"),
     ("delay_ms_p99", "p99 ms"),

@@ -2,13 +2,17 @@
 
 SQLite: every connection runs with foreign keys on, WAL and a busy timeout, and a write transaction
 starts with `BEGIN IMMEDIATE`, so two writers queue on the lock instead of failing halfway through
-with "database is locked". Postgres needs none of this: the repositories guard their races with
-compare-and-set updates and unique keys.
+with "database is locked". Within one process, SQLite's writers also take turns on an asyncio lock
+(first come, first served) before they begin: SQLite's own busy handler polls with growing sleeps,
+so under load a writer could starve behind others for the whole busy timeout. Postgres needs none
+of this: the repositories guard their races with compare-and-set updates and unique keys.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +28,10 @@ from orchestrator.store.errors import StoreError
 Clock = Callable[[], datetime]
 _WRITE = "cage_write"
 _SQLITE_BUSY_MS = 10_000
+_POOL_SIZE = 16
+"""Connections kept open (plus up to 10 more at peaks, closed again after use): a busy server has
+many sessions reading at once, and a connection opened per query (an aiosqlite thread, a Postgres
+login) costs more than the query."""
 
 
 def affected(result: Result[Any]) -> int:
@@ -52,7 +60,7 @@ def ensure_sqlite_dir(url: URL) -> None:
 def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> AsyncEngine:
     """An async engine for `url`, with the SQLite set-up above when it is SQLite."""
     parsed = make_url(url)
-    pool: dict[str, Any] = {"poolclass": poolclass} if poolclass is not None else {}
+    pool: dict[str, Any] = {"poolclass": poolclass} if poolclass is not None else {"pool_size": _POOL_SIZE}
     if parsed.get_backend_name() != "sqlite":
         return create_async_engine(parsed, pool_pre_ping=True, **pool)
     engine = create_async_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000}, **pool)
@@ -88,6 +96,10 @@ class Database:
         self.clock = clock
         self._read = async_sessionmaker(engine, expire_on_commit=False)
         self._write = async_sessionmaker(writing(engine), expire_on_commit=False)
+        self._writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] | None = (
+            weakref.WeakKeyDictionary() if engine.dialect.name == "sqlite" else None
+        )
+        """SQLite: one lock per event loop that writers queue on (a store may outlive a loop)."""
 
     @property
     def dialect(self) -> str:
@@ -102,10 +114,31 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
-        """A session in a write transaction, committed when the block ends without an error."""
+        """A session in a write transaction, committed when the block ends without an error.
+
+        Raises:
+            StoreError: the database failed, or (SQLite) this process's other writers held the
+                write lock for longer than the busy timeout.
+        """
         with db_errors():
-            async with self._write() as session, session.begin():
+            async with self._writer_turn(), self._write() as session, session.begin():
                 yield session
+
+    @contextlib.asynccontextmanager
+    async def _writer_turn(self) -> AsyncIterator[None]:
+        if self._writers is None:
+            yield
+            return
+        lock = self._writers.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        try:
+            async with asyncio.timeout(_SQLITE_BUSY_MS / 1000):
+                await lock.acquire()
+        except TimeoutError:
+            raise StoreError("database unavailable (database is locked by this process's writers)") from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     async def aclose(self) -> None:
         await self.engine.dispose()
