@@ -16,6 +16,7 @@ from orchestrator.permissions import PermissionGate
 from orchestrator.pipeline.bridge import BridgeResult, Emit, TurnLimits, run_runner_turn
 from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.roles import role_models
 from orchestrator.pipeline.skills import deliver_skills
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.sandbox.images import BuildProgress
@@ -53,14 +54,17 @@ def system_prompt(assistant: Assistant) -> str:
 
 
 def runner_connector(assistant: Assistant, loader: AppLoader) -> ConnectorSpec | None:
-    """The connector the runner drives: `runner.connectors.default` when forced, else the assistant's.
+    """The connector the runner drives: `runner.connectors.default` (with `override: force`, the
+    default; with `override: user` only when the assistant or the request names none), else the
+    assistant's.
 
     Raises:
         ConfigError: the connector is defined but unusable (e.g. its `$ENV` key is unset).
     """
     spec = assistant.sandbox
     role = spec.runner.connectors.get("default") if spec else None
-    conn_id = role.connector if role is not None else assistant.connector
+    forced = role is not None and (role.override == "force" or not assistant.connector)
+    conn_id = role.connector if role is not None and forced else assistant.connector
     if not conn_id:
         return None
     return loader.connector(conn_id)
@@ -186,12 +190,14 @@ async def run_in_lease(
                 cancel=cancel,
                 limits=limits or turn_limits(inp),
             )
+    connector = runner_connector(assistant, loader)
+    roles = role_models(assistant, loader, connector)
     access = await gateway.grant(
         sandbox=lease.identity.name,
         owner=inp.owner,
         assistant_id=assistant.id,
         turn_id=inp.turn_id,
-        connector=runner_connector(assistant, loader),
+        connector=connector,
         # Yao `process` servers run host-side scripts; agent CLIs get network servers only.
         mcp_servers=tuple(s for s in assistant.mcp_servers if s.transport != "process"),
         isolated=lease.isolated,
@@ -199,7 +205,7 @@ async def run_in_lease(
     try:
         async with egress_events(manager, lease, builder, emit):
             return await _run_cli(inp, lease, access, manager=manager, resume=resume, builder=builder,
-                                  emit=emit, cancel=cancel, limits=limits)
+                                  emit=emit, cancel=cancel, limits=limits, roles=roles)
     finally:
         gateway.revoke(access)
 
@@ -215,6 +221,7 @@ async def _run_cli(
     emit: Emit,
     cancel: anyio.Event | None,
     limits: TurnLimits | None,
+    roles: dict[str, str] | None = None,
 ) -> BridgeResult:
     assistant = inp.assistant
     spec = assistant.sandbox
@@ -230,6 +237,7 @@ async def _run_cli(
         prompt=inp.prompt,
         system_prompt=system_prompt(assistant),
         connector=connector,
+        role_models=roles or {},
         mcp_servers=access.mcp_servers,
         options=dict(spec.runner.options),
         workdir=lease.work_dir,
