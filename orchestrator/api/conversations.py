@@ -32,7 +32,7 @@ from orchestrator.pipeline import (
     TurnService,
 )
 from orchestrator.store import ChatRecord, RecordExists, Store
-from orchestrator.stream import Event
+from orchestrator.stream import Event, event_json, parse_event
 
 log = structlog.get_logger(__name__)
 SETTLE_WAIT = 30.0
@@ -272,10 +272,16 @@ def _owner(principal: Principal, owner: str | None) -> str:
 
 
 def for_client_one(chat: ChatRecord, event: Event) -> Event:
-    """`event` as the session's client knows it: `session_id` is the client id, never the internal one."""
-    if event.session_id == chat.client_id:
+    """`event` as the session's client knows it: the internal id, wherever the pipeline put it
+    (`session_id`, `stream_start`'s `chat_id`, a sub-agent's session id), reads as the client id."""
+    if chat.id == chat.client_id:
         return event
-    return event.model_copy(update={"session_id": chat.client_id})
+    if event.session_id == chat.id:
+        event = event.model_copy(update={"session_id": chat.client_id})
+    wire = event_json(event)
+    if chat.id not in wire:
+        return event
+    return parse_event(wire.replace(chat.id, chat.client_id))
 
 
 def for_client(chat: ChatRecord, events: Iterable[Event]) -> list[Event]:
