@@ -11,7 +11,10 @@ or `write` (by the tool that asked; one request per path, absolute from the work
 `read`, `list` -> `ls`, `glob` / `grep` (subject the search root), `webfetch` -> `fetch`
 (subject the URL), `task` (subject the prompt), an MCP tool `<key>_<tool>` (the config key
 of server `<id>`) -> `mcp:<id>/<tool>`, anything else (`external_directory`, `websearch`,
-`doom_loop`, ...) its own name with the patterns as subjects. The answer line for the driver is
+`doom_loop`, ...) its own name with the patterns as subjects. opencode asks for an MCP tool
+before it reports the call's input (`patterns: ["*"]`, empty metadata): such a request has an
+empty input and subject (MCP rules match by server and tool); the input shows in the call's
+`execute` event right after (same call id). The answer line for the driver is
 `{"permission", "reply": "once"|"reject", "message"}` ("allow always" is the broker's: it adds
 a rule and answers the next requests itself, so opencode is only ever told `once`).
 
@@ -108,7 +111,8 @@ def permission_asks(
     tool = _mcp_name(permission, mcp_servers) or _RENAMED.get(permission, permission)
     if tool == "edit" and tool_names.get(call_id) == "write":
         tool = "write"
-    subjects = _subjects(tool, _strings(props.get("patterns")), metadata, given, workdir)
+    patterns = [p for p in _strings(props.get("patterns")) if p != "*"]
+    subjects = [""] if tool.startswith("mcp:") else _subjects(tool, patterns, metadata, given, workdir)
     shown = given or {k: v for k, v in metadata.items() if isinstance(k, str)}
     requests = [
         ToolRequest(tool=tool, input=shown, subject=subject, call_id=call_id or None, runner=RUNNER)

@@ -19,7 +19,7 @@ import anyio
 import pytest
 from pydantic import SecretStr
 
-from orchestrator.dsl import ConnectorSpec, ConnectorType
+from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
 from orchestrator.permissions import Decision, Question, ToolRequest
 from orchestrator.pipeline.bridge import BridgeResult, run_runner_turn
 from orchestrator.sandbox.backend import CreateSpec, ExecHandle, ExecSpec, FileEntry, SandboxRef, VolumeMount
@@ -33,6 +33,8 @@ from runners.registry import adapter_for
 from tests.fakes.model_server import FakeModelServer
 
 pytestmark = pytest.mark.slow
+ECHO_MCP = Path(__file__).resolve().parents[2] / "golden" / "codex" / "mcp_echo.py"
+"""A stdlib MCP stdio server with one tool, `echo` (runs with the runner image's python3)."""
 _CA = Path("/etc/ssl/certs/ca-certificates.crt")
 HOST_CA = _CA if _CA.is_file() else None
 MODEL = {"codex": "gpt-5.5", "opencode": "fake-model"}
@@ -125,6 +127,10 @@ def model(model_server: FakeModelServer) -> FakeModelServer:
             {"text": "finished"},
         ],
     )
+    for runner, tool in (("codex", "mcp__echo__echo"), ("opencode", "echo_echo")):
+        model_server.add_scenario(
+            f"gate-mcp-{runner}", [{"tool": tool, "args": {"text": "secret plan"}}, {"text": "finished"}]
+        )
     return model_server
 
 
@@ -173,12 +179,14 @@ async def run_turn(
     gate: ScriptedGate,
     *,
     cancel: anyio.Event | None = None,
+    mcp: tuple[McpServerSpec, ...] = (),
+    model: str | None = None,
 ) -> Turn:
     connector = ConnectorSpec(
         id="fake",
         label="fake",
         type=ConnectorType.OPENAI,
-        model=f"{MODEL[runner]}@{scenario}",
+        model=f"{model or MODEL[runner]}@{scenario}",
         base_url=server.url_for_containers + "/v1",
         key=SecretStr("sk-fake-gate-key-123456"),
         max_retries=1,
@@ -190,6 +198,7 @@ async def run_turn(
         turn_id=f"turn-{uuid.uuid4().hex[:8]}",
         prompt="please do the task",
         connector=connector,
+        mcp_servers=mcp,
         lifecycle="session",
     )
     builder = TurnBuilder(CountingIds(), runner=runner)
@@ -294,3 +303,24 @@ async def test_a_cancel_while_a_call_waits_refuses_it_and_stops_the_cli(
     assert turn.result.outcome.status == "cancelled", turn.result.outcome
     assert turn.result.stopped is not None and turn.result.stopped.value == "cancelled"
     assert not await sandbox.exists("/workspace/gated.txt")
+
+
+async def test_a_refused_mcp_call_never_reaches_the_server(
+    box: tuple[str, BoxSandbox], model: FakeModelServer
+) -> None:
+    runner, sandbox = box
+    script = FileEntry(path="mcp/echo.py", content=ECHO_MCP.read_bytes(), mode=0o644, uid=1000, gid=1000)
+    await sandbox.put_files("/workspace", [script])
+    echo = McpServerSpec(id="echo", transport="stdio", command="python3", args=("/workspace/mcp/echo.py",))
+    gate = ScriptedGate(lambda request: "deny" if request.tool.startswith("mcp:") else "allow")
+    scenario = f"gate-mcp-{runner}"
+    # an unbundled codex slug lists MCP tools directly (a bundled one defers them to tool_search)
+    turn = await run_turn(runner, sandbox, model, scenario, gate, mcp=(echo,), model="fake-model")
+    assert turn.result.outcome.status == "completed", turn.result.outcome
+    [asked] = gate.asked
+    assert (asked.tool, asked.subject) == ("mcp:echo/echo", "")
+    if runner == "codex":  # opencode asks before it reports the call's input
+        assert dict(asked.input) == {"text": "secret plan"}
+    results = last_tool_results(model, scenario)
+    assert any(REFUSAL in result for result in results)
+    assert not any("secret plan" in result for result in results)  # the server never echoed it

@@ -112,8 +112,8 @@ def test_fetch_search_task_mcp_and_unknown_names() -> None:
     assert (ls.request.tool, ls.request.subject) == ("ls", "/workspace/app")
     [task] = asks(asked("task", ["general"]), given={"prompt": "find the bug", "subagent_type": "general"})
     assert (task.request.tool, task.request.subject) == ("task", "find the bug")
-    [mcp] = asks(asked("orch_extra_report", []))
-    assert mcp.request.tool == "mcp:orch.extra/report"  # the longest server key wins
+    [mcp] = asks(asked("orch_extra_report", ["*"]))
+    assert (mcp.request.tool, mcp.request.subject) == ("mcp:orch.extra/report", "")  # the longest key wins
     [other] = asks(asked("external_directory", ["/etc/*"]))
     assert (other.request.tool, other.request.subject) == ("external_directory", "/etc/*")
     assert permission_asks({}, tool_names={}, tool_inputs={}, mcp_servers={}, workdir="/w") == []
