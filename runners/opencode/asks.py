@@ -76,9 +76,22 @@ def _subjects(
     if tool in _SEARCH_TOOLS:
         return [_absolute(_text(metadata.get("path")) or _text(given.get("path")) or workdir, workdir)]
     if tool in _PATH_TOOLS:
-        paths = patterns or [_text(metadata.get("filepath")) or _text(given.get("filePath"))]
+        paths = _metadata_paths(metadata) or patterns or [_text(given.get("filePath"))]
         return [_absolute(p, workdir) for p in paths] or [""]
     return patterns or [""]
+
+
+def _metadata_paths(metadata: Mapping[str, Any]) -> list[str]:
+    """The absolute paths a file tool's metadata names (`filepath`, or `files[].filePath`).
+
+    opencode's patterns are relative to the project's worktree (the git root, or `/` outside
+    a repository), which the host cannot know; the metadata's paths are absolute."""
+    found = [_text(metadata.get(key)) for key in ("filepath", "filePath")]
+    files = metadata.get("files")
+    for entry in files if isinstance(files, list) else []:
+        if isinstance(entry, dict):
+            found += [_text(entry.get(key)) for key in ("filePath", "filepath", "movePath")]
+    return list(dict.fromkeys(p for p in found if p.startswith("/")))
 
 
 def permission_line(permission_id: str, decision: Decision) -> bytes:

@@ -127,6 +127,23 @@ def model(model_server: FakeModelServer) -> FakeModelServer:
             {"text": "finished"},
         ],
     )
+    model_server.add_scenario(
+        "gate-patch-codex",
+        [
+            {
+                "tool": "apply_patch",
+                "input": "*** Begin Patch\n*** Add File: made.txt\n+made\n*** End Patch\n",
+            },
+            {"text": "finished"},
+        ],
+    )
+    model_server.add_scenario(
+        "gate-patch-opencode",
+        [
+            {"tool": "write", "args": {"filePath": "/workspace/made.txt", "content": "made\n"}},
+            {"text": "finished"},
+        ],
+    )
     for runner, tool in (("codex", "mcp__echo__echo"), ("opencode", "echo_echo")):
         model_server.add_scenario(
             f"gate-mcp-{runner}", [{"tool": tool, "args": {"text": "secret plan"}}, {"text": "finished"}]
@@ -324,3 +341,17 @@ async def test_a_refused_mcp_call_never_reaches_the_server(
     results = last_tool_results(model, scenario)
     assert any(REFUSAL in result for result in results)
     assert not any("secret plan" in result for result in results)  # the server never echoed it
+
+
+async def test_a_refused_file_write_leaves_no_file(
+    box: tuple[str, BoxSandbox], model: FakeModelServer
+) -> None:
+    runner, sandbox = box
+    gate = ScriptedGate(lambda request: "deny" if request.tool in ("write", "edit") else "allow")
+    scenario = f"gate-patch-{runner}"
+    turn = await run_turn(runner, sandbox, model, scenario, gate)
+    assert turn.result.outcome.status == "completed", turn.result.outcome
+    [asked] = gate.asked
+    assert (asked.tool, asked.subject) == ("write", "/workspace/made.txt")
+    assert not await sandbox.exists("/workspace/made.txt")
+    assert any(REFUSAL in result for result in last_tool_results(model, scenario))

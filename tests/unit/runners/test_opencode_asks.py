@@ -101,6 +101,17 @@ def test_file_tools_ask_once_per_absolute_path_and_the_tool_decides_write_or_edi
     assert json.loads(edits[1].reply(ALLOW))["reply"] == "once"
     [edit] = asks(asked("edit", ["notes.txt"]), names={CALL: "edit"})
     assert (edit.request.tool, edit.request.subject) == ("edit", "/workspace/app/notes.txt")
+    # outside a git repository opencode's patterns are relative to `/`: the metadata's path wins
+    [write] = asks(
+        asked("edit", ["workspace/made.txt"], {"filepath": "/workspace/made.txt"}), names={CALL: "write"}
+    )
+    assert (write.request.tool, write.request.subject) == ("write", "/workspace/made.txt")
+    files = {"files": [{"filePath": "/w/a.py", "movePath": "/w/b.py"}, {"filePath": "/w/c.py"}]}
+    assert [a.request.subject for a in asks(asked("edit", ["a.py", "c.py"], files))] == [
+        "/w/a.py",
+        "/w/b.py",
+        "/w/c.py",
+    ]
 
 
 def test_fetch_search_task_mcp_and_unknown_names() -> None:
