@@ -41,12 +41,26 @@ DELETE_WAIT = 10.0
 """Seconds a session delete waits for its cancelled turn to end."""
 
 
+PermissionAnswer = Literal["allow", "deny", "allow_always"]
+
+
 @runtime_checkable
 class PermissionResponder(Protocol):
-    """Optional pipeline capability: deliver a user's answer to a `permission/request` event."""
+    """Optional pipeline capability: deliver a user's answer to a `permission/request` event or
+    a `question` (the pipeline service has it; a test double may not)."""
 
     async def respond_permission(
-        self, chat_id: str, request_id: str, decision: Literal["allow", "deny"], message: str | None
+        self,
+        chat_id: str,
+        request_id: str,
+        decision: PermissionAnswer,
+        message: str | None,
+        *,
+        actor: str = "user",
+    ) -> None: ...
+
+    async def respond_question(
+        self, chat_id: str, request_id: str, text: str, *, actor: str = "user"
     ) -> None: ...
 
 
@@ -240,14 +254,33 @@ class Conversations:
         principal: Principal,
         chat_id: str,
         request_id: str,
-        decision: Literal["allow", "deny"],
+        decision: PermissionAnswer,
         message: str | None,
+        *,
+        owner: str | None = None,
     ) -> None:
-        """Raises: UsageError when the pipeline cannot take permission answers."""
-        chat = await self.get(principal, chat_id)
+        """Answer a waiting `permission/request` of the session (its owner's, or an admin naming
+        the `owner`); audited with the caller's key.
+
+        Raises: NotFound (no session, or no such request waiting), UsageError (the pipeline
+        takes no answers, or the id is a question's).
+        """
+        chat = await self.get(principal, chat_id, owner=owner)
         if not isinstance(self.turns, PermissionResponder):
             raise UsageError("this pipeline does not ask for permissions; nothing to answer")
-        await self.turns.respond_permission(chat.id, request_id, decision, message)
+        await self.turns.respond_permission(chat.id, request_id, decision, message, actor=principal.key_id)
+
+    async def respond_question(
+        self, principal: Principal, chat_id: str, request_id: str, text: str, *, owner: str | None = None
+    ) -> None:
+        """Answer a waiting `question` of the session (its owner's, or an admin naming the `owner`).
+
+        Raises: NotFound (no session, or no such question waiting), UsageError.
+        """
+        chat = await self.get(principal, chat_id, owner=owner)
+        if not isinstance(self.turns, PermissionResponder):
+            raise UsageError("this pipeline does not ask questions; nothing to answer")
+        await self.turns.respond_question(chat.id, request_id, text, actor=principal.key_id)
 
     async def delete(self, principal: Principal, chat_id: str, *, owner: str | None = None) -> None:
         """Cancel a running turn (waiting for its end, bounded), then delete the session and its log.

@@ -74,11 +74,23 @@ class CancelFrame(BaseModel):
 
 
 class PermissionResponseFrame(BaseModel):
+    """Answer a `permission/request`: `allow_always` also allows the same call for the session."""
+
     model_config = _FROZEN
     type: Literal["permission_response"]
-    request_id: str = Field(min_length=1)
-    decision: Literal["allow", "deny"]
-    message: str | None = None
+    request_id: str = Field(min_length=1, max_length=128)
+    decision: Literal["allow", "deny", "allow_always"]
+    message: str | None = Field(default=None, max_length=4000)
+    """Words for the agent with a denial."""
+
+
+class QuestionResponseFrame(BaseModel):
+    """Answer a `question` event; the text goes back to the agent as the question's result."""
+
+    model_config = _FROZEN
+    type: Literal["question_response"]
+    request_id: str = Field(min_length=1, max_length=128)
+    answer: str = Field(max_length=20_000)
 
 
 class ResumeFrame(BaseModel):
@@ -95,7 +107,13 @@ class PingFrame(BaseModel):
 
 
 ClientFrame = Annotated[
-    UserMessageFrame | InterruptFrame | CancelFrame | PermissionResponseFrame | ResumeFrame | PingFrame,
+    UserMessageFrame
+    | InterruptFrame
+    | CancelFrame
+    | PermissionResponseFrame
+    | QuestionResponseFrame
+    | ResumeFrame
+    | PingFrame,
     Field(discriminator="type"),
 ]
 ClientFrameAdapter: TypeAdapter[ClientFrame] = TypeAdapter(ClientFrame)
@@ -133,7 +151,7 @@ class SessionAck(BaseModel):
     model_config = _FROZEN
     type: Literal["session.ack"] = "session.ack"
     of: str
-    """The client frame type acknowledged (`permission_response`, `resume`)."""
+    """The client frame type acknowledged (`permission_response`, `question_response`, `resume`)."""
 
 
 class SessionPong(BaseModel):

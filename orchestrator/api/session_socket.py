@@ -27,6 +27,7 @@ from orchestrator.api.frames import (
     InterruptFrame,
     PermissionResponseFrame,
     PingFrame,
+    QuestionResponseFrame,
     ResumeFrame,
     SessionAccepted,
     SessionAck,
@@ -201,6 +202,11 @@ class SessionSocket:
             case PermissionResponseFrame():
                 await self._conversations.respond_permission(
                     self._principal, self._chat.client_id, frame.request_id, frame.decision, frame.message
+                )
+                await self._send(SessionAck(of=frame.type))
+            case QuestionResponseFrame():
+                await self._conversations.respond_question(
+                    self._principal, self._chat.client_id, frame.request_id, frame.answer
                 )
                 await self._send(SessionAck(of=frame.type))
             case ResumeFrame():

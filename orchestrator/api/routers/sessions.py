@@ -10,6 +10,7 @@ from fastapi import APIRouter, Header, Path, Query, WebSocket
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
 from orchestrator.api.conversations import Conversations, session_view
 from orchestrator.api.dependencies import CallerDep, ConversationsDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
@@ -22,6 +23,7 @@ from orchestrator.stream import Event, SSEEncoder
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 ChatId = Annotated[str, Path(pattern=CHAT_ID)]
+RequestId = Annotated[str, Path(pattern=REQUEST_ID)]
 
 
 class EventPage(BaseModel):
@@ -33,9 +35,14 @@ class EventPage(BaseModel):
 
 @router.get("", response_model=list[SessionView])
 async def list_sessions(
-    principal: CallerDep, conversations: ConversationsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+    principal: CallerDep,
+    conversations: ConversationsDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    parent: Annotated[str | None, Query(pattern=CHAT_ID)] = None,
 ) -> list[SessionView]:
-    return [session_view(conversations, c) for c in await conversations.sessions(principal, limit=limit)]
+    """The caller's sessions; `?parent=<id>`: the sub-agent child sessions of that session."""
+    chats = await conversations.sessions(principal, limit=limit, parent=parent)
+    return [session_view(conversations, c) for c in chats]
 
 
 @router.get("/{chat_id}", response_model=SessionView)
@@ -58,6 +65,32 @@ async def session_events(
 @router.delete("/{chat_id}", status_code=204)
 async def delete_session(chat_id: ChatId, principal: CallerDep, conversations: ConversationsDep) -> None:
     await conversations.delete(principal, chat_id)
+
+
+@router.post("/{chat_id}/permissions/{request_id}", response_model=Answered)
+async def answer_permission(
+    chat_id: ChatId,
+    request_id: RequestId,
+    body: PermissionAnswerBody,
+    principal: CallerDep,
+    conversations: ConversationsDep,
+) -> Answered:
+    """Answer a waiting `permission/request` (404 when none with that id waits)."""
+    await conversations.respond_permission(principal, chat_id, request_id, body.decision, body.message)
+    return Answered(request_id=request_id)
+
+
+@router.post("/{chat_id}/questions/{request_id}", response_model=Answered)
+async def answer_question(
+    chat_id: ChatId,
+    request_id: RequestId,
+    body: QuestionAnswerBody,
+    principal: CallerDep,
+    conversations: ConversationsDep,
+) -> Answered:
+    """Answer a waiting `question` (404 when none with that id waits)."""
+    await conversations.respond_question(principal, chat_id, request_id, body.answer)
+    return Answered(request_id=request_id)
 
 
 async def _subscription(conversations: Conversations, chat: ChatRecord, after_seq: int) -> AsyncIterator[str]:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
+from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
 from orchestrator.api.conversations import session_view
 from orchestrator.api.dependencies import AdminDep, ConversationsDep
 from orchestrator.api.routers.sessions import EventPage
@@ -17,6 +18,7 @@ from orchestrator.store.events import MAX_READ
 router = APIRouter(prefix="/v1/admin/sessions", tags=["admin"])
 ChatId = Annotated[str, Path(pattern=CHAT_ID)]
 Owner = Annotated[str, Query(min_length=1, max_length=128, description="Whose session it is.")]
+RequestId = Annotated[str, Path(pattern=REQUEST_ID)]
 
 
 @router.get("", response_model=list[SessionView])
@@ -54,3 +56,33 @@ async def delete_session(
     chat_id: ChatId, owner: Owner, principal: AdminDep, conversations: ConversationsDep
 ) -> None:
     await conversations.delete(principal, chat_id, owner=owner)
+
+
+@router.post("/{chat_id}/permissions/{request_id}", response_model=Answered)
+async def answer_permission(
+    chat_id: ChatId,
+    request_id: RequestId,
+    body: PermissionAnswerBody,
+    owner: Owner,
+    principal: AdminDep,
+    conversations: ConversationsDep,
+) -> Answered:
+    """Answer a waiting `permission/request` of any owner's session (audited with the admin's key)."""
+    await conversations.respond_permission(
+        principal, chat_id, request_id, body.decision, body.message, owner=owner
+    )
+    return Answered(request_id=request_id)
+
+
+@router.post("/{chat_id}/questions/{request_id}", response_model=Answered)
+async def answer_question(
+    chat_id: ChatId,
+    request_id: RequestId,
+    body: QuestionAnswerBody,
+    owner: Owner,
+    principal: AdminDep,
+    conversations: ConversationsDep,
+) -> Answered:
+    """Answer a waiting `question` of any owner's session."""
+    await conversations.respond_question(principal, chat_id, request_id, body.answer, owner=owner)
+    return Answered(request_id=request_id)
