@@ -35,14 +35,9 @@ class EventPage(BaseModel):
 
 @router.get("", response_model=list[SessionView])
 async def list_sessions(
-    principal: CallerDep,
-    conversations: ConversationsDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    parent: Annotated[str | None, Query(pattern=CHAT_ID)] = None,
+    principal: CallerDep, conversations: ConversationsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50
 ) -> list[SessionView]:
-    """The caller's sessions; `?parent=<id>`: the sub-agent child sessions of that session."""
-    chats = await conversations.sessions(principal, limit=limit, parent=parent)
-    return [session_view(conversations, c) for c in chats]
+    return [session_view(conversations, c) for c in await conversations.sessions(principal, limit=limit)]
 
 
 @router.get("/{chat_id}", response_model=SessionView)
