@@ -22,6 +22,7 @@ from orchestrator.llm.deltas import (
 )
 from orchestrator.llm.messages import (
     ChatMessage,
+    ImageBlock,
     ModelRequest,
     TextBlock,
     ThinkingBlock,
@@ -49,6 +50,13 @@ def _content(message: ChatMessage) -> list[dict[str, Any]]:
                 out.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
         elif isinstance(block, ToolCallBlock):
             out.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.arguments})
+        elif isinstance(block, ImageBlock):
+            source: dict[str, Any] = (
+                {"type": "url", "url": block.url}
+                if block.url
+                else {"type": "base64", "media_type": block.media_type, "data": block.data}
+            )
+            out.append({"type": "image", "source": source})
         else:
             out.append(
                 {

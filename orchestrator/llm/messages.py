@@ -48,7 +48,22 @@ class ToolResultBlock(BaseModel):
     is_error: bool = False
 
 
-Block = Annotated[TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock, Field(discriminator="kind")]
+class ImageBlock(BaseModel):
+    """An image in a user message, for a model with vision (`orchestrator.llm.images`): base64
+    `data` of `media_type`, or a `url` the provider fetches itself."""
+
+    model_config = _FROZEN
+    kind: Literal["image"] = "image"
+    media_type: str = "image/png"
+    data: str = Field(default="", repr=False)
+    url: str | None = None
+    name: str = ""
+    """The file name it came with (an attachment), for the text a model without vision gets."""
+
+
+Block = Annotated[
+    TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock | ImageBlock, Field(discriminator="kind")
+]
 
 
 class ChatMessage(BaseModel):

@@ -26,7 +26,15 @@ from orchestrator.llm.deltas import (
     ToolCallStart,
     UsageDelta,
 )
-from orchestrator.llm.messages import ChatMessage, ModelRequest, TextBlock, ToolCallBlock, ToolResultBlock
+from orchestrator.llm.images import image_url
+from orchestrator.llm.messages import (
+    ChatMessage,
+    ImageBlock,
+    ModelRequest,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from orchestrator.stream import Usage
 
 _STOP: dict[str, StopReason] = {
@@ -53,7 +61,12 @@ def _messages(system: str, messages: tuple[ChatMessage, ...]) -> list[dict[str, 
                     content = block.output or "(no output)"
                     out.append({"role": "tool", "tool_call_id": block.call_id, "content": content})
             text = "\n\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text)
-            if text or not message.tool_results:
+            images = [b for b in message.content if isinstance(b, ImageBlock)]
+            if images:
+                parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+                parts += [{"type": "image_url", "image_url": {"url": image_url(b)}} for b in images]
+                out.append({"role": "user", "content": parts})
+            elif text or not message.tool_results:
                 out.append({"role": "user", "content": text})
             continue
         entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}

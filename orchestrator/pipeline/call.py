@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from orchestrator.errors import CageError, WorkspaceError
 from orchestrator.pipeline.agents import AgentCaller
+from orchestrator.pipeline.attachments import with_attachments
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallKind
 from orchestrator.pipeline.contract import Attachment, InputMessage
@@ -183,6 +184,9 @@ class CallRunner:
             if assistant.sandbox is not None:
                 self._checkpoint(frame, "sandbox")
                 frame.lease = await self._acquire(frame)
+            elif frame.scope.attachments and frame.stack.kind == "root":
+                # no box to put them in: the files travel in the user's message
+                frame.messages = with_attachments(frame.messages, frame.scope.attachments)
             ctx = self._context(frame)
             self._checkpoint(frame, "create")
             create = await self._create(frame, ctx)

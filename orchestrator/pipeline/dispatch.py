@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pydantic import JsonValue
 
 from orchestrator.dsl import AssistantMode, McpServerRef
+from orchestrator.pipeline.attachments import with_attachment_note
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
 from orchestrator.pipeline.options import tightened
@@ -71,9 +72,10 @@ async def _runner(frame: CallFrame) -> Completion:
     assistant = frame.assistant
     if frame.options.connector:
         assistant = assistant.model_copy(update={"connector": frame.options.connector})
+    attached = scope.attachments if frame.stack.kind == "root" else ()
     inp = RunnerTurnInput(
         assistant,
-        last_user_text(frame.messages),
+        with_attachment_note(last_user_text(frame.messages), attached, frame.lease.work_dir),
         owner=scope.owner,
         chat_id=scope.chat_id,
         turn_id=scope.turn_id,

@@ -57,7 +57,9 @@ from orchestrator.llm import (
     client_settings,
     model_options,
 )
+from orchestrator.llm.images import has_vision, image_from_part, without_images
 from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, StopOnTrip, handoff_digest
+from orchestrator.llm.messages import ImageBlock, TextBlock
 from orchestrator.llm.tools import ToolBox
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.stream import ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
@@ -206,6 +208,8 @@ async def run_llm_turn(
             global_prompts=() if inp.disable_global_prompts else inp.global_prompts,
             extra_system=inp.system,
         )
+        if not await anyio.to_thread.run_sync(_vision, loader, assistant, inp.connector):
+            inp = inp.model_copy(update={"messages": tuple(without_images(inp.messages))})
     except CageError as exc:
         return await _setup_failed(builder, sink, str(exc), inp.messages)
     try:
@@ -474,6 +478,9 @@ def _chat_message(item: Any) -> ChatMessage | str:
     if role in ("system", "developer"):
         return text
     if role == "user":
+        images = _images_of(content)
+        if images:
+            return ChatMessage(role="user", content=(*((TextBlock(text=text),) if text else ()), *images))
         return ChatMessage.user(text)
     if role == "assistant":
         return ChatMessage.assistant(text)
@@ -488,12 +495,27 @@ def _text_of(content: Any) -> str:
         for part in content:
             if isinstance(part, Mapping) and part.get("type", "text") == "text":
                 parts.append(str(part.get("text", "")))
+            elif isinstance(part, Mapping) and image_from_part(part) is not None:
+                continue  # an image block of its own (`_images_of`)
             elif isinstance(part, Mapping):
                 parts.append(f"[{part.get('type')}]")
             else:
                 parts.append(str(part))
         return "\n".join(parts)
     return "" if content is None else str(content)
+
+
+def _images_of(content: Any) -> list[ImageBlock]:
+    """The image parts of a message's content (OpenAI `image_url`, Anthropic `image`)."""
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        return []
+    found = (image_from_part(part) for part in content if isinstance(part, Mapping))
+    return [image for image in found if image is not None]
+
+
+def _vision(loader: AppLoader, assistant: Assistant, override: str | None) -> bool:
+    """The turn's connector takes images (blocking: the loader may read files)."""
+    return has_vision(_connector_spec(loader, assistant, override))
 
 
 # -- the fallback --------------------------------------------------------------------------------
