@@ -10,6 +10,11 @@ moved on meanwhile, and the next batch reused a seq already in the log (the log 
 while live clients had got it). A failed write leaves the emitter stale rather than rewinding it by
 guess: a write cancelled while it committed may have landed, and only the log knows.
 
+The write is the log's group commit (`EventLog.append`: this process's appends of all chats share
+one transaction), and the fan-out comes only after it has committed: no client is ever told of an
+event a crash could still lose, and a batch in flight for one chat never holds up another chat's.
+See docs/architecture.md, "Event path".
+
 `subscribe()` registers its live queue first and then reads the log: an event is either already
 in the log when the read happens or arrives through the queue afterwards, and the seq filter drops
 what comes twice. A subscriber too slow for its queue is dropped from the fan-out and catches up
