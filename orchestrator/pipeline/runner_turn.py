@@ -271,6 +271,7 @@ async def _run_cli(
         limits=limits or turn_limits(inp),
         workspace_root=mount,
         on_resume=save_resume,
+        gate=inp.gate,
     )
 
 

@@ -1,7 +1,11 @@
 """`TaiAdapter`: the `tai` runner — Cage's native loop as a CLI (`cage-tai run`) in the container.
 
 The turn goes in as one JSON document on stdin (then closed); the key and headers go in
-environment variables the document names. Cancel: SIGINT to the process group; tai cancels its
+environment variables the document names. When the turn asks Cage (`ask_permissions`) the
+document is one line and stdin stays open: tai prints a control line before each tool call (and
+for each question) and reads the bridge's answer line there (`runners.tai.control`).
+
+Cancel: SIGINT to the process group; tai cancels its
 loop, settles running tools, prints `stream_end` (cancelled) and exits 130. SIGKILL after the
 grace period.
 """
@@ -82,6 +86,7 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
         workdir=turn.workdir,
         checkpoint_dir=checkpoint_dir(turn),
         resume_turn_id=turn.resume.get(RESUME_KEY),
+        ask_permissions=turn.ask_permissions,
         skills_dir=skill_root(RUNNER, home=turn.home, state_dir=turn.state_dir),
     )
 
@@ -108,10 +113,12 @@ class TaiAdapter:
         if connector is not None and connector.headers:
             env[HEADERS_ENV] = json.dumps({k: v.get_secret_value() for k, v in connector.headers.items()})
             secret_env.append(HEADERS_ENV)
+        stdin = document.model_dump_json().encode()
         return RunnerExec(
             argv=COMMAND,
             env=env,
-            stdin=document.model_dump_json().encode(),
+            stdin=stdin + b"\n" if turn.ask_permissions else stdin,
+            keep_stdin_open=turn.ask_permissions,
             workdir=turn.workdir,
             secret_env=tuple(secret_env),
         )

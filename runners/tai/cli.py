@@ -2,7 +2,9 @@
 
 `cage-tai run` reads one turn (`TaiTurn` JSON) on stdin, runs the loop with tools on local
 subprocesses in the work dir, and writes protocol events (unstamped) as JSON lines on stdout:
-`stream_start`, the loop's events, `result/summary`, `stream_end`. Logs go to stderr.
+`stream_start`, the loop's events, `result/summary`, `stream_end`. Logs go to stderr. A turn
+with `ask_permissions` keeps reading stdin after the document's line: the loop's gate is a
+`StdioGate` (control lines out, answer lines in; `runners.tai.control`).
 
 Exit codes: 0 completed · 1 the turn ended in error · 2 bad input (no events written) ·
 130 interrupted (SIGINT/SIGTERM: the loop is cancelled and `stream_end` says `cancelled`).
@@ -16,6 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -34,10 +37,13 @@ from orchestrator.llm import (
     client_for,
 )
 from orchestrator.llm.tools import LocalSandbox, ToolBox, coding_tools
+from orchestrator.llm.tools.question import QuestionTool
 from orchestrator.llm.tools.skills import SkillTool, cards_from_dir, with_skills
 from orchestrator.logs import configure_logging
+from orchestrator.permissions import PermissionGate
 from orchestrator.redaction import redact, register_secret
 from orchestrator.stream import Event, RandomIds, TurnBuilder, event_json
+from runners.tai.gate import StdioGate
 from runners.tai.outcome import loop_status, summary_events
 from runners.tai.turn import MAX_TURN_BYTES, TaiTurn
 
@@ -51,7 +57,7 @@ def read_turn(stream: BinaryIO) -> TaiTurn:
     Raises:
         UsageError: too large, not JSON, or not a valid turn.
     """
-    data = stream.read(MAX_TURN_BYTES + 1)
+    data = stream.readline(MAX_TURN_BYTES + 1)  # one line: an asking turn's stdin stays open
     if len(data) > MAX_TURN_BYTES:
         raise UsageError(f"the turn document is larger than {MAX_TURN_BYTES} bytes")
     try:
@@ -112,7 +118,9 @@ async def _messages(turn: TaiTurn) -> list[ChatMessage]:
     return [*history, ChatMessage.user(turn.prompt)]
 
 
-def build_loop(turn: TaiTurn, client: ModelClient, root: Path) -> AgentLoop:
+def build_loop(
+    turn: TaiTurn, client: ModelClient, root: Path, *, gate: PermissionGate | None = None
+) -> AgentLoop:
     """The loop for `turn`: coding tools on `root` (plus `agent` unless disabled)."""
     options = turn.options
     hidden = {turn.model.key_env, turn.model.headers_env}
@@ -123,6 +131,8 @@ def build_loop(turn: TaiTurn, client: ModelClient, root: Path) -> AgentLoop:
     skills = cards_from_dir(Path(turn.skills_dir)) if turn.skills_dir else ()
     if skills:
         tools.add(SkillTool(skills))
+    if gate is not None:  # the turn asks Cage: before each tool call, and through `question`
+        tools.add(QuestionTool())
     model = turn.model
     return AgentLoop(
         client,
@@ -140,6 +150,7 @@ def build_loop(turn: TaiTurn, client: ModelClient, root: Path) -> AgentLoop:
         tool_timeout=options.tool_timeout,
         checkpoints=JsonFileCheckpoints(turn.checkpoint_dir) if turn.checkpoint_dir else None,
         runner=RUNNER,
+        gate=gate,
     )
 
 
@@ -148,10 +159,19 @@ class _LineWriter:
 
     def __init__(self, out: BinaryIO) -> None:
         self._out = anyio.wrap_file(out)
+        self._lock = anyio.Lock()
+        """Events and the gate's control lines share stdout: one whole write at a time."""
 
     async def __call__(self, batch: Sequence[Event]) -> None:
         if batch:
-            await self._out.write("".join(event_json(e) + "\n" for e in batch).encode())
+            await self.write("".join(event_json(e) + "\n" for e in batch))
+
+    async def line(self, text: str) -> None:
+        await self.write(text + "\n")
+
+    async def write(self, text: str) -> None:
+        async with self._lock:
+            await self._out.write(text.encode())
             await self._out.flush()
 
 
@@ -161,8 +181,11 @@ async def _watch_signals(cancel: anyio.Event) -> None:
             cancel.set()
 
 
-async def run_turn(turn: TaiTurn, out: BinaryIO, *, cwd: Path | None = None) -> int:
-    """Run one turn, writing its events to `out`; the exit code.
+async def run_turn(
+    turn: TaiTurn, out: BinaryIO, *, cwd: Path | None = None, stdin: BinaryIO | None = None
+) -> int:
+    """Run one turn, writing its events to `out`; the exit code. An asking turn reads its
+    answers from `stdin` (without one, every tool call is refused).
 
     Raises:
         UsageError: bad headers or a missing resume checkpoint (before any event is written).
@@ -178,8 +201,15 @@ async def run_turn(turn: TaiTurn, out: BinaryIO, *, cwd: Path | None = None) -> 
         await emit(builder.stream_start(turn.assistant_id, chat_id=turn.session_id))
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_signals, cancel)
+            gate: StdioGate | None = None
+            if turn.ask_permissions:
+                gate = StdioGate(emit.line)
+                if stdin is None:
+                    gate.close()
+                else:
+                    tg.start_soon(gate.read_answers, stdin)
             try:
-                loop = build_loop(turn, client, root)
+                loop = build_loop(turn, client, root, gate=gate)
                 result = await loop.run(
                     messages, builder, cancel, emit=emit, session_id=turn.session_id, turn_id=turn.turn_id
                 )
@@ -211,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging(args.log_level, stream=sys.stderr)
     try:
         turn = read_turn(sys.stdin.buffer)
-        code = anyio.run(run_turn, turn, sys.stdout.buffer)
+        code = anyio.run(partial(run_turn, turn, sys.stdout.buffer, stdin=sys.stdin.buffer))
     except UsageError as exc:
         sys.stderr.write(f"cage-tai: {redact(str(exc))}\n")
         raise SystemExit(EXIT_USAGE) from exc

@@ -10,6 +10,7 @@ nobody approved.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import BinaryIO
@@ -26,6 +27,9 @@ log = structlog.get_logger(__name__)
 
 WriteLine = Callable[[str], Awaitable[None]]
 NO_HOST = "refused: the host stopped answering"
+READ_CHUNK = 65536
+MAX_LINE = 1 << 20
+"""An answer line longer than this is dropped (answers are a few hundred bytes)."""
 
 
 class StdioGate:
@@ -83,16 +87,28 @@ class StdioGate:
             done.set()
 
     async def read_answers(self, stream: BinaryIO) -> None:
-        """Feed `stream`'s lines until it ends, from a daemon thread (a blocked read never holds
-        up tai's exit), then `close()`."""
+        """Feed the lines of `stream`'s file descriptor until it ends, then `close()`.
+
+        A daemon thread reads the descriptor with `os.read`, never through the buffered
+        `sys.stdin`: a thread blocked in a buffered read holds its lock, and the interpreter
+        aborts when it finalises stdin at exit. (Nothing is lost to the buffer `read_turn` used:
+        the host writes the first answer only after tai printed a control line.)
+        """
+        fd = stream.fileno()
         token = anyio.lowlevel.current_token()
         ended = anyio.Event()
 
         def pump() -> None:
-            # OSError/ValueError: a closed stream; RuntimeError: tai's event loop is gone.
-            with contextlib.suppress(OSError, ValueError, RuntimeError):
-                for raw in iter(stream.readline, b""):
-                    anyio.from_thread.run_sync(self.feed, raw, token=token)
+            pending = b""
+            # OSError: a closed descriptor; RuntimeError: tai's event loop is gone.
+            with contextlib.suppress(OSError, RuntimeError):
+                while chunk := os.read(fd, READ_CHUNK):
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for raw in lines:
+                        anyio.from_thread.run_sync(self.feed, raw, token=token)
+                    if len(pending) > MAX_LINE:
+                        pending = b""  # a runaway line is no answer
             with contextlib.suppress(RuntimeError):
                 anyio.from_thread.run_sync(ended.set, token=token)
 

@@ -67,6 +67,10 @@ class TaiTurn(BaseModel):
     """Save a checkpoint after every step as `<dir>/<turn_id>.json`."""
     resume_turn_id: str | None = None
     """Start from the messages of this earlier turn's checkpoint (in `checkpoint_dir`)."""
+    ask_permissions: bool = False
+    """Ask the host before each tool call and offer the `question` tool: control lines on
+    stdout, answers on stdin, which stays open after this document's line
+    (`runners.tai.control`)."""
     skills_dir: str | None = None
     """Where the pipeline wrote the assistant's skills (`<name>/SKILL.md`): listed in the system
     prompt, each body offered through the `skill` tool. Missing or empty: no skills."""
