@@ -83,6 +83,17 @@ class Supports(BaseModel):
     images: bool = False
 
 
+class ImagePart(BaseModel):
+    """An image the user attached (its file is also in the box), for a runner whose CLI takes
+    image input (`Supports.images`)."""
+
+    model_config = _FROZEN
+    name: str
+    media_type: str
+    data: str = Field(repr=False)
+    """Base64."""
+
+
 class TurnRequest(BaseModel):
     """Everything an adapter needs to build one turn. Built by the pipeline."""
 
@@ -93,6 +104,8 @@ class TurnRequest(BaseModel):
     turn_id: str
     prompt: str
     """The user's message for this turn."""
+    images: tuple[ImagePart, ...] = ()
+    """Images attached to it, for adapters that support them (`Supports.images`)."""
     history: tuple[Mapping[str, JsonValue], ...] = ()
     """Earlier messages (`{role, content}`), for runners that cannot resume on their own."""
     system_prompt: str = ""

@@ -10,10 +10,12 @@ inline, anything else named with its type and size.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 
-from orchestrator.llm.images import attachment_parts
+from orchestrator.llm.images import IMAGE_TYPES, MAX_IMAGE_BYTES, attachment_parts
 from orchestrator.pipeline.contract import Attachment, InputMessage
+from runners.base import ImagePart
 
 ATTACHMENTS_DIR = "attachments"
 
@@ -31,6 +33,15 @@ def with_attachment_note(prompt: str, attachments: Sequence[Attachment], work_di
     """`prompt` followed by `attachment_note`."""
     note = attachment_note(attachments, work_dir)
     return f"{prompt}\n\n{note}" if note else prompt
+
+
+def image_parts(attachments: Sequence[Attachment]) -> tuple[ImagePart, ...]:
+    """The attached images a model can take (type and size), for runners with image input."""
+    return tuple(
+        ImagePart(name=a.name, media_type=a.media_type, data=base64.b64encode(a.content).decode())
+        for a in attachments
+        if a.media_type in IMAGE_TYPES and len(a.content) <= MAX_IMAGE_BYTES
+    )
 
 
 def with_attachments(

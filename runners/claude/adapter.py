@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Sequence
 from pathlib import PurePosixPath
+from typing import Any
 
 from orchestrator.errors import RunnerError
 from orchestrator.stream import TurnBuilder
-from runners.base import CancelPolicy, FileWrite, RunnerExec, Supports, TurnRequest
+from runners.base import CancelPolicy, FileWrite, ImagePart, RunnerExec, Supports, TurnRequest
 from runners.claude.environment import claude_env
 from runners.claude.mcp import mcp_config, server_name
 from runners.claude.options import parse_options
@@ -55,9 +57,15 @@ INTERRUPT = (
 """The stdin line that makes Claude Code interrupt the running turn (reference/clis.md §4)."""
 
 
-def user_line(prompt: str) -> bytes:
-    """The stream-json input line carrying one user message."""
-    message = {"type": "user", "message": {"role": "user", "content": prompt}}
+def user_line(prompt: str, images: Sequence[ImagePart] = ()) -> bytes:
+    """The stream-json input line carrying one user message (its images as image blocks)."""
+    content: str | list[dict[str, Any]] = prompt
+    if images:
+        content = [{"type": "text", "text": prompt}] + [
+            {"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}}
+            for i in images
+        ]
+    message = {"type": "user", "message": {"role": "user", "content": content}}
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
@@ -66,7 +74,9 @@ class ClaudeAdapter:
 
     name = "claude"
     image = "claude"
-    supports = Supports(resume=True, thinking=True, text_deltas=True, usage=True, cost=True, mcp=True)
+    supports = Supports(
+        resume=True, thinking=True, text_deltas=True, usage=True, cost=True, mcp=True, images=True
+    )
     cancel = CancelPolicy(signal=int(signal.SIGINT), grace_seconds=5.0, stdin_interrupt=INTERRUPT)
 
     def __init__(self, *, workspace_root: str = "/workspace") -> None:
@@ -128,7 +138,7 @@ class ClaudeAdapter:
         return RunnerExec(
             argv=("sh", "-c", LAUNCHER, LAUNCHER_NAME, sid, *flags),
             env=env,
-            stdin=user_line(turn.prompt),
+            stdin=user_line(turn.prompt, turn.images),
             keep_stdin_open=True,
             files=tuple(files),
             user="sandbox",

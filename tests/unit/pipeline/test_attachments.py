@@ -117,6 +117,15 @@ async def test_a_runner_is_told_where_the_files_are_and_they_are_in_the_box(
     assert "The user attached these files (in the workspace):" in stdin
     assert "/workspace/attachments/shot.png (image/png, 70 bytes)" in stdin
     assert "/workspace/attachments/notes.txt (text/plain, 17 bytes)" in stdin
+    [line] = [json.loads(chunk) for chunk in stdin.splitlines() if '"type":"user"' in chunk]
+    content = line["message"]["content"]
+    assert content[0]["type"] == "text" and "shot.png" in content[0]["text"]
+    assert content[1:] == [  # Claude Code gets the image itself too (stream-json image block)
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(PNG).decode()},
+        }
+    ]
     [box] = list(backend.boxes.values())
     files = {**box.files, **{k: v for vol in backend.volumes.values() for k, v in vol.items()}}
     assert (
