@@ -9,7 +9,6 @@ run that silently skips its integration tests proves nothing). Everything the te
 from __future__ import annotations
 
 import contextlib
-import datetime
 import hashlib
 import io
 import os
@@ -20,6 +19,8 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
+
+from orchestrator.sandbox.docker.timestamps import engine_age
 
 TEST_RUN_LABEL = "cage.test-run"
 TEST_RUN_ID = uuid.uuid4().hex
@@ -77,25 +78,17 @@ long): sandbox and workspace names derive from fixed test identities, so a lefto
 hand its files to the next run's sandbox of the same name."""
 
 
-def _age(created: str) -> float:
-    try:
-        then = datetime.datetime.fromisoformat(created[:19]).replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return 0.0
-    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
-
-
 def _remove_stale_leftovers(client: docker.DockerClient) -> None:
     """Remove what a killed test session left behind (only things carrying a test-run label). In CI
     no other test session runs on the engine, so every such leftover is stale."""
     stale_after = 0.0 if os.environ.get("CI") else STALE_AFTER
     selector = {"label": TEST_RUN_LABEL}
     for container in client.containers.list(all=True, filters=selector):
-        if _age(container.attrs.get("Created", "")) > stale_after:
+        if engine_age(container.attrs.get("Created")) > stale_after:
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
     for volume in client.volumes.list(filters=selector):
-        if _age(volume.attrs.get("CreatedAt", "")) > stale_after:
+        if engine_age(volume.attrs.get("CreatedAt")) > stale_after:
             with contextlib.suppress(docker.errors.APIError):
                 volume.remove(force=True)
 

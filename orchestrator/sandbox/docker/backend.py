@@ -14,7 +14,6 @@ import secrets
 import signal as signals
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
@@ -41,6 +40,7 @@ from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_
 from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
+from orchestrator.sandbox.docker.timestamps import engine_time
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -81,15 +81,6 @@ def _process(line: bytes) -> ProcessInfo | None:
         return None
     exe = words[4] if len(words) > 4 and words[4] != "-" else ""
     return ProcessInfo(pid=pid, ppid=ppid, pgid=pgid, start=start, exe=exe, argv=tuple(words[5:9]))
-
-
-def _time(value: str | None) -> datetime | None:
-    """Docker's RFC 3339 nanosecond timestamps; the zero time means "never"."""
-    if not value or value.startswith("0001-"):
-        return None
-    head, _, frac = value.rstrip("Z").partition(".")
-    frac = (frac + "000000")[:6]
-    return datetime.fromisoformat(f"{head}.{frac}").replace(tzinfo=UTC)
 
 
 class DockerBackend:
@@ -162,9 +153,9 @@ class DockerBackend:
         return SandboxInfo(
             ref=ref,
             image=config.get("Image", ""),
-            created_at=_time(data.get("Created")),
-            started_at=_time(state.get("StartedAt")),
-            finished_at=_time(state.get("FinishedAt")),
+            created_at=engine_time(data.get("Created")),
+            started_at=engine_time(state.get("StartedAt")),
+            finished_at=engine_time(state.get("FinishedAt")),
             usage=usage,
             user=config.get("User", ""),
         )
@@ -459,7 +450,7 @@ class DockerBackend:
             data = await self._call(self._sync, "volumes", filters=filters)
         return [
             VolumeInfo(
-                name=row["Name"], labels=row.get("Labels") or {}, created_at=_time(row.get("CreatedAt"))
+                name=row["Name"], labels=row.get("Labels") or {}, created_at=engine_time(row.get("CreatedAt"))
             )
             for row in (data or {}).get("Volumes") or []
         ]

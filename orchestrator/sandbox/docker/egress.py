@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime
 import fcntl
 import functools
 import hashlib
@@ -47,6 +46,7 @@ from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
+from orchestrator.sandbox.docker.timestamps import engine_age
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import SandboxNet, render
 from orchestrator.sandbox.images import EGRESS_IMAGE
@@ -73,17 +73,6 @@ _HOST_ALIAS = "host.docker.internal"
 SWEEP_MIN_AGE = 600.0
 """Seconds a sandbox network must exist before a sweep may take it for an orphan: a box's network is
 made just before its container, so a younger one may belong to a box being created."""
-
-
-def _age(created: object) -> float:
-    """Seconds since an engine timestamp (`2026-12-01T19:31:14.123456789Z`); 0 when unreadable."""
-    if not isinstance(created, str) or len(created) < 19:
-        return 0.0
-    try:
-        then = datetime.datetime.fromisoformat(created[:19]).replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return 0.0
-    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
 
 
 def network_name(sandbox: str) -> str:
@@ -400,7 +389,7 @@ class DockerEgress:
         with engine_errors("egress networks"):
             for net in api.networks(filters={"label": f"{EGRESS_LABEL}=network"}):
                 sandbox = (net.get("Labels") or {}).get(SANDBOX_LABEL, "")
-                if _age(net.get("Created")) < SWEEP_MIN_AGE:
+                if engine_age(net.get("Created")) < SWEEP_MIN_AGE:
                     continue  # made for a box that is being created right now
                 try:
                     api.inspect_container(sandbox)
