@@ -116,10 +116,19 @@ class Conversations:
         return chat
 
     async def sessions(
-        self, principal: Principal, owner: str | None = None, limit: int = 50
+        self, principal: Principal, owner: str | None = None, limit: int = 50, *, parent: str | None = None
     ) -> list[ChatRecord]:
-        """The caller's sessions; an admin may name another owner."""
-        return await self._store.chats.list(_owner(principal, owner), limit=limit)
+        """The caller's sessions (with `parent`, that session's sub-agent child sessions); an admin
+        may name another owner.
+
+        Raises:
+            NotFound: no session `parent` of that owner.
+        """
+        who = _owner(principal, owner)
+        if parent is None:
+            return await self._store.chats.list(who, limit=limit)
+        chat = await self.get(principal, parent, owner=owner)
+        return await self._store.chats.list(who, parent_id=chat.id, limit=limit)
 
     async def events(
         self, principal: Principal, chat_id: str, after_seq: int, limit: int, *, owner: str | None = None

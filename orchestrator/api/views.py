@@ -31,6 +31,8 @@ class SessionView(BaseModel):
     last_seq: int
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     running_turn_id: str | None = None
+    parent_id: str | None = None
+    """A sub-agent's child session: the id of the session whose turn started it."""
 
     @classmethod
     def of(cls, chat: ChatRecord, running_turn_id: str | None = None) -> SessionView:
@@ -44,7 +46,15 @@ class SessionView(BaseModel):
             last_seq=chat.last_seq,
             metadata=chat.metadata,
             running_turn_id=running_turn_id,
+            parent_id=_parent_session(chat),
         )
+
+
+def _parent_session(chat: ChatRecord) -> str | None:
+    if chat.parent_id is None:
+        return None
+    named = chat.metadata.get("parent_session")
+    return named if isinstance(named, str) else chat.parent_id
 
 
 class TurnAccepted(BaseModel):

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from pydantic import JsonValue
 
 from orchestrator.dsl import AssistantMode, McpServerRef
-from orchestrator.pipeline.attachments import image_parts, with_attachment_note
+from orchestrator.pipeline.attachments import with_attachment_note
+from orchestrator.pipeline.child_sessions import StoreChildSessions
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
 from orchestrator.pipeline.options import tightened
@@ -76,12 +77,18 @@ async def _runner(frame: CallFrame) -> Completion:
     inp = RunnerTurnInput(
         assistant,
         with_attachment_note(last_user_text(frame.messages), attached, frame.lease.work_dir),
-        images=image_parts(attached),
         owner=scope.owner,
         chat_id=scope.chat_id,
         turn_id=scope.turn_id,
         workspace_id=frame.options.workspace_id,
         host_workspace=frame.options.host_workspace,
+        child_sessions=StoreChildSessions(
+            scope.store,
+            owner=scope.owner,
+            assistant_id=assistant.id,
+            parent_chat_id=scope.chat_id,
+            turn_id=scope.turn_id,
+        ),
     )
     if scope.permissions is not None and assistant.sandbox is not None:
         gate = await scope.permissions.broker(

@@ -14,6 +14,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.gateway import ModelGateway, SandboxAccess
 from orchestrator.permissions import PermissionGate
 from orchestrator.pipeline.bridge import BridgeResult, Emit, TurnLimits, run_runner_turn
+from orchestrator.pipeline.child_sessions import StoreChildSessions
 from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.roles import role_models
@@ -23,7 +24,7 @@ from orchestrator.sandbox.images import BuildProgress
 from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.stream import SandboxPhase, TurnBuilder
-from runners.base import HOME_SUBDIR, STATE_SUBDIR, ImagePart, TurnRequest
+from runners.base import HOME_SUBDIR, STATE_SUBDIR, TurnRequest
 from runners.registry import adapter_for
 
 
@@ -84,8 +85,8 @@ class RunnerTurnInput:
     """The running model gateway's port (an isolated box reaches it through the egress relay)."""
     gate: PermissionGate | None = None
     """The call's permission broker (`sandbox.yao` `permissions`); runners ask it before a tool runs."""
-    images: tuple[ImagePart, ...] = ()
-    """Attached images, for a runner whose CLI takes them (the files are in the box either way)."""
+    child_sessions: StoreChildSessions | None = None
+    """Where the native loop's sub-agents get their persisted child sessions (yaocode)."""
 
 
 def sandbox_request(inp: RunnerTurnInput) -> SandboxRequest:
@@ -237,7 +238,6 @@ async def _run_cli(
         chat_id=inp.chat_id,
         turn_id=inp.turn_id,
         prompt=inp.prompt,
-        images=inp.images if adapter.supports.images else (),
         system_prompt=system_prompt(assistant),
         connector=connector,
         role_models=roles or {},
@@ -274,7 +274,6 @@ async def _run_cli(
         limits=limits or turn_limits(inp),
         workspace_root=mount,
         on_resume=save_resume,
-        gate=inp.gate,
     )
 
 

@@ -175,7 +175,10 @@ async def run_yaocode_turn(
     client = client_for(connector)
     tools = coding_tools(LeaseToolSandbox(manager, lease), bash_timeout=options.bash_timeout)
     if options.agent:
-        tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
+        agent = AgentTool(
+            client, tools, runner=RUNNER, tool_timeout=options.tool_timeout, sessions=inp.child_sessions
+        )
+        tools.add(agent)
     if skills:
         tools.add(SkillTool(skills))
     if inp.gate is not None:

@@ -142,11 +142,15 @@ class ChatRepository:
             raise RecordNotFound("chat", chat_id)
         return found
 
-    async def list(self, owner: str, *, assistant_id: str | None = None, limit: int = 50) -> list[ChatRecord]:
-        """The owner's chats, most recently active first."""
+    async def list(
+        self, owner: str, *, assistant_id: str | None = None, parent_id: str | None = None, limit: int = 50
+    ) -> list[ChatRecord]:
+        """The owner's chats (with `parent_id`, only that chat's children), most recently active first."""
         query = select(ChatRow).where(ChatRow.owner == owner)
         if assistant_id is not None:
             query = query.where(ChatRow.assistant_id == assistant_id)
+        if parent_id is not None:
+            query = query.where(ChatRow.parent_id == parent_id)
         query = query.order_by(ChatRow.updated_at.desc(), ChatRow.id).limit(min(max(limit, 1), _MAX_LIST))
         async with self._db.read() as session:
             return [chat_record(row) for row in await session.scalars(query)]

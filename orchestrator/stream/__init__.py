@@ -56,6 +56,8 @@ from orchestrator.stream.lifecycle import (
     StreamEnd,
     StreamStart,
     StreamStatus,
+    SubagentEnded,
+    SubagentStarted,
     TokenUsage,
     TurnStalled,
 )
@@ -103,6 +105,8 @@ __all__ = [
     "StreamEnd",
     "StreamStart",
     "StreamStatus",
+    "SubagentEnded",
+    "SubagentStarted",
     "TextEvent",
     "TextProps",
     "ThinkingEvent",

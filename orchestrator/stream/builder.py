@@ -61,6 +61,8 @@ from orchestrator.stream.lifecycle import (
     StreamEnd,
     StreamStart,
     StreamStatus,
+    SubagentEnded,
+    SubagentStarted,
     TokenUsage,
     TurnStalled,
 )
@@ -473,6 +475,20 @@ class TurnBuilder:
         """A hook's keys Cage does not act on (a warning; the turn goes on)."""
         self._live()
         props = HookIgnored(assistant_id=assistant_id, hook=hook, keys=tuple(keys), reason=reason)
+        return [self._event(props)]
+
+    def subagent_started(self, session_id: str, name: str, *, tool_id: str | None = None) -> list[Event]:
+        """A sub-agent began in its child session `session_id`."""
+        self._live()
+        return [self._event(SubagentStarted(session_id=session_id, name=name, tool_id=tool_id))]
+
+    def subagent_ended(
+        self, session_id: str, name: str, status: StreamStatus, *, error: str | None = None
+    ) -> list[Event]:
+        self._live()
+        props = SubagentEnded(
+            session_id=session_id, name=name, status=status, error=redact(error) if error else None
+        )
         return [self._event(props)]
 
     def raw(self, raw_type: str, raw: JsonValue, *, runner: str | None = None) -> list[Event]:

@@ -193,6 +193,25 @@ class HookIgnored(_Props):
     reason: str
 
 
+class SubagentStarted(_Props):
+    """A sub-agent started in a child session of its own (its events are in that session's log)."""
+
+    event: Literal["subagent/started"] = "subagent/started"
+    session_id: str
+    """The child session (`GET /v1/sessions/{id}/events`; listed under `?parent=`)."""
+    name: str
+    tool_id: str | None = None
+    """The `agent` tool call that started it."""
+
+
+class SubagentEnded(_Props):
+    event: Literal["subagent/ended"] = "subagent/ended"
+    session_id: str
+    name: str
+    status: StreamStatus = "completed"
+    error: str | None = None
+
+
 LifecycleProps = Annotated[
     StreamStart
     | StreamEnd
@@ -209,7 +228,9 @@ LifecycleProps = Annotated[
     | TurnStalled
     | RunnerRaw
     | HookNext
-    | HookIgnored,
+    | HookIgnored
+    | SubagentStarted
+    | SubagentEnded,
     Field(discriminator="event"),
 ]
 

@@ -35,9 +35,14 @@ class EventPage(BaseModel):
 
 @router.get("", response_model=list[SessionView])
 async def list_sessions(
-    principal: CallerDep, conversations: ConversationsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+    principal: CallerDep,
+    conversations: ConversationsDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    parent: Annotated[str | None, Query(pattern=CHAT_ID)] = None,
 ) -> list[SessionView]:
-    return [session_view(conversations, c) for c in await conversations.sessions(principal, limit=limit)]
+    """The caller's sessions; `?parent=<id>`: the sub-agent child sessions of that session."""
+    chats = await conversations.sessions(principal, limit=limit, parent=parent)
+    return [session_view(conversations, c) for c in chats]
 
 
 @router.get("/{chat_id}", response_model=SessionView)

@@ -79,13 +79,14 @@ def test_agent_tool_runs_ten_sub_agents_eight_at_a_time_as_child_sessions(
     assert result.code == 0, result.stderr[-3000:]
     opened: dict[str, int] = {}
     spans: list[tuple[float, float]] = []
-    for event in result.events:
-        thread, props = event.get("thread_id"), event["props"]
-        if thread and props.get("event") == "stream_start":
-            opened[thread] = event["ts"]
-        elif thread and props.get("event") == "stream_end":
+    for event in result.events:  # the parent's timeline: a started/ended pair per child session
+        props = event["props"]
+        assert event.get("thread_id") is None  # the children's own events are in their sessions
+        if props.get("event") == "subagent/started":
+            opened[props["session_id"]] = event["ts"]
+        elif props.get("event") == "subagent/ended":
             assert props["status"] == "completed"
-            spans.append((opened[thread], event["ts"]))
+            spans.append((opened[props["session_id"]], event["ts"]))
     assert len(opened) == 10 and len(spans) == 10
     assert 2 <= max_overlap(spans) <= 8
     turn_id = result.events[0]["turn_id"]
@@ -99,7 +100,7 @@ def test_agent_tool_runs_ten_sub_agents_eight_at_a_time_as_child_sessions(
     checkpoint = json.loads((app.data_dir / "yaocode" / "checkpoints" / f"{turn_id}.json").read_text())
     assert checkpoint["phase"] == "done" and checkpoint["stop_reason"] == "completed"
     report = checkpoint["messages"][2]["content"][0]["output"]
-    assert report.count("## Task ") == 10 and f"## Task 10: {PROMPTS[9]}" in report
+    assert report.count("## task-") == 10 and f"## task-10: {PROMPTS[9]}" in report
 
 
 def test_turn_timeout_stops_a_long_tool_with_exit_124(app: NativeApp, workspace: Path) -> None:

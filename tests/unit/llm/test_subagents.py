@@ -55,7 +55,7 @@ async def test_ten_prompts_run_with_at_most_eight_in_flight(
     assert len(set(ids)) == 10 and set(ids) == set(opened)
     assert all(str(i).startswith("sess-1/agent-") for i in ids)
     output = result.messages[2].tool_results[0].output
-    assert output.count("## Task ") == 10 and "## Task 10: look at area 9" in output
+    assert output.count("## task-") == 10 and "## task-10: look at area 9" in output
     # sub-agents only had read-only tools: the forced write was refused, nothing written
     assert not (tmp_path / "evil.txt").exists()
     sub_requests = [r for r in server.requests.for_scenario("sub") if r.step == 0]
