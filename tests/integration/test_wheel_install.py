@@ -7,7 +7,6 @@ test's own environment (a `.pth` line) rather than a second download of the whol
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+
+from tests.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def _tracked_copy(dest: Path) -> Path:
 
 
 def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("CAGE_", "VIRTUAL_ENV"))}
+    return subprocess_env(strip=("CAGE_", "VIRTUAL_ENV"))
 
 
 def test_an_installed_wheel_builds_the_same_tools_image(tmp_path: Path) -> None:

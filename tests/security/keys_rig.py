@@ -19,6 +19,7 @@ import pytest
 
 from tests.fakes.model_server import FakeModelServer
 from tests.integration.conftest import docker_engine, test_run_labels
+from tests.subprocess_env import ENGINE_VARS, subprocess_env
 
 __all__ = ["KeysApp", "docker_engine", "keys_app", "keys_model", "test_run_labels"]
 
@@ -74,8 +75,7 @@ class KeysApp:
         return f"keys.{name}"
 
     def env(self) -> dict[str, str]:
-        keep = {"CAGE_EXTRA_CA_CERTS", "CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST", "CAGE_EGRESS_CONTAINER"}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k in keep}
+        env = subprocess_env(keep=ENGINE_VARS)
         if Path(HOST_CA).is_file():
             env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)
         env.update({

@@ -5,7 +5,6 @@ model: `cage chat` in a real pseudo-terminal (a turn, an interrupt, quitting), `
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
@@ -24,6 +23,7 @@ import pytest
 from orchestrator.client import CageApiError, CageClient
 from orchestrator.client.session import is_turn_end
 from tests.fakes.model_server import FakeModelServer
+from tests.subprocess_env import EGRESS_VAR, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
 ADMIN_KEY = "cage-test-bootstrap-admin-key-0123456789"
@@ -46,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, test_run_labels: dict[str, 
     root = tmp_path_factory.mktemp("client")
     with FakeModelServer("text", host="127.0.0.1") as model:
         model.add_scenario("story", [{"text": "once upon a time " + "and then " * 60, "delay": 0.3}])
-        base = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k == "CAGE_EGRESS_CONTAINER"}
+        base = subprocess_env(keep={EGRESS_VAR})
         subprocess.run(
             [*CAGE, "init", "app", "--host", model.url, "--model", "claude-sonnet-4-5@text"],
             cwd=root,

@@ -4,7 +4,6 @@ so the first request is not a 401 with no way out; the token never reaches the l
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -13,6 +12,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from tests.subprocess_env import EGRESS_VAR, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
 
@@ -25,7 +26,7 @@ def _free_port() -> int:
 
 def _serve(app: Path, port: int, labels: dict[str, str], *root_args: str) -> tuple[int, str]:
     """Run `cage serve` (stderr not a TTY) until it answers, stop it, return (rc, its output)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k == "CAGE_EGRESS_CONTAINER"}
+    env = subprocess_env(keep={EGRESS_VAR})
     env["CAGE_SANDBOX_LABELS"] = json.dumps(labels)
     log = app / "serve.log"
     with log.open("wb") as out:
@@ -86,6 +87,6 @@ def test_first_start_creates_one_admin_key_and_says_how_to_connect(
         capture_output=True,
         text=True,
         check=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k == "CAGE_EGRESS_CONTAINER"},
+        env=subprocess_env(keep={EGRESS_VAR}),
     )
     assert [k["role"] for k in json.loads(keys.stdout)] == ["admin"]

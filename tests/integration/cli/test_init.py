@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.model_server import FakeModelServer
+from tests.subprocess_env import ENGINE_VARS, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
 CHECKOUT_UID = 1000
@@ -26,8 +27,7 @@ def model() -> Iterator[FakeModelServer]:
 
 
 def _env(tmp_path: Path, labels: dict[str, str]) -> dict[str, str]:
-    keep = {"CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST", "CAGE_EXTRA_CA_CERTS", "CAGE_EGRESS_CONTAINER"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k in keep}
+    env = subprocess_env(keep=ENGINE_VARS)
     env.update(
         {
             "ANTHROPIC_API_KEY": "sk-fake-init-key-123456",

@@ -17,6 +17,7 @@ import docker
 import pytest
 
 from tests.fakes.model_server import FakeModelServer
+from tests.subprocess_env import ENGINE_VARS, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
 REPO = Path(__file__).resolve().parents[3]
@@ -72,8 +73,7 @@ class App:
         return f"e2e.{runner}"
 
     def env(self) -> dict[str, str]:
-        keep = {"CAGE_EXTRA_CA_CERTS", "CAGE_BASE_IMAGE", "CAGE_DOCKER_HOST", "CAGE_EGRESS_CONTAINER"}
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k in keep}
+        env = subprocess_env(keep=ENGINE_VARS)
         if Path(HOST_CA).is_file():
             env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)
         env.update({

@@ -3,7 +3,6 @@ direct `.venv/bin/cage` call does not), and a build that fails on TLS says which
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from orchestrator import settings as settings_module
 from orchestrator.sandbox.images import tls_hint
 from orchestrator.settings import Settings
+from tests.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -27,7 +27,7 @@ print(plan_build(image, base, images_dir=default_images_dir(), extra_files=extra
 
 
 def planned_tag(env: dict[str, str]) -> str:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
+    clean = subprocess_env()
     result = subprocess.run(
         [sys.executable, "-c", PLANNED_TAG], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True
     )

@@ -4,7 +4,6 @@ exit 2 with one line and a hint, `--version`, `--json` listings, completion, the
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.app import CageGroup
+from tests.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def cage(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CAGE_", "_CAGE"))}
+    base = subprocess_env(strip=("CAGE_", "_CAGE"))
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", *args],
         cwd=cwd,

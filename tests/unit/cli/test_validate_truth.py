@@ -5,16 +5,17 @@ Each is named with its file, key path and (where the file has one) line, and val
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def validate(app: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CAGE_", "_CAGE", "CAGE_TEST_KEY"))}
+    base = subprocess_env(strip=("CAGE_", "_CAGE"))
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.cli", "--app", str(app), "validate"],
         cwd=ROOT,
