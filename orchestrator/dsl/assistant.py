@@ -43,6 +43,7 @@ from orchestrator.dsl.mcp import (
 from orchestrator.dsl.package import PackageSpec, Prompt
 from orchestrator.dsl.role_support import role_refusal
 from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.dsl.sandbox_notes import sandbox_notes
 from orchestrator.dsl.sandboxfile import load_sandbox
 from orchestrator.dsl.skills import Skill, load_skills
 from orchestrator.dsl.yamldoc import parse_yaml
@@ -399,6 +400,7 @@ YAO_TAI_IMAGES = "yaoapp/tai-sandbox-"
 
 def _sandbox(doc: Document, ctx: AppContext, notes: list[ConfigWarning], prefix: KeyPath = ()) -> SandboxSpec:
     spec = load_sandbox(doc, environ=ctx.environ, default_runner=ctx.agent.runner, prefix=prefix)
+    notes.extend(sandbox_notes(doc, spec, prefix))
     if spec.computer.image and spec.computer.image.startswith(YAO_TAI_IMAGES):
         notes.append(warning(doc, (*prefix, "computer", "image"), (
             f"{spec.computer.image!r} is one of Yao's Tai runner images; Cage runs its own "
