@@ -3,9 +3,23 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from orchestrator.stream import Usage
+
+
+class PermissionDecision(BaseModel):
+    """One tool call decided by the permissions policy in CI mode (`cage run --permissions`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    request_id: str
+    tool: str | None = None
+    decision: Literal["allow", "deny"]
+    by: Literal["user", "policy", "timeout"]
+    rule: str | None = None
+    message: str | None = None
 
 
 class TurnSummary(BaseModel):
@@ -30,3 +44,5 @@ class TurnSummary(BaseModel):
     """What the assistant's Next hook returned as `data`."""
     metadata: dict[str, JsonValue] | None = None
     """What the assistant's Next hook returned as `metadata`."""
+    permissions: list[PermissionDecision] = []
+    """Every tool call the `permissions` policy decided, in order (`permission/resolved` events)."""

@@ -33,7 +33,7 @@ import anyio
 import typer
 from rich.console import Console
 
-from orchestrator.cli.artifacts import TurnSummary
+from orchestrator.cli.artifacts import PermissionDecision, TurnSummary
 from orchestrator.cli.hostfs import is_within, read_named_file
 from orchestrator.cli.outputs import ArtifactDir, refuse_inside
 from orchestrator.cli.overrides import apply_env, apply_sets
@@ -51,13 +51,21 @@ from orchestrator.pipeline import (
     TurnOptions,
     TurnResult,
 )
+from orchestrator.pipeline.permissions import Unattended
 from orchestrator.pipeline.runner_turn import new_chat_id
 from orchestrator.sandbox.checkout import checkout_owner
 from orchestrator.sandbox.labels import MANAGED
 from orchestrator.services import Services
 from orchestrator.settings import Settings
 from orchestrator.store import Store
-from orchestrator.stream import ErrorEvent, Event, JSONLEncoder, LifecycleEvent, SandboxStatus
+from orchestrator.stream import (
+    ErrorEvent,
+    Event,
+    JSONLEncoder,
+    LifecycleEvent,
+    PermissionResolved,
+    SandboxStatus,
+)
 
 EXIT_OK, EXIT_AGENT, EXIT_CONFIG, EXIT_INFRA, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 124, 130
 Output = Literal["text", "jsonl", "github"]
@@ -118,6 +126,22 @@ class _Sink:
     def error_codes(self) -> list[str]:
         return [e.props.code for e in self.events if isinstance(e, ErrorEvent)]
 
+    @property
+    def permissions(self) -> list[PermissionDecision]:
+        """The turn's `permission/resolved` events, for `summary.json`."""
+        return [
+            PermissionDecision(
+                request_id=e.props.request_id,
+                tool=e.props.tool,
+                decision=e.props.decision,
+                by=e.props.by,
+                rule=e.props.rule,
+                message=e.props.message,
+            )
+            for e in self.events
+            if isinstance(e, LifecycleEvent) and isinstance(e.props, PermissionResolved)
+        ]
+
 
 async def _watch_signals(handle: TurnHandle, interrupted: list[bool]) -> None:
     """First signal: graceful interrupt (the runner stops its turn); second: force."""
@@ -138,6 +162,7 @@ class RunOptions:
     turn_timeout: float | None
     sets: tuple[str, ...]
     env: tuple[str, ...]
+    permissions: Unattended = "policy"
 
 
 def _renderer(output: Output, workspace: Path) -> Renderer:
@@ -187,7 +212,7 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = Store.from_settings(settings)
     await store.migrate()
-    pipeline = PipelineService.from_services(services, store)
+    pipeline = PipelineService.from_services(services, store, unattended=opts.permissions)
     outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
     events_file = outputs.create("events.jsonl") if outputs is not None else None
     renderer = _renderer(opts.output, opts.workspace)
@@ -248,6 +273,7 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
         exit_code=code,
         data=result.data,
         metadata=result.metadata,
+        permissions=sink.permissions,
     )
     renderer.finish(summary)
     if outputs is not None:
@@ -303,12 +329,22 @@ def run(
         list[str] | None, typer.Option("--set", help="Override sandbox.yao: sandbox.key.path=value.")
     ] = None,
     chat: Annotated[str | None, typer.Option("--chat", help="Chat id; reuse it to continue.")] = None,
+    permissions: Annotated[
+        str,
+        typer.Option(
+            "--permissions",
+            help="Who answers the sandbox.yao permissions policy's ask rules with no one to ask: "
+            "policy (its default), deny or allow.",
+        ),
+    ] = "policy",
 ) -> None:
     """Run one turn of a sandbox assistant against WORKSPACE (exit codes: see `docs/ci.md`)."""
     if (prompt is None) == (prompt_file is None):
         raise UsageError("give exactly one of --prompt and --prompt-file")
     if output not in ("text", "jsonl", "github"):
         raise UsageError(f"--output {output!r}: expected text, jsonl or github")
+    if permissions not in ("policy", "deny", "allow"):
+        raise UsageError(f"--permissions {permissions!r}: expected policy, deny or allow")
     if not workspace.is_dir():
         raise UsageError(f"--workspace {workspace}: not a directory")
     try:
@@ -329,6 +365,7 @@ def run(
         turn_timeout=limit or None,
         sets=tuple(set_ or ()),
         env=tuple(env or ()),
+        permissions=permissions,  # type: ignore[arg-type]
     )
     settings = Settings(app_dir=ctx.obj["app_dir"])
     if not os.environ.get("CAGE_DATA_DIR"):
