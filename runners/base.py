@@ -18,6 +18,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
 
 from orchestrator.dsl import ConnectorSpec, McpServerSpec
+from orchestrator.dsl.package import CompactionSettings
+from orchestrator.dsl.package import ModelOptions as PackageOptions
 from orchestrator.permissions import Decision, Question, ToolRequest
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
 
@@ -117,6 +119,13 @@ class TurnRequest(BaseModel):
     mcp_servers: tuple[McpServerSpec, ...] = ()
     options: Mapping[str, Any] = Field(default_factory=dict)
     """`runner.options` from sandbox.yao."""
+    package_options: PackageOptions = PackageOptions()
+    """The package's `options` (request parameters); each adapter maps those its CLI has a
+    setting for, the loader refuses the rest (`orchestrator.dsl.option_support`)."""
+    compaction: CompactionSettings = CompactionSettings()
+    """The package's `compaction` (the native loop's `tai` honours it)."""
+    max_turn: int | None = None
+    """`mcp.options.max_turn` when the package sets it (`tai`: the turn's round budget)."""
     workdir: str = "/workspace"
     """The agent's working directory inside the sandbox."""
     home: str = f"/workspace/{HOME_SUBDIR}"

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.dsl import LoadReport, is_system_id
+from orchestrator.dsl import Assistant, LoadReport, is_system_id
+from orchestrator.dsl.assistant import read_document
+from orchestrator.dsl.diagnostics import flatten
+from orchestrator.dsl.option_support import check_options
 from orchestrator.errors import ConfigError
 
 STRICT_HELP = "Treat warnings (keys that have no effect in Cage) as errors."
@@ -49,6 +52,7 @@ def turn_refusals(app_dir: Path, report: LoadReport) -> list[ConfigError]:
             conn_id, file, key = role.connector, "sandbox.yao", "runner.connectors.default"
         else:
             conn_id, file, key = assistant.connector, "package.yao", "connector"
+        refusals.extend(_option_refusals(app_dir, report, assistant, conn_id))
         err = report.connector_errors.get(conn_id) if conn_id else None
         if err is None:
             continue
@@ -57,3 +61,19 @@ def turn_refusals(app_dir: Path, report: LoadReport) -> list[ConfigError]:
         message = f"connector {conn_id!r} cannot be used by a turn: {err}"
         refusals.append(ConfigError(message, file=shown, key_path=key))
     return refusals
+
+
+def _option_refusals(
+    app_dir: Path, report: LoadReport, assistant: Assistant, conn_id: str | None
+) -> list[ConfigError]:
+    """The package `options` and `mcp.options` the assistant's runner (or LLM mode) would refuse,
+    with their lines."""
+    runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
+    provider = report.connector_types.get(conn_id) if conn_id else None
+    path = assistant.path / "package.yao"
+    shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
+    try:
+        check_options(assistant.package, read_document(path, shown), runner, provider)
+    except ConfigError as exc:
+        return flatten(exc)
+    return []

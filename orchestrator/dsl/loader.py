@@ -50,6 +50,8 @@ class LoadReport:
     connector_errors: Mapping[str, ConfigError] = field(default_factory=dict)
     """Connectors that cannot be used (e.g. their `$ENV` key is unset); the app still loads."""
     mcp_errors: Mapping[str, ConfigError] = field(default_factory=dict)
+    connector_types: Mapping[str, str] = field(default_factory=dict)
+    """The provider (`anthropic`, `openai`) of each connector that loaded."""
 
     @property
     def ids(self) -> list[str]:
@@ -222,6 +224,7 @@ class AppLoader:
                 warnings=tuple(notes),
                 connector_errors=dict(app.ctx.connectors.errors),
                 mcp_errors=dict(app.ctx.mcps.errors),
+                connector_types={k: v.type.value for k, v in app.ctx.connectors.specs.items()},
             )
 
     def is_readonly(self, assistant_id: str) -> bool:

@@ -53,8 +53,11 @@ class Prompt(BaseModel):
 class ModelOptions(BaseModel):
     """`options`: request parameters for the model.
 
-    The typed keys are checked; any other key is passed to the provider's request body as is,
-    because Yao forwards this map unchanged and providers keep adding parameters.
+    The typed keys are checked; any other key is added to the provider's request body as is
+    (Yao forwards this map unchanged and providers keep adding parameters). LLM mode, `yaocode`
+    and `tai` send every key their connector's API has; the CLI runners map the keys their CLI
+    has a setting for. A key a runner or provider cannot honour is refused at load time with
+    the reason (`orchestrator.dsl.option_support`), never dropped.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
@@ -69,6 +72,26 @@ class ModelOptions(BaseModel):
     stop: str | tuple[str, ...] | None = None
     seed: int | None = None
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+
+
+class CompactionSettings(BaseModel):
+    """`compaction` (Cage): summarise the oldest history once a request would pass a token budget.
+
+    On by default for LLM mode, `yaocode` and `tai`; `false` turns it off. `true` or an object
+    turns it on, optionally with its own budget.
+    """
+
+    model_config = _STRICT
+    enabled: bool = True
+    budget_tokens: int | None = Field(default=None, ge=1000)
+    """Estimated input tokens that trigger compaction; default: 80% of the connector's context
+    window (`capabilities.max_input_tokens`, else 128k) less the reply's `max_tokens`."""
+    keep_rounds: int = Field(default=2, ge=0, le=50)
+    """Rounds of the current turn kept word for word when the turn itself must be compacted."""
+
+    @classmethod
+    def parse(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
 
 
 class Placeholder(BaseModel):
@@ -162,6 +185,8 @@ class PackageSpec(BaseModel):
     """Embedded sandbox (`version: "2.0"`); a `sandbox.yao` file next to the package wins."""
     history_size: int | None = Field(default=None, ge=0)
     """Messages of history sent with a turn (Cage); default from `agent.yml`."""
+    compaction: CompactionSettings = CompactionSettings()
+    """Context compaction for LLM mode, `yaocode` and `tai` (Cage); on unless `false`."""
     assistant_id: str = ""
     """Set by the loader from the directory; a value in the file is ignored."""
     path: str = ""
@@ -178,6 +203,11 @@ class PackageSpec(BaseModel):
     """Older spelling in some Yao packages; Yao reads only `options`."""
     version: str = ""
     """Package version (metadata)."""
+
+    @field_validator("compaction", mode="before")
+    @classmethod
+    def _compaction(cls, v: Any) -> Any:
+        return CompactionSettings.parse(v)
 
     @field_validator("tags", "modes", mode="before")
     @classmethod

@@ -11,7 +11,13 @@ from orchestrator.llm.assembly import StepAssembler
 from orchestrator.llm.checkpoint import Checkpoint, CheckpointSink, JsonFileCheckpoints, MemoryCheckpoints
 from orchestrator.llm.client import ClientSettings, ModelClient
 from orchestrator.llm.compaction import Compaction, CompactionPolicy, Compactor, estimate_tokens
-from orchestrator.llm.connectors import client_for, client_settings, model_options
+from orchestrator.llm.connectors import (
+    client_for,
+    client_settings,
+    compaction_policy,
+    model_options,
+    package_model,
+)
 from orchestrator.llm.deltas import (
     ModelDelta,
     StopDelta,
@@ -96,6 +102,8 @@ __all__ = [
     "client_for",
     "client_settings",
     "collecting",
+    "compaction_policy",
     "estimate_tokens",
     "model_options",
+    "package_model",
 ]

@@ -83,12 +83,23 @@ def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    # This SDK's `messages.create` lacks some arguments (`temperature`, ...); the API takes the fields.
+    extra: dict[str, Any] = {}
+    sampling = request.sampling
     if request.thinking:
         budget = max(1024, min(request.thinking_budget, request.max_tokens - 1))
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    elif request.temperature is not None:
-        # This SDK's `messages.create` has no `temperature` argument; the API still takes the field.
-        body["extra_body"] = {"temperature": request.temperature}
+    else:  # with extended thinking the API refuses temperature and top_p changes
+        if request.temperature is not None:
+            extra["temperature"] = request.temperature
+        if sampling.top_p is not None:
+            extra["top_p"] = sampling.top_p
+    if sampling.stop:
+        extra["stop_sequences"] = list(sampling.stop)
+    # seed and the penalties have no Messages API field: the loader refuses them for this provider.
+    extra.update(sampling.extra)
+    if extra:
+        body["extra_body"] = extra
     return body
 
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from orchestrator.dsl.connectors import ConnectorSpec, ConnectorType
+from orchestrator.dsl.package import CompactionSettings
+from orchestrator.dsl.package import ModelOptions as PackageOptions
 from orchestrator.llm.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT, ClientSettings, ModelClient
-from orchestrator.llm.messages import ModelOptions
+from orchestrator.llm.compaction import CompactionPolicy
+from orchestrator.llm.messages import ModelOptions, Sampling
+
+EFFORT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+"""Anthropic has no `reasoning_effort`: an effort becomes extended thinking with this budget."""
+DEFAULT_CONTEXT_TOKENS = 128_000
+"""A connector's context window when its `capabilities.max_input_tokens` does not say."""
 
 
 def client_settings(connector: ConnectorSpec) -> ClientSettings:
@@ -21,17 +29,68 @@ def client_settings(connector: ConnectorSpec) -> ClientSettings:
     )
 
 
-def model_options(connector: ConnectorSpec) -> ModelOptions:
-    """The request knobs a connector sets: `max_tokens`, `temperature`, `thinking`."""
+def model_options(connector: ConnectorSpec, package: PackageOptions | None = None) -> ModelOptions:
+    """The request knobs of a connector (`max_tokens`, `temperature`, `thinking`), with a
+    package's `options` over them (the typed keys and any extra provider key).
+
+    The loader has refused the keys the connector's provider has no field for
+    (`orchestrator.dsl.option_support`), so every key given here is sent.
+    """
     thinking = connector.thinking is not None and connector.thinking.type == "enabled"
     budget = connector.thinking.budget_tokens if connector.thinking else None
     max_tokens = connector.max_tokens or (max(8192, (budget or 0) + 4096) if thinking else 4096)
+    temperature = connector.temperature
+    sampling = Sampling()
+    if package is not None:
+        max_tokens = package.max_tokens or package.max_completion_tokens or max_tokens
+        if package.temperature is not None:
+            temperature = package.temperature
+        stop = (package.stop,) if isinstance(package.stop, str) else tuple(package.stop or ())
+        effort = package.reasoning_effort
+        if effort is not None and connector.type is ConnectorType.ANTHROPIC:
+            thinking, budget, effort = True, EFFORT_BUDGETS[effort], None
+            max_tokens = max(max_tokens, budget + 4096)
+        sampling = Sampling(
+            top_p=package.top_p,
+            stop=stop,
+            seed=package.seed,
+            presence_penalty=package.presence_penalty,
+            frequency_penalty=package.frequency_penalty,
+            reasoning_effort=effort,
+            extra=dict(package.model_extra or {}),
+        )
     return ModelOptions(
         max_tokens=max_tokens,
-        temperature=connector.temperature,
+        temperature=temperature,
         thinking=thinking,
         thinking_budget=budget or 2048,
+        sampling=sampling,
     )
+
+
+def compaction_policy(
+    connector: ConnectorSpec, options: ModelOptions, settings: CompactionSettings
+) -> CompactionPolicy | None:
+    """The loop's compaction from a package's `compaction`, None when it is off.
+
+    The default budget is 80% of the connector's context window less the reply's `max_tokens`
+    (the estimate is rough: four characters a token), and never below 1000 tokens.
+    """
+    if not settings.enabled:
+        return None
+    budget = settings.budget_tokens
+    if budget is None:
+        capabilities = connector.capabilities
+        window = (capabilities.max_input_tokens if capabilities else None) or DEFAULT_CONTEXT_TOKENS
+        budget = max(1000, int(window * 0.8) - options.max_tokens)
+    return CompactionPolicy(budget_tokens=budget, keep_rounds=settings.keep_rounds)
+
+
+def package_model(connector: ConnectorSpec, package: PackageOptions | None) -> ConnectorSpec:
+    """The connector with the package's `options.model` (when set) as its model."""
+    if package is None or not package.model:
+        return connector
+    return connector.model_copy(update={"model": package.model})
 
 
 def client_for(connector: ConnectorSpec | ClientSettings) -> ModelClient:

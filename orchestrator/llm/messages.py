@@ -123,6 +123,24 @@ class ModelRequest(BaseModel):
     """Ask for thinking (Anthropic extended thinking; OpenAI-compatible reasoning is passive)."""
     thinking_budget: int = 2048
     """Anthropic `budget_tokens` when `thinking` is on."""
+    sampling: Sampling = Field(default_factory=lambda: Sampling())
+    """The package's other request parameters (`top_p`, `stop`, `seed`, ...)."""
+
+
+class Sampling(BaseModel):
+    """Request parameters from a package's `options` beyond `max_tokens`/`temperature`. Each
+    client sends the ones its API has; `orchestrator.dsl.option_support` refuses the others at
+    load time, so none is dropped silently."""
+
+    model_config = _FROZEN
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+    """Provider keys Cage does not type, added to the request body as they are."""
 
 
 class ModelOptions(BaseModel):
@@ -133,6 +151,7 @@ class ModelOptions(BaseModel):
     temperature: float | None = None
     thinking: bool = False
     thinking_budget: int = 2048
+    sampling: Sampling = Field(default_factory=lambda: Sampling())
 
     def request(
         self, system: str, messages: tuple[ChatMessage, ...], tools: tuple[ToolSpec, ...] = ()
@@ -145,4 +164,8 @@ class ModelOptions(BaseModel):
             temperature=self.temperature,
             thinking=self.thinking,
             thinking_budget=self.thinking_budget,
+            sampling=self.sampling,
         )
+
+
+ModelRequest.model_rebuild()

@@ -102,6 +102,19 @@ def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
         ]
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    sampling = request.sampling
+    typed: dict[str, Any] = {
+        "top_p": sampling.top_p,
+        "stop": list(sampling.stop) or None,
+        "seed": sampling.seed,
+        "presence_penalty": sampling.presence_penalty,
+        "frequency_penalty": sampling.frequency_penalty,
+        "reasoning_effort": sampling.reasoning_effort,
+    }
+    extra = {key: value for key, value in typed.items() if value is not None}
+    extra.update(sampling.extra)
+    if extra:  # `extra_body` reaches the JSON body whatever this SDK version types
+        body["extra_body"] = extra
     return body
 
 

@@ -42,11 +42,13 @@ from orchestrator.dsl import (
     Prompt,
     expand_prompts,
 )
+from orchestrator.dsl.option_support import refuse_options
 from orchestrator.errors import CageError, ConfigError, ToolError, UsageError
 from orchestrator.llm import (
     AgentLoop,
     ChatMessage,
     CheckpointSink,
+    CompactionPolicy,
     EventSink,
     LoopResult,
     LoopStop,
@@ -55,7 +57,9 @@ from orchestrator.llm import (
     ToolResultBlock,
     client_for,
     client_settings,
+    compaction_policy,
     model_options,
+    package_model,
 )
 from orchestrator.llm.images import has_vision, image_from_part, without_images
 from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, StopOnTrip, handoff_digest
@@ -278,6 +282,7 @@ async def _run_primary(
             max_rounds=options.max_turn if options.tool_loop and not inp.next_handles_tools else 1,
             tool_timeout=toolset.call_timeout + 10 if toolset.connections else 300.0,
             checkpoints=checkpoints,
+            compaction=setup.compaction,
             runner=RUNNER,
             emit_tool_calls=True,
         )
@@ -338,6 +343,7 @@ class _Setup:
     """User/assistant messages of the prompts (examples), put before the conversation."""
     client: ModelClient
     options: ModelOptions
+    compaction: CompactionPolicy | None = None
 
 
 async def _prepare(
@@ -378,22 +384,18 @@ async def _prepare(
         if p.role in ("user", "assistant") and p.content
     )
     spec = await anyio.to_thread.run_sync(_connector_spec, loader, assistant, connector)
-    settings = client_settings(spec)
     package = assistant.package.options
-    if package.model:
-        settings = settings.model_copy(update={"model": package.model})
-    options = model_options(spec)
+    refuse_options(assistant.path / "package.yao", assistant.package, None, spec.type.value)
+    settings = client_settings(package_model(spec, package))
+    options = model_options(spec, package)
     updates: dict[str, Any] = {}
-    if package.temperature is not None:
-        updates["temperature"] = package.temperature
-    if package.max_tokens or package.max_completion_tokens:
-        updates["max_tokens"] = package.max_tokens or package.max_completion_tokens
     if temperature is not None:
         updates["temperature"] = temperature
     if max_tokens is not None:
         updates["max_tokens"] = max_tokens
-    return _Setup(system=system, samples=samples, client=client_for(settings),
-                  options=options.model_copy(update=updates))
+    options = options.model_copy(update=updates)
+    return _Setup(system=system, samples=samples, client=client_for(settings), options=options,
+                  compaction=compaction_policy(spec, options, assistant.package.compaction))
 
 
 def _connector_spec(loader: AppLoader, assistant: Assistant, override: str | None) -> ConnectorSpec:

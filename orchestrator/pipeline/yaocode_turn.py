@@ -15,13 +15,15 @@ turn in the same chat (through the resume store).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
 import structlog
 
-from orchestrator.dsl import AppLoader
-from orchestrator.errors import ConfigError
+from orchestrator.dsl import AppLoader, Assistant
+from orchestrator.dsl.option_support import refuse_options
+from orchestrator.errors import ConfigError, ToolError
 from orchestrator.llm import (
     AgentLoop,
     AgentTool,
@@ -29,8 +31,11 @@ from orchestrator.llm import (
     JsonFileCheckpoints,
     LoopResult,
     client_for,
+    compaction_policy,
     model_options,
+    package_model,
 )
+from orchestrator.llm.mcp import McpToolset
 from orchestrator.llm.tools import coding_tools
 from orchestrator.llm.tools.question import QuestionTool
 from orchestrator.llm.tools.skills import SkillTool, cards, with_skills
@@ -39,6 +44,7 @@ from orchestrator.pipeline.bridge import BridgeResult, Emit, StopReason, TurnLim
 from orchestrator.pipeline.permissions import PermissionBroker
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.runner_turn import LeasedSandbox, RunnerTurnInput, runner_connector, system_prompt
+from orchestrator.pipeline.sandbox_mcp import sandbox_stdio
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
 from orchestrator.pipeline.skills import deliver_skills
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
@@ -133,6 +139,22 @@ def _outcome(result: LoopResult, reason: StopReason | None, limits: TurnLimits) 
     return TurnOutcome(status=status, error=error, stop_reason=stop_reason, usage=result.usage)
 
 
+def _max_turn(assistant: Assistant) -> int | None:
+    """`mcp.options.max_turn` when the package sets it."""
+    options = assistant.mcp_options
+    return options.max_turn if "max_turn" in options.model_fields_set else None
+
+
+async def _mcp_failed(builder: TurnBuilder, emit: Emit, exc: ToolError) -> BridgeResult:
+    """A server could not be started or connected: the turn would offer the model part of its
+    tools, so it ends in error naming the server."""
+    message = str(exc)
+    log.warning("yaocode.mcp_unavailable", error=message)
+    await emit(builder.error(message, "mcp_unavailable"))
+    outcome = TurnOutcome(status="error", error=message, stop_reason="error")
+    return BridgeResult(outcome, exit_code=None, stopped=None, resume_state={})
+
+
 async def run_yaocode_turn(
     inp: RunnerTurnInput,
     lease: SandboxLease,
@@ -172,7 +194,10 @@ async def run_yaocode_turn(
         workspace_root=mount,
     )
     skills = cards(assistant.skills, root=root)
-    client = client_for(connector)
+    package = assistant.package.options
+    refuse_options(assistant.path / "package.yao", assistant.package, RUNNER, connector.type.value)
+    model = model_options(connector, package)
+    client = client_for(package_model(connector, package))
     tools = coding_tools(LeaseToolSandbox(manager, lease), bash_timeout=options.bash_timeout)
     if options.agent:
         agent = AgentTool(
@@ -183,16 +208,28 @@ async def run_yaocode_turn(
         tools.add(SkillTool(skills))
     if inp.gate is not None:
         tools.add(QuestionTool())
+    servers = AsyncExitStack()  # the MCP servers (stdio ones in the sandbox) live as long as the turn
+    try:
+        toolset = await servers.enter_async_context(
+            McpToolset.open(assistant.mcp_servers, stdio=sandbox_stdio(manager, lease))
+        )
+    except ToolError as exc:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
+        return await _mcp_failed(builder, emit, exc)
+    for tool in toolset.tools:
+        tools.add(tool)
     loop = AgentLoop(
         client,
         tools,
         system=with_skills(system_prompt(assistant), skills),
-        options=model_options(connector),
-        max_rounds=options.max_rounds,
+        options=model,
+        max_rounds=options.rounds(_max_turn(assistant)),
         parallel_tools=options.parallel_tools,
         max_parallel=options.max_parallel,
         tool_timeout=options.tool_timeout,
         checkpoints=checkpoints,
+        compaction=compaction_policy(connector, model, assistant.package.compaction),
         runner=RUNNER,
         gate=inp.gate,
     )
@@ -205,6 +242,7 @@ async def run_yaocode_turn(
             )
             tg.cancel_scope.cancel()
     finally:
+        await servers.aclose()  # not under a new shield: the toolset's own scopes must unwind in order
         with anyio.CancelScope(shield=True):
             await client.aclose()
     await _save_trace(base / "traces", inp.turn_id, result)

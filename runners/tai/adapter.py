@@ -17,13 +17,21 @@ import signal
 
 from orchestrator.dsl import ConnectorSpec
 from orchestrator.errors import RunnerError
-from orchestrator.llm import model_options
+from orchestrator.llm import ModelOptions, compaction_policy, model_options
 from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, RunnerExec, Supports, TurnRequest, connector_key
 from runners.skills import skill_root
 from runners.tai.options import NativeOptions
 from runners.tai.translator import RESUME_KEY, TaiTranslator
-from runners.tai.turn import HEADERS_ENV, KEY_ENV, HistoryMessage, TaiModel, TaiTurn
+from runners.tai.turn import (
+    HEADERS_ENV,
+    KEY_ENV,
+    MCP_ENV_PREFIX,
+    HistoryMessage,
+    TaiMcpServer,
+    TaiModel,
+    TaiTurn,
+)
 
 RUNNER = "tai"
 COMMAND = ("cage-tai", "run")
@@ -34,15 +42,14 @@ def checkpoint_dir(turn: TurnRequest) -> str:
     return f"{turn.state_dir.rstrip('/')}/tai/checkpoints"
 
 
-def _model(turn: TurnRequest, connector: ConnectorSpec) -> TaiModel:
+def _model(turn: TurnRequest, connector: ConnectorSpec, options: ModelOptions) -> TaiModel:
     provider = connector.type.value
     if provider not in ("anthropic", "openai"):
         raise RunnerError(RUNNER, f"connector type {provider!r} is not supported (anthropic, openai)")
-    options = model_options(connector)
     timeout = connector.timeout.total_seconds() if connector.timeout is not None else 120.0
     return TaiModel(
         provider=provider,
-        model=connector.model,
+        model=turn.package_options.model or connector.model,
         base_url=turn.model_url or connector.base_url,
         timeout=timeout,
         max_retries=connector.max_retries if connector.max_retries is not None else 2,
@@ -51,7 +58,31 @@ def _model(turn: TurnRequest, connector: ConnectorSpec) -> TaiModel:
         temperature=options.temperature,
         thinking=options.thinking,
         thinking_budget=options.thinking_budget,
+        sampling=options.sampling,
     )
+
+
+def _loop_options(turn: TurnRequest) -> NativeOptions:
+    options = NativeOptions.parse(RUNNER, turn.options)
+    return options.model_copy(update={"max_rounds": options.rounds(turn.max_turn)})
+
+
+def mcp_servers(turn: TurnRequest) -> tuple[tuple[TaiMcpServer, ...], dict[str, str]]:
+    """The turn's MCP servers without their secrets, and the env that holds them
+    (`CAGE_TAI_MCP_<server>_<n>`). The pipeline already pointed HTTP servers at the gateway."""
+    servers: list[TaiMcpServer] = []
+    env: dict[str, str] = {}
+    for index, spec in enumerate(turn.mcp_servers):
+        names: dict[str, dict[str, str]] = {"env": {}, "headers": {}}
+        for field in ("env", "headers"):
+            values: dict[str, str] = getattr(spec, field)
+            for key, value in values.items():
+                variable = f"{MCP_ENV_PREFIX}{index}_{len(env)}"
+                env[variable] = value
+                names[field][key] = variable
+        bare = spec.model_copy(update={"env": {}, "headers": {}})
+        servers.append(TaiMcpServer(server=bare, env_vars=names["env"], header_vars=names["headers"]))
+    return tuple(servers), env
 
 
 def _history(turn: TurnRequest) -> tuple[HistoryMessage, ...]:
@@ -74,6 +105,7 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
         raise RunnerError(RUNNER, "the prompt is empty")
     if turn.connector is None:
         raise RunnerError(RUNNER, "the assistant has no connector: tai needs a model")
+    options = model_options(turn.connector, turn.package_options)
     return TaiTurn(
         assistant_id=turn.assistant_id,
         session_id=turn.chat_id,
@@ -81,12 +113,14 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
         prompt=turn.prompt,
         system=turn.system_prompt,
         history=_history(turn),
-        model=_model(turn, turn.connector),
-        options=NativeOptions.parse(RUNNER, turn.options),
+        model=_model(turn, turn.connector, options),
+        options=_loop_options(turn),
         workdir=turn.workdir,
         checkpoint_dir=checkpoint_dir(turn),
         resume_turn_id=turn.resume.get(RESUME_KEY),
         ask_permissions=turn.ask_permissions,
+        mcp_servers=mcp_servers(turn)[0],
+        compaction=compaction_policy(turn.connector, options, turn.compaction),
         skills_dir=skill_root(RUNNER, home=turn.home, state_dir=turn.state_dir),
     )
 
@@ -96,7 +130,7 @@ class TaiAdapter:
 
     name = RUNNER
     image = "tai"
-    supports = Supports(resume=True, thinking=True, text_deltas=True, usage=True, cost=False, mcp=False)
+    supports = Supports(resume=True, thinking=True, text_deltas=True, usage=True, cost=False, mcp=True)
     cancel = CancelPolicy(signal=int(signal.SIGINT), grace_seconds=5.0)
 
     def build_exec(self, turn: TurnRequest) -> RunnerExec:
@@ -113,6 +147,9 @@ class TaiAdapter:
         if connector is not None and connector.headers:
             env[HEADERS_ENV] = json.dumps({k: v.get_secret_value() for k, v in connector.headers.items()})
             secret_env.append(HEADERS_ENV)
+        _, mcp_env = mcp_servers(turn)
+        env.update(mcp_env)
+        secret_env += sorted(mcp_env)
         stdin = document.model_dump_json().encode()
         return RunnerExec(
             argv=COMMAND,

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -25,7 +26,8 @@ from typing import BinaryIO
 import anyio
 from pydantic import SecretStr, ValidationError
 
-from orchestrator.errors import CageError, UsageError
+from orchestrator.dsl import McpServerSpec
+from orchestrator.errors import CageError, ToolError, UsageError
 from orchestrator.llm import (
     AgentLoop,
     AgentTool,
@@ -36,7 +38,8 @@ from orchestrator.llm import (
     ModelOptions,
     client_for,
 )
-from orchestrator.llm.tools import LocalSandbox, ToolBox, coding_tools
+from orchestrator.llm.mcp import McpToolset
+from orchestrator.llm.tools import LocalSandbox, Tool, ToolBox, coding_tools
 from orchestrator.llm.tools.question import QuestionTool
 from orchestrator.llm.tools.skills import SkillTool, cards_from_dir, with_skills
 from orchestrator.logs import configure_logging
@@ -45,7 +48,7 @@ from orchestrator.redaction import redact, register_secret
 from orchestrator.stream import Event, RandomIds, TurnBuilder, event_json
 from runners.tai.gate import StdioGate
 from runners.tai.outcome import loop_status, summary_events
-from runners.tai.turn import MAX_TURN_BYTES, TaiTurn
+from runners.tai.turn import MAX_TURN_BYTES, MCP_ENV_PREFIX, TaiTurn
 
 RUNNER = "tai"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -118,19 +121,41 @@ async def _messages(turn: TaiTurn) -> list[ChatMessage]:
     return [*history, ChatMessage.user(turn.prompt)]
 
 
+def mcp_specs(turn: TaiTurn) -> list[McpServerSpec]:
+    """The turn's MCP servers with their env and header values read from the environment."""
+    specs: list[McpServerSpec] = []
+    for entry in turn.mcp_servers:
+        env = {key: os.environ.get(var, "") for key, var in entry.env_vars.items()}
+        headers = {key: os.environ.get(var, "") for key, var in entry.header_vars.items()}
+        for value in (*env.values(), *headers.values()):
+            register_secret(value)
+        specs.append(entry.server.model_copy(update={"env": env, "headers": headers}))
+    return specs
+
+
 def build_loop(
-    turn: TaiTurn, client: ModelClient, root: Path, *, gate: PermissionGate | None = None
+    turn: TaiTurn,
+    client: ModelClient,
+    root: Path,
+    mcp_tools: Sequence[Tool] = (),
+    *,
+    gate: PermissionGate | None = None,
 ) -> AgentLoop:
-    """The loop for `turn`: coding tools on `root` (plus `agent` unless disabled)."""
+    """The loop for `turn`: coding tools on `root` (plus `agent` unless disabled, and the MCP
+    servers' allowed tools)."""
     options = turn.options
     hidden = {turn.model.key_env, turn.model.headers_env}
-    env = {k: v for k, v in os.environ.items() if k not in hidden}  # tools never see the model's key
+    env = {  # tools never see the model's key nor the MCP servers' secrets
+        k: v for k, v in os.environ.items() if k not in hidden and not k.startswith(MCP_ENV_PREFIX)
+    }
     tools: ToolBox = coding_tools(LocalSandbox(root, env=env), bash_timeout=options.bash_timeout)
     if options.agent:
         tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
     skills = cards_from_dir(Path(turn.skills_dir)) if turn.skills_dir else ()
     if skills:
         tools.add(SkillTool(skills))
+    for tool in mcp_tools:
+        tools.add(tool)
     if gate is not None:  # the turn asks Cage: before each tool call, and through `question`
         tools.add(QuestionTool())
     model = turn.model
@@ -143,12 +168,14 @@ def build_loop(
             temperature=model.temperature,
             thinking=model.thinking,
             thinking_budget=model.thinking_budget,
+            sampling=model.sampling,
         ),
         max_rounds=options.max_rounds,
         parallel_tools=options.parallel_tools,
         max_parallel=options.max_parallel,
         tool_timeout=options.tool_timeout,
         checkpoints=JsonFileCheckpoints(turn.checkpoint_dir) if turn.checkpoint_dir else None,
+        compaction=turn.compaction,
         runner=RUNNER,
         gate=gate,
     )
@@ -197,8 +224,16 @@ async def run_turn(
     emit = _LineWriter(out)
     builder = TurnBuilder(RandomIds(), runner=RUNNER)
     cancel = anyio.Event()
+    servers = AsyncExitStack()  # the MCP connections (stdio servers are children of this CLI)
     try:
         await emit(builder.stream_start(turn.assistant_id, chat_id=turn.session_id))
+        try:
+            toolset = await servers.enter_async_context(McpToolset.open(mcp_specs(turn)))
+        except ToolError as exc:  # a server could not start: the turn would miss some of its tools
+            message = str(exc)
+            await emit(builder.error(message, "mcp_unavailable"))
+            await emit(builder.stream_end("error", error=message))
+            return EXIT_ERROR
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_signals, cancel)
             gate: StdioGate | None = None
@@ -209,7 +244,7 @@ async def run_turn(
                 else:
                     tg.start_soon(gate.read_answers, stdin)
             try:
-                loop = build_loop(turn, client, root, gate=gate)
+                loop = build_loop(turn, client, root, toolset.tools, gate=gate)
                 result = await loop.run(
                     messages, builder, cancel, emit=emit, session_id=turn.session_id, turn_id=turn.turn_id
                 )
@@ -224,6 +259,7 @@ async def run_turn(
         await emit(summary_events(builder, result))
         await emit(builder.stream_end(status, error=error, usage=result.usage))
     finally:
+        await servers.aclose()  # not under a new shield: the toolset's own scopes must unwind in order
         with anyio.CancelScope(shield=True):
             await client.aclose()
     if status == "cancelled" or cancel.is_set():

@@ -27,6 +27,13 @@ class NativeOptions(BaseModel):
     agent: bool = True
     """Offer the `agent` tool (read-only sub-agents, at most 8 at once)."""
 
+    def rounds(self, max_turn: int | None) -> int:
+        """The turn's round budget: `mcp.options.max_turn` when the package sets it (Yao's tool
+        loop limit), capped by an explicit `max_rounds`; else `max_rounds`."""
+        if max_turn is None:
+            return self.max_rounds
+        return min(max_turn, self.max_rounds) if "max_rounds" in self.model_fields_set else max_turn
+
     @classmethod
     def parse(cls, runner: str, options: Mapping[str, Any]) -> NativeOptions:
         """`runner.options` from sandbox.yao as options.

@@ -10,11 +10,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dsl import McpServerSpec
+from orchestrator.llm.compaction import CompactionPolicy
+from orchestrator.llm.messages import Sampling
 from runners.tai.options import NativeOptions
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 KEY_ENV = "CAGE_TAI_MODEL_KEY"
 HEADERS_ENV = "CAGE_TAI_MODEL_HEADERS"
+MCP_ENV_PREFIX = "CAGE_TAI_MCP_"
+"""Variables holding the MCP servers' env and header values (hidden from the coding tools)."""
 MAX_TURN_BYTES = 16 * 2**20
 """The largest turn document `cage-tai run` accepts on stdin."""
 
@@ -37,6 +42,21 @@ class TaiModel(BaseModel):
     temperature: float | None = None
     thinking: bool = False
     thinking_budget: int = Field(default=2048, ge=1)
+    sampling: Sampling = Sampling()
+    """The package's other request parameters (`top_p`, `stop`, `seed`, provider keys...)."""
+
+
+class TaiMcpServer(BaseModel):
+    """An MCP server of the assistant for the loop to connect to, from inside the container.
+
+    `server` holds no secret: its `env` and `headers` are empty, and `env_vars`/`header_vars`
+    name, for each of them, the environment variable of the exec that holds the value (an HTTP
+    server's URL and token are the model gateway's, which adds the real credentials outside)."""
+
+    model_config = _FROZEN
+    server: McpServerSpec
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    header_vars: dict[str, str] = Field(default_factory=dict)
 
 
 class HistoryMessage(BaseModel):
@@ -71,6 +91,12 @@ class TaiTurn(BaseModel):
     """Ask the host before each tool call and offer the `question` tool: control lines on
     stdout, answers on stdin, which stays open after this document's line
     (`runners.tai.control`)."""
+    mcp_servers: tuple[TaiMcpServer, ...] = ()
+    """Offered besides the coding tools as `<server>__<tool>` (each server's allowlist applies);
+    stdio servers run as children of the CLI, in the container."""
+    compaction: CompactionPolicy | None = None
+    """Summarise the oldest history past this budget (the adapter sets it unless the package
+    turns `compaction` off); None: never compact."""
     skills_dir: str | None = None
     """Where the pipeline wrote the assistant's skills (`<name>/SKILL.md`): listed in the system
     prompt, each body offered through the `skill` tool. Missing or empty: no skills."""

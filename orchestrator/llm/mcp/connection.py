@@ -14,7 +14,7 @@ file whose tail (secrets masked) explains a failed start.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import IO, TextIO, cast
 
@@ -65,11 +65,24 @@ def describe(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
+StdioOpener = Callable[[McpServerSpec, TextIO], Transport]
+"""Starts a stdio server and gives its message streams: `(spec, stderr file) -> transport`.
+
+The default runs the command on this host; a sandbox runner passes one that runs it in the box."""
+
+
+def host_stdio(spec: McpServerSpec, errlog: TextIO) -> Transport:
+    """The server as a subprocess of this process (the SDK's stdio client)."""
+    params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env))
+    return stdio_client(params, errlog=errlog)
+
+
 class McpConnection:
     """A connected MCP server: its tools, and calls to them that never raise."""
 
-    def __init__(self, spec: McpServerSpec) -> None:
+    def __init__(self, spec: McpServerSpec, *, stdio: StdioOpener = host_stdio) -> None:
         self.spec = spec
+        self._stdio = stdio
         self.timeout = spec.timeout.total_seconds() if spec.timeout is not None else DEFAULT_TIMEOUT
         self.connect_timeout = max(self.timeout, MIN_CONNECT_TIMEOUT)
         self.tools: tuple[mt.Tool, ...] = ()
@@ -143,8 +156,7 @@ class McpConnection:
         async with AsyncExitStack() as stack:
             if spec.transport == "stdio":
                 self._stderr = await anyio.to_thread.run_sync(_temp_text_file)
-                params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env))
-                transport: Transport = stdio_client(params, errlog=self._stderr)
+                transport: Transport = self._stdio(spec, self._stderr)
             elif spec.transport == "sse":
                 transport = sse_client(
                     spec.url, headers=dict(spec.headers), timeout=self.connect_timeout,

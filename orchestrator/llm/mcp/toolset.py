@@ -24,7 +24,7 @@ import structlog
 
 from orchestrator.dsl import McpServerSpec
 from orchestrator.errors import ToolError
-from orchestrator.llm.mcp.connection import McpConnection
+from orchestrator.llm.mcp.connection import McpConnection, StdioOpener, host_stdio
 from orchestrator.llm.mcp.tool import McpTool, tool_name
 
 log = structlog.get_logger(__name__)
@@ -48,14 +48,17 @@ class McpToolset:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, specs: Sequence[McpServerSpec]) -> AsyncIterator[McpToolset]:
+    async def open(
+        cls, specs: Sequence[McpServerSpec], *, stdio: StdioOpener = host_stdio
+    ) -> AsyncIterator[McpToolset]:
         """Connect to every server in `specs` (concurrently); close them all on the way out.
+        `stdio` starts the stdio servers (default: on this host).
 
         Raises:
             ToolError: a server could not be connected (`tool` is `mcp:<server id>`).
         """
         _check_unique(specs)
-        connections = [McpConnection(spec) for spec in specs]
+        connections = [McpConnection(spec, stdio=stdio) for spec in specs]
         try:
             async with anyio.create_task_group() as tg:
                 for connection in connections:
