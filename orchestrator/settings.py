@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -97,6 +98,37 @@ class Settings(BaseSettings):
     """Seconds a per-turn gateway token lives at most (it is revoked when its turn ends anyway)."""
     allow_host_mcp: bool = False
     """Let LLM-mode assistants start stdio MCP servers on the orchestrator host (trusted apps only)."""
+    backend: Literal["docker", "kubernetes"] = "docker"
+    """Sandbox backend: the local Docker engine, or pods in a Kubernetes namespace (`docs/deploy.md`)."""
+    k8s_namespace: str = "cage"
+    """Namespace of the sandbox pods, PVCs and NetworkPolicies (in-cluster: the pod's own if unset)."""
+    k8s_kubeconfig: Path | None = None
+    """Kubeconfig file; None: `KUBECONFIG`/`~/.kube/config`, or the in-cluster service account."""
+    k8s_context: str | None = None
+    """Kubeconfig context; None: its current context."""
+    k8s_registry: str = ""
+    """Registry the cluster pulls runner images from (`cage images push` pushes there): `host:5000/cage`."""
+    k8s_runtime_class: str | None = None
+    """`runtimeClassName` of sandbox pods (`gvisor`, `kata`); None: the cluster's default runtime."""
+    k8s_storage_class: str | None = None
+    """StorageClass of workspace PVCs; None: the cluster's default."""
+    k8s_workspace_size: str = "10Gi"
+    """Requested size of a workspace PVC."""
+    k8s_run_as_user: int = Field(default=1000, ge=1)
+    """uid (and gid) of sandbox pods when the spec names its user by name (runner images: `sandbox`, 1000)."""
+    k8s_image_pull_secret: str | None = None
+    """Secret the sandbox pods pull images with (a private registry)."""
+    k8s_egress_selector: dict[str, str] = Field(
+        default_factory=lambda: {"app.kubernetes.io/name": "cage", "app.kubernetes.io/component": "egress"}
+    )
+    """Pod labels of the egress proxy (the only way out of `bridge`/allowlist sandboxes)."""
+    k8s_gateway_selector: dict[str, str] = Field(
+        default_factory=lambda: {
+            "app.kubernetes.io/name": "cage",
+            "app.kubernetes.io/component": "orchestrator",
+        }
+    )
+    """Pod labels of the orchestrator replicas, whose model gateway the `cage-gateway` Service reaches."""
 
     @field_validator("extra_ca_certs", mode="before")
     @classmethod
