@@ -3,7 +3,7 @@
 Shipped into the sandbox as a file and run with the image's `python3` (standard library only,
 Python 3.11; never imported by Cage itself)::
 
-    python3 gate_driver.py --socket NAME [--prompt-stdin] -- codex exec ...
+    python3 gate_driver.py --socket NAME [--prompt-stdin] [--allow TOOL]... -- codex exec ...
 
 codex runs a `PreToolUse` hook (`gate_hook.py`, configured in `config.toml`) before each tool
 call; the hook sends the call to this driver over the abstract unix socket `NAME`. The driver
@@ -16,6 +16,9 @@ call; the hook sends the call to this driver over the abstract unix socket `NAME
    when stdin ends (the turn is over, cancelled or stopped), every call still held and every
    later one is refused;
 4. exits with codex's exit code (128 + signal when a signal ended it).
+
+`--allow TOOL` answers that tool's calls at once without asking (codex's plan tool, which only
+updates the to-do list shown to the client).
 
 With `--prompt-stdin` the first stdin line is the prompt (a JSON string), written to codex's
 stdin (which is then closed): a prompt too long for argv. Otherwise codex's stdin is /dev/null.
@@ -41,7 +44,8 @@ MAX_PAYLOAD = 8 * 1024 * 1024
 class Channel:
     """Held calls by id, answered from stdin; refuses everything once stdin ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, allowed: frozenset[str] = frozenset()) -> None:
+        self.allowed = allowed
         self.lock = threading.Lock()
         self.out = threading.Lock()
         self.waiting: dict[str, tuple[threading.Event, list[dict[str, Any]]]] = {}
@@ -55,6 +59,8 @@ class Channel:
 
     def ask(self, payload: Any) -> dict[str, Any]:
         """Print the request line and wait for its answer."""
+        if isinstance(payload, dict) and payload.get("tool_name") in self.allowed:
+            return {"allow": True, "message": ""}
         done = threading.Event()
         answer: list[dict[str, Any]] = []
         with self.lock:
@@ -130,23 +136,35 @@ def copy_output(channel: Channel, stream: Any) -> None:
         channel.write_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
 
 
-def parse(argv: list[str]) -> tuple[str, bool, list[str]]:
+USAGE = "usage: gate_driver.py --socket NAME [--prompt-stdin] [--allow TOOL]... -- codex ..."
+
+
+def parse(argv: list[str]) -> tuple[str, bool, frozenset[str], list[str]]:
     if "--" not in argv:
-        raise SystemExit("usage: gate_driver.py --socket NAME [--prompt-stdin] -- codex ...")
+        raise SystemExit(USAGE)
     split = argv.index("--")
     own, command = argv[:split], argv[split + 1 :]
     if len(own) < 2 or own[0] != "--socket" or not command:
-        raise SystemExit("usage: gate_driver.py --socket NAME [--prompt-stdin] -- codex ...")
-    return own[1], "--prompt-stdin" in own[2:], command
+        raise SystemExit(USAGE)
+    rest, prompt_stdin, allowed = own[2:], False, set()
+    while rest:
+        flag = rest.pop(0)
+        if flag == "--prompt-stdin":
+            prompt_stdin = True
+        elif flag == "--allow" and rest:
+            allowed.add(rest.pop(0))
+        else:
+            raise SystemExit(USAGE)
+    return own[1], prompt_stdin, frozenset(allowed), command
 
 
 def main(argv: list[str]) -> int:
-    name, prompt_stdin, command = parse(argv)
+    name, prompt_stdin, allowed, command = parse(argv)
     stopped: list[int] = []
     # A handler, not SIG_IGN: an ignored signal would stay ignored in codex across exec.
     signal.signal(signal.SIGINT, lambda signum, _frame: stopped.append(signum))
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopped.append(signum))
-    channel = Channel()
+    channel = Channel(allowed)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind("\0" + name)  # abstract: no file an agent's command could replace
     server.listen(16)

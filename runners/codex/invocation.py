@@ -37,6 +37,9 @@ _FLAGS = ("--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and
 """`--strict-config`: a config key this codex does not know (a kill switch among them) is an error,
 not silently ignored."""
 _HOOK_TRUST = "--dangerously-bypass-hook-trust"
+UNASKED_TOOLS = ("update_plan",)
+"""Tools the gate driver allows without asking: they have no effect but the to-do list the
+client sees (as Claude's TodoWrite and opencode's todowrite are never asked about)."""
 
 
 def workspace_path(path: str) -> str:
@@ -107,6 +110,8 @@ def build_codex_exec(turn: TurnRequest) -> RunnerExec:
         argv.append(turn.prompt)
     if asking:
         driver = ["python3", f"{gate_dir(turn)}/gate_driver.py", "--socket", gate_socket(turn)]
+        for tool in UNASKED_TOOLS:
+            driver += ["--allow", tool]
         if long_prompt:
             driver.append("--prompt-stdin")
             stdin = (json.dumps(turn.prompt) + "\n").encode()

@@ -37,11 +37,13 @@ PERMISSIONS = {
 ASK_PERMISSIONS = {
     "*": "ask",
     **{name: "ask" for name in (*PERMISSIONS, "read", "glob", "grep", "list", "task", "websearch", "skill")},
+    "todowrite": "allow",
     "question": "allow",
 }
 """When Cage decides tool calls (`TurnRequest.ask_permissions`): every tool asks (`*` covers MCP
 tools and any tool opencode adds), and the serve driver hands each `permission.asked` to Cage.
-The `question` tool is allowed: its question itself goes to the client (`question.asked`)."""
+The `question` tool is allowed: its question itself goes to the client (`question.asked`);
+`todowrite` too: it only updates the to-do list the client sees."""
 
 
 @dataclass

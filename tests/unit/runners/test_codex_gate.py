@@ -181,6 +181,8 @@ def test_the_asking_exec_runs_codex_under_the_driver_with_the_hook_configured() 
         "/workspace/.cage-state/runner/codex/gate/gate_driver.py",
         "--socket",
         "cage-codex-gate-turn_1",
+        "--allow",
+        "update_plan",
     ]
     assert argv[split + 1 : split + 3] == ["codex", "exec"]
     assert "--dangerously-bypass-hook-trust" in argv and "--dangerously-bypass-approvals-and-sandbox" in argv
@@ -216,7 +218,8 @@ FAKE_CODEX = textwrap.dedent("""
     hook, name = sys.argv[1], sys.argv[2]
     print(json.dumps({"type": "thread.started", "thread_id": "t"}), flush=True)
     for command in sys.argv[3:]:
-        payload = json.dumps({"tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": command})
+        tool = "update_plan" if command == "plan" else "Bash"
+        payload = json.dumps({"tool_name": tool, "tool_input": {"command": command}, "tool_use_id": command})
         done = subprocess.run([sys.executable, hook, name], input=payload.encode(), capture_output=True)
         print(json.dumps({"ran": command, "code": done.returncode, "stderr": done.stderr.decode().strip()}),
               flush=True)
@@ -232,7 +235,7 @@ def run_driver(
     fake = tmp_path / "fake_codex.py"
     fake.write_text(FAKE_CODEX)
     name = f"cage-test-{uuid.uuid4().hex}"
-    argv = [sys.executable, str(GATE_DIR / "gate_driver.py"), "--socket", name]
+    argv = [sys.executable, str(GATE_DIR / "gate_driver.py"), "--socket", name, "--allow", "update_plan"]
     if prompt is not None:
         argv.append("--prompt-stdin")
     argv += ["--", sys.executable, str(fake), str(GATE_DIR / "gate_hook.py"), name, *commands]
@@ -263,12 +266,13 @@ def test_driver_and_hook_allow_and_refuse_as_answered(tmp_path: Path) -> None:
         [ask] = asks_for(message)
         return ask.reply(ALLOW if ask.request.subject == "ls" else DENY)
 
-    lines = run_driver(tmp_path, ["ls", "rm -rf /"], answer)
+    lines = run_driver(tmp_path, ["ls", "plan", "rm -rf /"], answer)
     assert lines[0] == {"type": "thread.started", "thread_id": "t"}  # codex's lines pass unchanged
     requests = [m for m in lines if m.get("type") == "cage.gate.request"]
     assert [r["payload"]["tool_input"]["command"] for r in requests] == ["ls", "rm -rf /"]
     ran = {m["ran"]: m for m in lines if "ran" in m}
     assert ran["ls"]["code"] == 0 and ran["ls"]["stderr"] == ""
+    assert ran["plan"]["code"] == 0  # allowed by the driver without a request line
     assert ran["rm -rf /"]["code"] == 2 and ran["rm -rf /"]["stderr"] == "bash is not allowed here"
     assert lines[-1] == {"prompt": ""}  # codex's stdin is /dev/null
 

@@ -214,7 +214,7 @@ def test_asking_always_drives_serve_with_control_stdin_and_asking_config() -> No
     assert rexec.keep_stdin_open and rexec.stdin == b'"write hello.txt"\n'
     permission = _config(rexec)["permission"]
     assert permission["*"] == "ask" and permission["bash"] == "ask" and permission["edit"] == "ask"
-    assert permission["question"] == "allow"
+    assert permission["question"] == "allow" and permission["todowrite"] == "allow"
     server = McpServerSpec(id="my.srv", transport="stdio", command="x")
     translator = OpencodeAdapter().translator(
         TurnBuilder(CountingIds()), _turn(ask_permissions=True, mcp_servers=(server,))
