@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 
 from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec
+from orchestrator.dsl.option_support import refuse_options
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import ModelGateway, SandboxAccess
 from orchestrator.permissions import PermissionGate
@@ -231,6 +232,8 @@ async def _run_cli(
     assert spec is not None
     adapter = adapter_for(spec.runner.name)
     connector = access.connector
+    provider = connector.type.value if connector is not None else None
+    refuse_options(assistant.path / "package.yao", assistant.package, adapter.name, provider)
     mount = lease.mount_path.rstrip("/")
     turn = TurnRequest(
         assistant_id=assistant.id,
@@ -243,6 +246,10 @@ async def _run_cli(
         role_models=roles or {},
         mcp_servers=access.mcp_servers,
         options=dict(spec.runner.options),
+        package_options=assistant.package.options,
+        compaction=assistant.package.compaction,
+        max_turn=assistant.mcp_options.max_turn if "max_turn" in assistant.mcp_options.model_fields_set
+        else None,
         workdir=lease.work_dir,
         home=f"{mount}/{HOME_SUBDIR}",
         state_dir=f"{mount}/{STATE_SUBDIR}",
