@@ -8,8 +8,13 @@ the keys a CLI has a setting for are mapped:
 
 - `claude`: `model` (`--model`), `max_tokens`/`max_completion_tokens`
   (`CLAUDE_CODE_MAX_OUTPUT_TOKENS`);
-- `opencode`: `model`, `temperature`, `top_p` (its agent config);
+- `opencode`: `model`, `temperature` (the model's `options`), `max_tokens`/`max_completion_tokens`
+  (the model's `limit.output`);
 - `codex`: `model`, `reasoning_effort` (`model_reasoning_effort`).
+
+`cli_connector` and `cli_runner_options` put them where each adapter reads them already (the
+connector's `model`/`max_tokens`/`temperature`, codex's `runner.options.reasoning_effort`); an
+explicit `runner.options` value wins.
 
 Any other key is refused (`cage validate` names file, line, key path and the reason): accepted
 and dropped would be a lie. The same holds for `mcp.options`: `max_turn` bounds the native
@@ -18,9 +23,11 @@ runners' rounds, `tool_loop` and `max_retries` are LLM mode's, and no CLI takes 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
+from orchestrator.dsl.connectors import ConnectorSpec
 from orchestrator.dsl.document import Document, KeyPath, format_key_path
 from orchestrator.dsl.package import ModelOptions, PackageSpec
 from orchestrator.errors import ConfigError, ConfigErrors
@@ -29,7 +36,7 @@ NATIVE_RUNNERS = frozenset({"yaocode", "tai"})
 """Runners that build the model requests themselves (like LLM mode)."""
 CLI_OPTIONS: dict[str, frozenset[str]] = {
     "claude": frozenset({"model", "max_tokens", "max_completion_tokens"}),
-    "opencode": frozenset({"model", "temperature", "top_p"}),
+    "opencode": frozenset({"model", "temperature", "max_tokens", "max_completion_tokens"}),
     "codex": frozenset({"model", "reasoning_effort"}),
 }
 """The package options each agent CLI has a setting for."""
@@ -124,3 +131,28 @@ def check_options(package: PackageSpec, doc: Document, runner: str | None, provi
         raise errors[0]
     if errors:
         raise ConfigErrors(errors)
+
+
+def cli_connector(connector: ConnectorSpec, options: ModelOptions, runner: str) -> ConnectorSpec:
+    """The connector an agent CLI's adapter gets, with the package options it maps set on it."""
+    supported = CLI_OPTIONS.get(runner, frozenset())
+    update: dict[str, Any] = {}
+    if options.model and "model" in supported:
+        update["model"] = options.model
+    max_tokens = options.max_tokens or options.max_completion_tokens
+    if max_tokens and "max_tokens" in supported:
+        update["max_tokens"] = max_tokens
+    if options.temperature is not None and "temperature" in supported:
+        update["temperature"] = options.temperature
+    return connector.model_copy(update=update) if update else connector
+
+
+def cli_runner_options(
+    runner_options: Mapping[str, Any], options: ModelOptions, runner: str
+) -> dict[str, Any]:
+    """`runner.options` with the package options an adapter reads from there (codex's
+    `reasoning_effort`); a value `runner.options` sets itself wins."""
+    merged = dict(runner_options)
+    if runner == "codex" and options.reasoning_effort is not None:
+        merged.setdefault("reasoning_effort", options.reasoning_effort)
+    return merged

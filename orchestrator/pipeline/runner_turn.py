@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 
 from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec
-from orchestrator.dsl.option_support import refuse_options
+from orchestrator.dsl.option_support import cli_connector, cli_runner_options, refuse_options
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import ModelGateway, SandboxAccess
 from orchestrator.permissions import PermissionGate
@@ -234,6 +234,8 @@ async def _run_cli(
     connector = access.connector
     provider = connector.type.value if connector is not None else None
     refuse_options(assistant.path / "package.yao", assistant.package, adapter.name, provider)
+    if connector is not None:
+        connector = cli_connector(connector, assistant.package.options, adapter.name)
     mount = lease.mount_path.rstrip("/")
     turn = TurnRequest(
         assistant_id=assistant.id,
@@ -245,7 +247,7 @@ async def _run_cli(
         connector=connector,
         role_models=roles or {},
         mcp_servers=access.mcp_servers,
-        options=dict(spec.runner.options),
+        options=cli_runner_options(spec.runner.options, assistant.package.options, adapter.name),
         package_options=assistant.package.options,
         compaction=assistant.package.compaction,
         max_turn=assistant.mcp_options.max_turn if "max_turn" in assistant.mcp_options.model_fields_set

@@ -37,7 +37,7 @@ def refusals(root: Path) -> list[tuple[str, int | None, str]]:
 
 @pytest.mark.parametrize(("runner", "refused"), [
     ("claude", ["options.temperature", "options.seed"]),
-    ("opencode", ["options.max_tokens", "options.seed"]),
+    ("opencode", ["options.seed"]),
     ("codex", ["options.temperature", "options.max_tokens", "options.seed"]),
     ("yaocode", ["options.seed"]),  # an Anthropic connector has no seed
     ("tai", ["options.seed"]),
