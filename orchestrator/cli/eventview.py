@@ -73,6 +73,13 @@ class EventView:
             self._line(f"[sandbox {props.get('phase', '')}: {props.get('message', '')}]", "dim")
         elif event == "permission/request":
             self._line(f"permission asked: {props.get('tool', '')} {props.get('reason') or ''}", "yellow")
+        elif event == "permission/resolved":
+            verdict = "allowed" if props.get("decision") == "allow" else "denied"
+            self._line(f"permission {verdict} ({props.get('by', '')}): {props.get('tool') or ''}", "yellow")
+        elif event == "question":
+            options = " / ".join(str(o) for o in props.get("options") or ())
+            suffix = f" [{options}]" if options else ""
+            self._line(f"question: {props.get('text', '')}{suffix}", "yellow")
         elif event == "stream_end":
             status = props.get("status")
             usage = props.get("usage") or {}
