@@ -189,3 +189,25 @@ async def test_a_question_round_trips_into_the_tool_result(
     assert any("blue, definitely" in text for text in tool_results(model_server, scenario)), tool_results(
         model_server, scenario
     )
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+async def test_an_interrupt_while_a_call_waits_refuses_it_and_ends_the_turn_cancelled(
+    e2e: Rig, model_server: FakeModelServer, docker_engine: docker.DockerClient, runner: str
+) -> None:
+    assistant_id = assistant(e2e, model_server, runner, "perm-make")
+    turn = e2e.turn(assistant_id, "go", chat_id=f"chat-{uuid.uuid4().hex[:8]}")
+    events: list[Event] = []
+    with anyio.fail_after(300):
+        handle = await e2e.service.start(turn)
+        async for event in handle.events():
+            events.append(event)
+            if getattr(event.props, "event", None) == "permission/request":
+                await handle.interrupt()  # nobody answers: the user stops the turn instead
+        await handle.result()
+    assert validate_stream(events) == []
+    [resolved] = props(events, "permission/resolved")
+    assert resolved.decision == "deny"
+    [end] = [p for p in props(events, "stream_end")]
+    assert end.status == "cancelled"
+    assert not in_box(docker_engine, e2e, assistant_id, "made.txt")
