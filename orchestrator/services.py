@@ -28,7 +28,13 @@ class Services:
         from orchestrator.sandbox.docker import DockerBackend
         from orchestrator.sandbox.docker.builder import DockerImageBuilder
 
-        backend = DockerBackend.from_settings(settings)
+        backend: SandboxBackend
+        if settings.backend == "kubernetes":  # images are still built locally, then pushed
+            from orchestrator.sandbox.kubernetes.backend import KubernetesBackend
+
+            backend = KubernetesBackend.from_settings(settings)
+        else:
+            backend = DockerBackend.from_settings(settings)
         images = DockerImageBuilder(settings)
         return cls(
             settings=settings,

@@ -1,0 +1,623 @@
+"""`KubernetesBackend`: the `SandboxBackend` on a Kubernetes namespace (`CAGE_BACKEND=kubernetes`).
+
+A sandbox is a Pod (`manifests.pod_manifest`), a workspace volume a PersistentVolumeClaim, an
+isolated sandbox's egress policy a NetworkPolicy of its own. Exec and file transfer go over the
+pods/exec websocket (`exec.KubeExecHandle`); files are tar streams extracted by the sandbox user
+inside the pod, never by the host. `kubernetes_asyncio` is imported here only, lazily (the Docker
+deployment never loads it).
+
+Differences from Docker, by nature of the engine:
+- a pod starts when it is created: `start` waits until it runs; `stop` deletes it (SIGTERM, then
+  SIGKILL after the grace period, done by the kubelet) and `start` of a stopped box re-creates it
+  from the manifest this process made (its workspace lives on in its PVC);
+- every exec runs as the pod's user (pods/exec has no user): an `ExecSpec.user` naming root or
+  another uid is refused;
+- the pod's id is its name (unique in the namespace), which every API call takes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import signal as signals
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import anyio
+import structlog
+import yaml
+
+from orchestrator.errors import EngineUnavailable, SandboxError, SandboxNotFound
+from orchestrator.sandbox.backend import (
+    CreateSpec,
+    ExecSpec,
+    FileEntry,
+    ProcessInfo,
+    SandboxInfo,
+    SandboxRef,
+    SandboxStatus,
+    VolumeInfo,
+)
+from orchestrator.sandbox.docker.archive import files_tar, read_single_file
+from orchestrator.sandbox.docker.backend import PS_SCRIPT, PUT_SCRIPT, _process
+from orchestrator.sandbox.kubernetes.exec import PROTOCOLS, KubeExecHandle, signal_argv, wrap_argv
+from orchestrator.sandbox.kubernetes.manifests import (
+    MAIN_CONTAINER,
+    NAME_ANNOTATION,
+    POLICY_LABEL,
+    KubeTarget,
+    Manifest,
+    isolated_pod,
+    k8s_labels,
+    network_policy_manifest,
+    pod_manifest,
+    pod_name,
+    pvc_manifest,
+    read_labels,
+)
+from orchestrator.sandbox.labels import MANAGED
+from orchestrator.sandbox.network import GATEWAY_PORT
+from orchestrator.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+_PHASES = {
+    "Pending": SandboxStatus.CREATED,
+    "Running": SandboxStatus.RUNNING,
+    "Succeeded": SandboxStatus.STOPPED,
+    "Failed": SandboxStatus.STOPPED,
+}
+NEEDED = (
+    ("create", "pods", ""),
+    ("create", "pods", "exec"),
+    ("list", "pods", ""),
+    ("create", "networkpolicies", ""),
+)
+"""(verb, resource, subresource) the service account must have in the namespace for `ping`."""
+_GROUPS = {"networkpolicies": "networking.k8s.io"}
+
+
+def target_from(settings: Settings) -> KubeTarget:
+    return KubeTarget(
+        namespace=settings.k8s_namespace,
+        registry=settings.k8s_registry,
+        runtime_class=settings.k8s_runtime_class,
+        storage_class=settings.k8s_storage_class,
+        workspace_size=settings.k8s_workspace_size,
+        run_as_user=settings.k8s_run_as_user,
+        image_pull_secret=settings.k8s_image_pull_secret,
+        egress_selector=settings.k8s_egress_selector,
+        gateway_selector=settings.k8s_gateway_selector,
+        gateway_port=settings.gateway_port or GATEWAY_PORT,
+    )
+
+
+def _time(value: object) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return None
+
+
+def _status(pod: Any) -> SandboxStatus:
+    if pod.metadata.deletion_timestamp is not None:
+        return SandboxStatus.REMOVING
+    return _PHASES.get((pod.status and pod.status.phase) or "", SandboxStatus.DEAD)
+
+
+def _ref(pod: Any) -> SandboxRef:
+    meta = pod.metadata
+    notes = meta.annotations or {}
+    return SandboxRef(
+        id=meta.name,
+        name=notes.get(NAME_ANNOTATION, meta.name),
+        labels={k: v for k, v in read_labels(meta.labels, notes).items() if k != POLICY_LABEL},
+        status=_status(pod),
+    )
+
+
+class KubernetesBackend:
+    """SandboxBackend on one Kubernetes namespace (kubeconfig, or the in-cluster service account)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self.target = target_from(settings)
+        self._api: Any = None
+        self._ws: Any = None
+        self._lock = anyio.Lock()
+        self._made: dict[str, Manifest] = {}
+        """Pod name -> the manifest it was created from (`start` re-creates a stopped box)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KubernetesBackend:
+        return cls(settings)
+
+    @property
+    def namespace(self) -> str:
+        return self.target.namespace
+
+    async def _clients(self) -> tuple[Any, Any]:
+        async with self._lock:
+            if self._api is None:
+                from kubernetes_asyncio import config as config_module
+                from kubernetes_asyncio.config.config_exception import ConfigException
+                from kubernetes_asyncio.stream import WsApiClient
+
+                client, config = _k8s(), _untyped(config_module)
+
+                conf = client.Configuration()
+                try:
+                    if self._settings.k8s_kubeconfig is None and _in_cluster():
+                        config.load_incluster_config(client_configuration=conf)
+                    else:
+                        await config.load_kube_config(
+                            config_file=str(self._settings.k8s_kubeconfig)
+                            if self._settings.k8s_kubeconfig
+                            else None,
+                            context=self._settings.k8s_context,
+                            client_configuration=conf,
+                        )
+                except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+                    raise EngineUnavailable(
+                        f"no Kubernetes credentials: {type(exc).__name__}: {exc}"
+                    ) from None
+                self._api = client.ApiClient(configuration=conf)
+                self._ws = WsApiClient(configuration=conf)
+            return self._api, self._ws
+
+    async def _core(self) -> Any:
+        client = _k8s()
+        api, _ = await self._clients()
+        return client.CoreV1Api(api)
+
+    @asynccontextmanager
+    async def _errors(self, what: str, *, not_found: str | None = None) -> AsyncIterator[None]:
+        """Translate API errors once: 404 -> SandboxNotFound, no answer -> EngineUnavailable."""
+        import aiohttp
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            yield
+        except ApiException as exc:
+            if exc.status == 404:
+                raise SandboxNotFound(f"{what} ({not_found})" if not_found else what) from None
+            reason = exc.reason or ""
+            raise SandboxError(what, f"Kubernetes API {exc.status} {reason}: {_message(exc.body)}") from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            host = self._api.configuration.host if self._api is not None else "?"
+            raise EngineUnavailable(
+                f"Kubernetes API server {host} unreachable: {type(exc).__name__}"
+            ) from None
+
+    async def ping(self) -> None:
+        """The API server answers and RBAC lets this identity run sandboxes in the namespace."""
+        client = _k8s()
+        api, _ = await self._clients()
+        auth = client.AuthorizationV1Api(api)
+        missing: list[str] = []
+        async with self._errors("kubernetes"):
+            for verb, resource, sub in NEEDED:
+                review = {
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SelfSubjectAccessReview",
+                    "spec": {
+                        "resourceAttributes": {
+                            "namespace": self.namespace,
+                            "verb": verb,
+                            "resource": resource,
+                            "subresource": sub,
+                            "group": _GROUPS.get(resource, ""),
+                        }
+                    },
+                }
+                answer = await auth.create_self_subject_access_review(body=review)
+                if not answer.status.allowed:
+                    missing.append(f"{verb} {resource}{'/' + sub if sub else ''}")
+        if missing:
+            raise EngineUnavailable(
+                f"RBAC in namespace {self.namespace} does not allow: {', '.join(missing)}"
+            )
+
+    async def find(self, labels: Mapping[str, str]) -> list[SandboxRef]:
+        core = await self._core()
+        selector = ",".join(f"{k}={v}" for k, v in sorted(k8s_labels(labels).items()))
+        async with self._errors("pods"):
+            pods = await core.list_namespaced_pod(self.namespace, label_selector=selector)
+        refs = [_ref(pod) for pod in pods.items]
+        return [ref for ref in refs if all(ref.labels.get(k) == v for k, v in labels.items())]
+
+    async def inspect(self, sandbox_id: str) -> SandboxInfo:
+        core = await self._core()
+        async with self._errors(sandbox_id):
+            pod = await core.read_namespaced_pod(sandbox_id, self.namespace)
+        box = next(iter(pod.spec.containers), None)
+        state = _main_state(pod)
+        user = ""
+        if (
+            box is not None
+            and box.security_context is not None
+            and box.security_context.run_as_user is not None
+        ):
+            user = str(box.security_context.run_as_user)
+        return SandboxInfo(
+            ref=_ref(pod),
+            image=box.image if box is not None else "",
+            created_at=_time(pod.metadata.creation_timestamp),
+            started_at=_time(
+                getattr(state.running, "started_at", None) or getattr(state.terminated, "started_at", None)
+            )
+            if state
+            else None,
+            finished_at=_time(getattr(state.terminated, "finished_at", None)) if state else None,
+            user=user,
+        )
+
+    async def create(self, spec: CreateSpec) -> SandboxRef:
+        try:
+            pod = pod_manifest(spec, self.target)
+        except ValueError as exc:
+            raise SandboxError(spec.name, str(exc)) from None
+        name = pod["metadata"]["name"]
+        if spec.egress is not None:
+            pod = isolated_pod(pod)
+            policy = network_policy_manifest(spec, spec.egress, self.target)
+            client = _k8s()
+            api, _ = await self._clients()
+            net = client.NetworkingV1Api(api)
+            async with self._errors(spec.name):
+                try:
+                    await net.create_namespaced_network_policy(self.namespace, body=policy)
+                except Exception as exc:
+                    if getattr(exc, "status", None) != 409:  # already there (a re-create): keep it
+                        raise
+        core = await self._core()
+        try:
+            async with self._errors(spec.name, not_found="namespace"):
+                await core.create_namespaced_pod(self.namespace, body=pod)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._remove_policy(name)
+            raise
+        self._made[name] = pod
+        return SandboxRef(id=name, name=spec.name, labels=dict(spec.labels))
+
+    async def start(self, ref: SandboxRef) -> None:
+        core = await self._core()
+        try:
+            async with self._errors(ref.name or ref.id):
+                pod = await core.read_namespaced_pod(ref.id, self.namespace)
+        except SandboxNotFound:
+            made = self._made.get(ref.id)
+            if made is None:
+                raise
+            async with self._errors(ref.name or ref.id):
+                await core.create_namespaced_pod(self.namespace, body=made)
+                pod = await core.read_namespaced_pod(ref.id, self.namespace)
+        with anyio.fail_after(self._settings.acquire_timeout):
+            while (pod.status and pod.status.phase) == "Pending":
+                waiting = _waiting_reason(pod)
+                if waiting in (
+                    "ErrImagePull",
+                    "ImagePullBackOff",
+                    "InvalidImageName",
+                    "CreateContainerConfigError",
+                ):
+                    raise SandboxError(ref.name or ref.id, f"pod cannot start: {waiting}")
+                await anyio.sleep(0.5)
+                async with self._errors(ref.name or ref.id):
+                    pod = await core.read_namespaced_pod(ref.id, self.namespace)
+        if (pod.status and pod.status.phase) != "Running":
+            raise SandboxError(
+                ref.name or ref.id, f"pod is {pod.status.phase if pod.status else 'unknown'}, not running"
+            )
+
+    async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
+        await self._delete_pod(ref, grace=max(0, int(timeout)), wait=True)
+
+    async def remove(self, ref: SandboxRef, *, force: bool = False) -> None:
+        await self._delete_pod(ref, grace=0 if force else None, wait=False)
+        self._made.pop(ref.id, None)
+        await self._remove_policy(ref.id)
+
+    async def _delete_pod(self, ref: SandboxRef, *, grace: int | None, wait: bool) -> None:
+        core = await self._core()
+        try:
+            async with self._errors(ref.name or ref.id):
+                await core.delete_namespaced_pod(ref.id, self.namespace, grace_period_seconds=grace)
+        except SandboxNotFound:
+            return
+        if not wait:
+            return
+        with anyio.move_on_after((grace or 0) + 30.0):
+            while True:
+                try:
+                    async with self._errors(ref.name or ref.id):
+                        await core.read_namespaced_pod(ref.id, self.namespace)
+                except SandboxNotFound:
+                    return
+                await anyio.sleep(0.25)
+
+    async def _remove_policy(self, name: str) -> None:
+        client = _k8s()
+        api, _ = await self._clients()
+        try:
+            async with self._errors(name):
+                await client.NetworkingV1Api(api).delete_namespaced_network_policy(name, self.namespace)
+        except SandboxNotFound:
+            return
+
+    async def exec(self, ref: SandboxRef, spec: ExecSpec) -> KubeExecHandle:
+        if spec.user in ("root", "0") or spec.user.startswith("0:"):
+            raise SandboxError(ref.name or ref.id, "pods run as non-root: an exec cannot be root")
+        ws = await self._open_exec(ref, wrap_argv(spec.argv, env=spec.env, workdir=spec.workdir))
+        handle = KubeExecHandle(
+            sandbox_id=ref.name or ref.id,
+            ws=ws,
+            send_signal=lambda pgid, sig: self._signal(ref, pgid, sig),
+            max_line_bytes=self._settings.max_line_bytes,
+            stderr_keep_bytes=self._settings.stderr_keep_bytes,
+            grace=spec.grace_seconds,
+        )
+        try:
+            await handle.read_pgid()
+            if isinstance(spec.stdin, bytes):
+                if spec.stdin:
+                    await handle.write_stdin(spec.stdin)
+                await handle.close_stdin()
+            elif spec.stdin is None:
+                await handle.close_stdin()
+        except BaseException:
+            await handle.aclose()
+            raise
+        return handle
+
+    async def _open_exec(self, ref: SandboxRef, argv: list[str]) -> Any:
+        client = _k8s()
+        _, ws_api = await self._clients()
+        async with self._errors(ref.name or ref.id):
+            ctx = client.CoreV1Api(ws_api).connect_get_namespaced_pod_exec(
+                ref.id,
+                self.namespace,
+                command=argv,
+                container=MAIN_CONTAINER,
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+                _headers={"sec-websocket-protocol": ", ".join(PROTOCOLS)},
+            )
+            return await (await ctx)
+
+    async def _signal(self, ref: SandboxRef, pgid: int, sig: signals.Signals) -> None:
+        try:
+            ws = await self._open_exec(ref, signal_argv(pgid, sig))
+        except SandboxError:  # the pod or the process is gone: nothing left to signal
+            return
+        try:
+            with anyio.move_on_after(5.0):
+                async for _ in ws:
+                    pass
+        finally:
+            with anyio.CancelScope(shield=True):
+                await ws.close()
+
+    async def put_files(self, ref: SandboxRef, dest_dir: str, files: Sequence[FileEntry]) -> None:
+        """Extract a tar with GNU tar run inside the pod as its (non-root) user; see `PUT_SCRIPT`."""
+        if not files:
+            return
+        owners = {(entry.uid, entry.gid) for entry in files}
+        if len(owners) != 1:
+            raise SandboxError(ref.name or ref.id, "put_files needs one owner for all files")
+        data = files_tar(files)
+        dest_dir = posixpath.normpath(dest_dir)
+        spec = ExecSpec(argv=("sh", "-c", PUT_SCRIPT, "cage-put", dest_dir), stdin=data)
+        async with await self.exec(ref, spec) as handle:
+            code = await handle.wait()
+            stderr = handle.stderr.decode(errors="replace").strip()
+        if code != 0:
+            reason = {3: "it is (or passes through) a symlink", 4: "it cannot be created"}.get(code, stderr)
+            raise SandboxError(ref.name or ref.id, f"cannot write files into {dest_dir}: {reason[-300:]}")
+
+    async def get_file(self, ref: SandboxRef, path: str) -> bytes:
+        """`tar -c` of the one file, read inside the pod by its user (`-h` is not given: a symlink
+        comes back as a link entry, not as what it points to)."""
+        import base64
+
+        parent, name = posixpath.split(posixpath.normpath(path))
+        argv = (
+            "sh",
+            "-c",
+            'tar -c -f - -C "$1" -- "$2" | base64 -w 0; echo',
+            "cage-get",
+            parent or "/",
+            name,
+        )
+        async with await self.exec(ref, ExecSpec(argv=argv)) as handle:
+            lines = [item for item in [line async for line in handle] if isinstance(item, bytes)]
+            code = await handle.wait()
+        if code != 0 or not lines or not lines[0]:
+            raise SandboxNotFound(f"{ref.name or ref.id} (file {path})")
+        try:
+            return read_single_file([base64.b64decode(lines[0])], limit=self._settings.max_line_bytes)
+        except (ValueError, IsADirectoryError) as exc:
+            raise SandboxError(ref.name or ref.id, f"cannot read {path}: {exc}") from exc
+
+    async def ensure_volume(
+        self, name: str, labels: Mapping[str, str], *, tmpfs_bytes: int | None = None
+    ) -> bool:
+        if tmpfs_bytes is not None:
+            raise SandboxError(name, "memory-backed workspaces (CAGE_WORKSPACE_TMPFS_BYTES) are Docker-only")
+        core = await self._core()
+        try:
+            async with self._errors(name):
+                await core.read_namespaced_persistent_volume_claim(pod_name(name), self.namespace)
+            return False
+        except SandboxNotFound:
+            pass
+        async with self._errors(name):
+            await core.create_namespaced_persistent_volume_claim(
+                self.namespace, body=pvc_manifest(name, labels, self.target)
+            )
+        return True
+
+    async def remove_volume(self, name: str) -> None:
+        core = await self._core()
+        try:
+            async with self._errors(name):
+                await core.delete_namespaced_persistent_volume_claim(pod_name(name), self.namespace)
+        except SandboxNotFound:
+            return
+
+    async def list_volumes(self, labels: Mapping[str, str], *, unused: bool = False) -> list[VolumeInfo]:
+        core = await self._core()
+        selector = ",".join(f"{k}={v}" for k, v in sorted(k8s_labels(labels).items()))
+        async with self._errors("persistentvolumeclaims"):
+            claims = await core.list_namespaced_persistent_volume_claim(
+                self.namespace, label_selector=selector
+            )
+            used: set[str] = set()
+            if unused:
+                pods = await core.list_namespaced_pod(self.namespace, label_selector=f"{MANAGED}=true")
+                for pod in pods.items:
+                    for volume in pod.spec.volumes or []:
+                        if volume.persistent_volume_claim is not None:
+                            used.add(volume.persistent_volume_claim.claim_name)
+        out: list[VolumeInfo] = []
+        for claim in claims.items:
+            meta = claim.metadata
+            notes = meta.annotations or {}
+            found = read_labels(meta.labels, notes)
+            if meta.name in used or not all(found.get(k) == v for k, v in labels.items()):
+                continue
+            out.append(
+                VolumeInfo(
+                    name=notes.get(NAME_ANNOTATION, meta.name),
+                    labels=found,
+                    created_at=_time(meta.creation_timestamp),
+                )
+            )
+        return out
+
+    async def sweep_networks(self) -> list[str]:
+        """Remove NetworkPolicies whose sandbox pod is gone."""
+        client = _k8s()
+        api, _ = await self._clients()
+        core = client.CoreV1Api(api)
+        net = client.NetworkingV1Api(api)
+        async with self._errors("networkpolicies"):
+            policies = await net.list_namespaced_network_policy(self.namespace, label_selector=POLICY_LABEL)
+            pods = await core.list_namespaced_pod(self.namespace, label_selector=POLICY_LABEL)
+        alive = {pod.metadata.name for pod in pods.items}
+        removed: list[str] = []
+        for policy in policies.items:
+            name = policy.metadata.name
+            if name not in alive and name not in self._made:
+                await self._remove_policy(name)
+                removed.append(name)
+        return removed
+
+    async def copy_volume(self, source: str, target: str, *, image: str, owner: tuple[int, int]) -> None:
+        """`cp -a` in a throw-away pod (no network, no capabilities) running as `owner`."""
+        import secrets
+
+        from orchestrator.sandbox.backend import VolumeMount
+
+        name = f"cage-copy-{secrets.token_hex(6)}"
+        spec = CreateSpec(
+            image=image,
+            name=name,
+            command=("sh", "-c", "cp -a /cage-from/. /cage-to/"),
+            labels={MANAGED: "true", "cage.helper": "volume-copy"},
+            user=f"{owner[0]}:{owner[1]}",
+            mounts=(
+                VolumeMount(source=source, target="/cage-from", read_only=True),
+                VolumeMount(source=target, target="/cage-to", owner=owner),
+            ),
+            cap_drop=("ALL",),
+        )
+        ref = await self.create(spec)
+        core = await self._core()
+        try:
+            with anyio.fail_after(600):
+                while True:
+                    async with self._errors(name):
+                        pod = await core.read_namespaced_pod(ref.id, self.namespace)
+                    phase = pod.status.phase if pod.status else ""
+                    if phase == "Succeeded":
+                        return
+                    if phase == "Failed":
+                        raise SandboxError(name, f"copying volume {source} into {target} failed")
+                    await anyio.sleep(0.5)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.remove(ref, force=True)
+
+    async def disk_limit_supported(self) -> bool:
+        """`ephemeral-storage` limits are enforced by the kubelet (eviction) on every cluster."""
+        return True
+
+    async def list_processes(self, ref: SandboxRef) -> list[ProcessInfo]:
+        async with await self.exec(ref, ExecSpec(argv=("sh", "-c", PS_SCRIPT))) as handle:
+            lines = [item for item in [line async for line in handle] if isinstance(item, bytes)]
+            await handle.wait()
+        found = [proc for proc in (_process(line) for line in lines) if proc is not None]
+        lister = {proc.pid for proc in found if handle.pgid is not None and proc.pgid == handle.pgid}
+        lister |= {proc.ppid for proc in found if proc.pid == handle.pgid and proc.ppid > 1}
+        return [proc for proc in found if proc.pid not in lister]
+
+    async def kill_processes(self, ref: SandboxRef, pids: Sequence[int], *, user: str) -> None:
+        if not pids:
+            return
+        argv = ("sh", "-c", 'kill -s KILL "$@" 2>/dev/null; exit 0', "cage-kill", *map(str, pids))
+        async with await self.exec(ref, ExecSpec(argv=argv)) as handle:
+            await handle.wait()
+
+    async def aclose(self) -> None:
+        for api in (self._api, self._ws):
+            if api is not None:
+                await api.close()
+        self._api = self._ws = None
+
+
+def _k8s() -> Any:
+    """`kubernetes_asyncio.client`, imported on first use; its generated signatures are too narrow
+    for plain-dict bodies and list-valued exec commands (which the client accepts), hence Any."""
+    from kubernetes_asyncio import client
+
+    return _untyped(client)
+
+
+def _untyped(module: object) -> Any:
+    return module
+
+
+def _in_cluster() -> bool:
+    import os
+
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG")
+
+
+def _message(body: object) -> str:
+    import json
+
+    try:
+        data = json.loads(body) if isinstance(body, (str, bytes)) else {}
+    except ValueError:
+        return ""
+    return str(data.get("message", ""))[:300] if isinstance(data, dict) else ""
+
+
+def _main_state(pod: Any) -> Any:
+    for status in (pod.status and pod.status.container_statuses) or []:
+        if status.name == MAIN_CONTAINER:
+            return status.state
+    return None
+
+
+def _waiting_reason(pod: Any) -> str:
+    state = _main_state(pod)
+    waiting = getattr(state, "waiting", None)
+    return str(getattr(waiting, "reason", "") or "")

@@ -1,0 +1,37 @@
+"""`KubernetesBackend.ping` (what `/readyz` reports) without a cluster: no credentials, no answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import EngineUnavailable
+from orchestrator.sandbox.kubernetes.backend import KubernetesBackend
+from orchestrator.settings import Settings
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: secret-token-value}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: cage}}]
+current-context: x
+"""
+
+
+async def test_missing_credentials_are_not_ready_with_the_reason(tmp_path: Path) -> None:
+    backend = KubernetesBackend(Settings(data_dir=tmp_path, k8s_kubeconfig=tmp_path / "absent.yaml"))
+    with pytest.raises(EngineUnavailable, match="no Kubernetes credentials"):
+        await backend.ping()
+
+
+async def test_an_unreachable_api_server_is_not_ready_and_the_token_stays_out(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG)
+    backend = KubernetesBackend(Settings(data_dir=tmp_path, k8s_kubeconfig=config))
+    try:
+        with pytest.raises(EngineUnavailable, match=r"API server https://127.0.0.1:1 unreachable") as caught:
+            await backend.ping()
+        assert "secret-token-value" not in str(caught.value)
+    finally:
+        await backend.aclose()
