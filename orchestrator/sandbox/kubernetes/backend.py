@@ -79,14 +79,15 @@ _GROUPS = {"networkpolicies": "networking.k8s.io"}
 
 
 def target_from(settings: Settings) -> KubeTarget:
+    """The manifests' view of `settings` (an empty string, as a chart value renders, means unset)."""
     return KubeTarget(
         namespace=settings.k8s_namespace,
         registry=settings.k8s_registry,
-        runtime_class=settings.k8s_runtime_class,
-        storage_class=settings.k8s_storage_class,
+        runtime_class=settings.k8s_runtime_class or None,
+        storage_class=settings.k8s_storage_class or None,
         workspace_size=settings.k8s_workspace_size,
         run_as_user=settings.k8s_run_as_user,
-        image_pull_secret=settings.k8s_image_pull_secret,
+        image_pull_secret=settings.k8s_image_pull_secret or None,
         egress_selector=settings.k8s_egress_selector,
         gateway_selector=settings.k8s_gateway_selector,
         gateway_port=settings.gateway_port or GATEWAY_PORT,
