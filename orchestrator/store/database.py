@@ -28,6 +28,9 @@ from orchestrator.store.errors import StoreError
 Clock = Callable[[], datetime]
 _WRITE = "cage_write"
 _SQLITE_BUSY_MS = 10_000
+_WRITER_QUEUE_S = 60.0
+"""SQLite: how long a writer may wait behind this process's other writers (a queue that moves,
+unlike another process's lock, so it gets longer than the busy timeout)."""
 _POOL_SIZE = 16
 """Connections kept open (plus up to 10 more at peaks, closed again after use): a busy server has
 many sessions reading at once, and a connection opened per query (an aiosqlite thread, a Postgres
@@ -117,8 +120,8 @@ class Database:
         """A session in a write transaction, committed when the block ends without an error.
 
         Raises:
-            StoreError: the database failed, or (SQLite) this process's other writers held the
-                write lock for longer than the busy timeout.
+            StoreError: the database failed, or (SQLite) this process's other writers kept this
+                one waiting for over a minute.
         """
         with db_errors():
             async with self._writer_turn(), self._write() as session, session.begin():
@@ -131,10 +134,12 @@ class Database:
             return
         lock = self._writers.setdefault(asyncio.get_running_loop(), asyncio.Lock())
         try:
-            async with asyncio.timeout(_SQLITE_BUSY_MS / 1000):
+            async with asyncio.timeout(_WRITER_QUEUE_S):
                 await lock.acquire()
         except TimeoutError:
-            raise StoreError("database unavailable (database is locked by this process's writers)") from None
+            raise StoreError(
+                f"database unavailable (over {_WRITER_QUEUE_S:.0f} s behind this process's other writers)"
+            ) from None
         try:
             yield
         finally:
