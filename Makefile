@@ -54,6 +54,12 @@ unit: venv
 integration: setup
 	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
 
+# The sandbox backend contract against a real cluster: `KUBECONFIG=... make test-k8s` (tests/k8s).
+# Without KUBECONFIG, here and in plain `make test`, those tests are skipped with that reason.
+.PHONY: test-k8s
+test-k8s: venv
+	$(BIN)/python -m pytest tests/k8s $(PYTEST_ARGS)
+
 schemas: venv
 	$(BIN)/cage schemas schemas --write
 
