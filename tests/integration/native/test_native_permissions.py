@@ -215,3 +215,35 @@ async def test_a_session_asks_before_each_tool_call(
     assert any("refused by the user: not that file" in r for r in results)
     assert any(f"no answer within {TIMEOUT_S}s" in r for r in results)
     assert any(r.strip() == "blue" for r in results)
+
+
+async def test_an_interrupt_while_a_request_waits_refuses_it(
+    app: NativeApp, session_assistant: str, served: tuple[ServerThread, dict[str, str]]
+) -> None:
+    server, keys = served
+    admin = {"Authorization": f"Bearer {keys['ops']}"}
+    ws = await SessionClient.open(server.ws_url, "perm-2", keys["dev"], assistant_id=session_assistant)
+    try:
+        await ws.control("session.ready")
+        await ws.send(type="user_message", text="go")
+        asked = await _next_ask(ws)
+        await ws.send(type="interrupt")
+        end = await asyncio.wait_for(ws.until_stream_end(), 180)
+        assert end["props"]["status"] == "cancelled"
+        assert validate_stream(ws.events) == []
+        [resolved] = [
+            e["props"]
+            for e in ws.events
+            if e["type"] == "event" and e["props"]["event"] == "permission/resolved"
+        ]
+        assert resolved["request_id"] == asked["request_id"]
+        assert (resolved["decision"], resolved["by"]) == ("deny", "policy")
+        sandbox = next(
+            e["props"]["sandbox_id"]
+            for e in ws.events
+            if e["type"] == "event" and e["props"]["event"] == "sandbox/status" and e["props"]["phase"] == "ready"
+        )
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
+            assert await _box_has(http, admin, sandbox, "denied.txt") is None
+    finally:
+        await ws.close()
