@@ -1,4 +1,4 @@
-"""`cage images`: build, list and prune the runner images, with a live progress display."""
+"""`cage images`: build, push, list and prune the runner images, with a live progress display."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from orchestrator.sandbox.images import RUNNER_IMAGES, BuildProgress
 from orchestrator.services import Services
 from orchestrator.settings import Settings
 
-app = typer.Typer(help="Build, list and prune the runner images.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Build, push, list and prune the runner images.", no_args_is_help=True, add_completion=False
+)
 
 
 class BuildDisplay:
@@ -65,6 +67,38 @@ def build(
         refs = anyio.run(lambda: build_all(settings, display, names=names, force=force))
     for ref in refs:
         typer.echo(ref.tag)
+
+
+@app.command("push")
+def push(
+    runners: Annotated[list[str] | None, typer.Argument(help="Runner or image names (default: all).")] = None,
+    registry: Annotated[
+        str | None, typer.Option("--registry", help="Target registry (default: CAGE_K8S_REGISTRY).")
+    ] = None,
+) -> None:
+    """Build (or find) runner images, tag them `<registry>/<tag>` and push them there: the images
+    the Kubernetes backend's pods pull (`docs/deploy.md`)."""
+    from orchestrator.errors import CageError
+    from orchestrator.sandbox.docker.builder import build_all
+    from orchestrator.sandbox.docker.push import push_images
+
+    settings = Settings()
+    target = registry if registry is not None else settings.k8s_registry
+    console = Console(stderr=True)
+    display = BuildDisplay(console)
+
+    async def run() -> list[str]:
+        with display.live:
+            refs = await build_all(settings, display, names=list(runners) if runners else None)
+        return await push_images(settings, [ref.tag for ref in refs], target)
+
+    try:
+        pushed = anyio.run(run)
+    except CageError as exc:
+        console.print(f"[red]cage images push: {exc}[/red]")
+        raise typer.Exit(1) from None
+    for ref in pushed:
+        typer.echo(ref)
 
 
 @app.command("list")
