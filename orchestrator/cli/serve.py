@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
+import structlog
 import typer
 import uvicorn
 
@@ -31,6 +32,12 @@ def serve(
     config = ApiConfig()
     configure_logging(settings.log_level)
     first_contact(settings)
+    if settings.backend == "kubernetes":  # credentials and RBAC now; /readyz keeps saying the same
+        from orchestrator.sandbox.kubernetes.backend import startup_check
+
+        problem = startup_check(settings)
+        if problem:
+            structlog.get_logger("cage.serve").error("kubernetes backend not ready", reason=problem)
     app = create_app(settings, config=config)
     uvicorn_config = uvicorn.Config(
         app,

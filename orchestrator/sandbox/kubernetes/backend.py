@@ -622,3 +622,23 @@ def _waiting_reason(pod: Any) -> str:
     state = _main_state(pod)
     waiting = getattr(state, "waiting", None)
     return str(getattr(waiting, "reason", "") or "")
+
+
+def startup_check(settings: Settings) -> str | None:
+    """Run `ping` once (credentials, API server, RBAC) before serving; the reason when it fails.
+
+    `cage serve` logs it and starts anyway: `/readyz` keeps answering 503 with the same reason
+    until the cluster side is fixed, which is what a Deployment's readiness probe acts on.
+    """
+
+    async def check() -> str | None:
+        backend = KubernetesBackend(settings)
+        try:
+            await backend.ping()
+        except SandboxError as exc:
+            return str(exc)
+        finally:
+            await backend.aclose()
+        return None
+
+    return anyio.run(check)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EngineUnavailable
-from orchestrator.sandbox.kubernetes.backend import KubernetesBackend
+from orchestrator.sandbox.kubernetes.backend import KubernetesBackend, startup_check
 from orchestrator.settings import Settings
 
 KUBECONFIG = """apiVersion: v1
@@ -35,3 +35,8 @@ async def test_an_unreachable_api_server_is_not_ready_and_the_token_stays_out(tm
         assert "secret-token-value" not in str(caught.value)
     finally:
         await backend.aclose()
+
+
+def test_the_serve_start_check_names_the_reason(tmp_path: Path) -> None:
+    problem = startup_check(Settings(data_dir=tmp_path, k8s_kubeconfig=tmp_path / "absent.yaml"))
+    assert problem is not None and "no Kubernetes credentials" in problem
