@@ -27,7 +27,7 @@ from orchestrator.errors import RunnerError
 from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, FileWrite, ImagePart, RunnerExec, Supports, TurnRequest
 from runners.claude.environment import claude_env
-from runners.claude.mcp import mcp_config, server_name
+from runners.claude.mcp import allowlist_hooks, mcp_config, server_name, with_allowlist
 from runners.claude.options import parse_options
 from runners.claude.permissions import ASKING_MODE, PROMPT_TOOL_FLAGS, permission_settings
 from runners.claude.session import LAUNCHER, LAUNCHER_NAME, session_id
@@ -108,8 +108,13 @@ class ClaudeAdapter:
         if turn.ask_permissions:
             path = state / "permissions.json"
             settings = permission_settings([server_name(s) for s in turn.mcp_servers])
+            settings = with_allowlist(settings, turn.mcp_servers)
             files.append(FileWrite(path=self._relative(path), content=settings))
             flags += [*PROMPT_TOOL_FLAGS, "--settings", str(path)]
+        elif allowlist_hooks(turn.mcp_servers):  # MCP tool allowlists, enforced by a hook
+            path = state / "mcp-allowlist.json"
+            files.append(FileWrite(path=self._relative(path), content=with_allowlist("{}", turn.mcp_servers)))
+            flags += ["--settings", str(path)]
         if model:
             flags += ["--model", model]
         if options.max_turns is not None:

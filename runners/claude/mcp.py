@@ -61,6 +61,43 @@ def mcp_config(servers: Sequence[McpServerSpec]) -> McpConfig:
     return McpConfig(text=text, env=env, allowed_tools=tuple(rules))
 
 
+ALLOWLIST_MESSAGE = "not allowed: this tool is not in the assistant's MCP allowlist (package.yao mcp.servers)"
+
+
+def allowlist_hooks(servers: Sequence[McpServerSpec]) -> dict[str, JsonValue]:
+    """Claude Code settings that enforce each server's tool allowlist (`mcp.servers[].tools`).
+
+    `--allowedTools` only pre-approves, so under `bypassPermissions` a server's other tools stay
+    callable; a `PreToolUse` hook runs in every permission mode, and its exit code 2 blocks the
+    call (stderr goes to the model). Its matcher is a regex of the server's tools that are not
+    listed (a negative lookahead over the listed names). Empty when no server narrows its tools.
+    """
+    entries: list[JsonValue] = []
+    for server in servers:
+        if not server.tools:
+            continue
+        listed = "|".join(re.escape(tool) for tool in server.tools)
+        matcher = f"^mcp__{re.escape(server_name(server))}__(?!(?:{listed})$).*$"
+        command = f"echo {json.dumps(ALLOWLIST_MESSAGE)} >&2; exit 2"
+        entries.append({"matcher": matcher, "hooks": [{"type": "command", "command": command}]})
+    return {"hooks": {"PreToolUse": entries}} if entries else {}
+
+
+def with_allowlist(settings: str, servers: Sequence[McpServerSpec]) -> str:
+    """A settings JSON text with the allowlist hooks added (`settings`' own hooks kept)."""
+    doc: dict[str, JsonValue] = json.loads(settings)
+    hooks = allowlist_hooks(servers)
+    if hooks:
+        existing = doc.setdefault("hooks", {})
+        assert isinstance(existing, dict)
+        pre = existing.setdefault("PreToolUse", [])
+        assert isinstance(pre, list)
+        added = hooks["hooks"]
+        assert isinstance(added, dict) and isinstance(added["PreToolUse"], list)
+        pre.extend(added["PreToolUse"])
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
 class _Placeholders:
     """Hands out `${CAGE_MCP_<server>_<n>}` references and records their values."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +136,26 @@ def mcp_key(server_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", server_id)
 
 
+def allowlist(servers: Sequence[McpServerSpec], permission: dict[str, str]) -> dict[str, bool]:
+    """Enforce each server's tool allowlist (`mcp.servers[].tools`): its other tools are hidden
+    from the model (`tools`: `<key>_*` false, each listed tool true) and denied if called anyway
+    (`permission`: `<key>_*` deny, each listed tool as any other tool). Later, more specific
+    entries win in both maps. Returns the `tools` map (empty: no server narrows its tools)."""
+    tools: dict[str, bool] = {}
+    base = permission.get("*", "allow")
+    for server in servers:
+        if not server.tools:
+            continue
+        key = mcp_key(server.id)
+        tools[f"{key}_*"] = False
+        permission[f"{key}_*"] = "deny"
+        for tool in server.tools:
+            name = f"{key}_{mcp_key(tool)}"
+            tools[name] = True
+            permission[name] = base
+    return tools
+
+
 def mcp_keys(turn: TurnRequest) -> dict[str, str]:
     """Config key -> the MCP server's id (what `mcp:<server>/<tool>` rules name)."""
     return {mcp_key(server.id): server.id for server in turn.mcp_servers}
@@ -180,5 +201,8 @@ def build_config(turn: TurnRequest, options: OpencodeOptions, layout: Layout) ->
         servers[mcp_key(server.id)] = _mcp(server, secrets)
     if servers:
         config["mcp"] = servers
+    hidden = allowlist(turn.mcp_servers, config["permission"])
+    if hidden:
+        config["tools"] = hidden
     text = json.dumps(config, indent=2, sort_keys=False) + "\n"
     return OpencodeConfig(text=text, secret_env=secrets.env, model_ref=model_ref)
