@@ -102,6 +102,10 @@ class BoxSandbox:
 @pytest.fixture(scope="module")
 def model(model_server: FakeModelServer) -> FakeModelServer:
     model_server.add_scenario("gate-write", [{"shell": "echo gated > gated.txt"}, {"text": "finished"}])
+    # the model answers slowly after the refused call: the cancel lands while the CLI still runs
+    model_server.add_scenario(
+        "gate-write-slow", [{"shell": "echo gated > gated.txt"}, {"text": "finished " * 40, "delay": 0.5}]
+    )
     model_server.add_scenario(
         "gate-twice",
         [{"shell": "echo one > one.txt"}, {"shell": "echo two > two.txt"}, {"text": "finished"}],
@@ -315,7 +319,7 @@ async def test_a_cancel_while_a_call_waits_refuses_it_and_stops_the_cli(
     async with anyio.create_task_group() as tg:
         tg.start_soon(cancel_once_asked)
         turn = await run_turn(
-            runner, sandbox, model, "gate-write", Waiting(lambda _r: "allow"), cancel=cancel
+            runner, sandbox, model, "gate-write-slow", Waiting(lambda _r: "allow"), cancel=cancel
         )
     assert turn.result.outcome.status == "cancelled", turn.result.outcome
     assert turn.result.stopped is not None and turn.result.stopped.value == "cancelled"
