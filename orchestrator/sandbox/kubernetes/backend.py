@@ -431,7 +431,7 @@ class KubernetesBackend:
         argv = (
             "sh",
             "-c",
-            'tar -c -f - -C "$1" -- "$2" | base64 -w 0; echo',
+            '[ -e "$1/$2" ] || [ -L "$1/$2" ] || exit 2; tar -c -f - -C "$1" -- "$2" | base64 -w 0; echo',
             "cage-get",
             parent or "/",
             name,

@@ -160,7 +160,13 @@ class KubeExecHandle:
         return []
 
     def _v5(self) -> bool:
-        return bool(getattr(self._ws, "protocol", None) == PROTOCOLS[0])
+        """Whether the server chose v5 (aiohttp records a protocol only when it asked for one itself,
+        so the handshake's answer header is read too)."""
+        chosen = getattr(self._ws, "protocol", None)
+        response = getattr(self._ws, "_response", None)
+        if not chosen and response is not None:
+            chosen = response.headers.get("Sec-WebSocket-Protocol")
+        return bool(chosen == PROTOCOLS[0])
 
     async def write_stdin(self, data: bytes) -> None:
         if not self._stdin_open or self._state is _State.CLOSED:
