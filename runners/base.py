@@ -94,6 +94,9 @@ class ImagePart(BaseModel):
     media_type: str
     data: str = Field(repr=False)
     """Base64."""
+    path: str = ""
+    """Where the file is in the box (`<work dir>/attachments/<name>`), for CLIs that read images
+    from a path (codex `--image`, opencode `--file`)."""
 
 
 class TurnRequest(BaseModel):

@@ -35,10 +35,17 @@ def with_attachment_note(prompt: str, attachments: Sequence[Attachment], work_di
     return f"{prompt}\n\n{note}" if note else prompt
 
 
-def image_parts(attachments: Sequence[Attachment]) -> tuple[ImagePart, ...]:
-    """The attached images a model can take (type and size), for runners with image input."""
+def image_parts(attachments: Sequence[Attachment], work_dir: str = "") -> tuple[ImagePart, ...]:
+    """The attached images a model can take (type and size), for runners with image input; with
+    `work_dir`, each names its path in the box."""
+    base = f"{work_dir.rstrip('/')}/{ATTACHMENTS_DIR}"
     return tuple(
-        ImagePart(name=a.name, media_type=a.media_type, data=base64.b64encode(a.content).decode())
+        ImagePart(
+            name=a.name,
+            media_type=a.media_type,
+            data=base64.b64encode(a.content).decode(),
+            path=f"{base}/{a.name}" if work_dir else "",
+        )
         for a in attachments
         if a.media_type in IMAGE_TYPES and len(a.content) <= MAX_IMAGE_BYTES
     )

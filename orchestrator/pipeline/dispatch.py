@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pydantic import JsonValue
 
 from orchestrator.dsl import AssistantMode, McpServerRef
-from orchestrator.pipeline.attachments import with_attachment_note
+from orchestrator.pipeline.attachments import image_parts, with_attachment_note
 from orchestrator.pipeline.child_sessions import StoreChildSessions
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
@@ -77,6 +77,7 @@ async def _runner(frame: CallFrame) -> Completion:
     inp = RunnerTurnInput(
         assistant,
         with_attachment_note(last_user_text(frame.messages), attached, frame.lease.work_dir),
+        images=image_parts(attached, frame.lease.work_dir),
         owner=scope.owner,
         chat_id=scope.chat_id,
         turn_id=scope.turn_id,

@@ -25,7 +25,7 @@ from orchestrator.sandbox.images import BuildProgress
 from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.stream import SandboxPhase, TurnBuilder
-from runners.base import HOME_SUBDIR, STATE_SUBDIR, TurnRequest
+from runners.base import HOME_SUBDIR, STATE_SUBDIR, ImagePart, TurnRequest
 from runners.registry import adapter_for
 
 
@@ -86,6 +86,8 @@ class RunnerTurnInput:
     """The running model gateway's port (an isolated box reaches it through the egress relay)."""
     gate: PermissionGate | None = None
     """The call's permission broker (`sandbox.yao` `permissions`); runners ask it before a tool runs."""
+    images: tuple[ImagePart, ...] = ()
+    """Attached images, for a runner whose CLI takes them (the files are in the box either way)."""
     child_sessions: StoreChildSessions | None = None
     """Where the native loop's sub-agents get their persisted child sessions (yaocode)."""
 
@@ -243,6 +245,7 @@ async def _run_cli(
         chat_id=inp.chat_id,
         turn_id=inp.turn_id,
         prompt=inp.prompt,
+        images=inp.images if adapter.supports.images else (),
         system_prompt=system_prompt(assistant),
         connector=connector,
         role_models=roles or {},

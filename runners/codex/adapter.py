@@ -25,7 +25,9 @@ class CodexAdapter:
 
     name = "codex"
     image = "codex"
-    supports = Supports(resume=True, thinking=True, text_deltas=False, usage=True, cost=False, mcp=True)
+    supports = Supports(
+        resume=True, thinking=True, text_deltas=False, usage=True, cost=False, mcp=True, images=True
+    )
     cancel = CancelPolicy(signal=int(signal.SIGINT), grace_seconds=5.0)
 
     def build_exec(self, turn: TurnRequest) -> RunnerExec:

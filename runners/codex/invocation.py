@@ -1,8 +1,9 @@
 """How one codex turn is started: argv, environment and the files written first.
 
-First turn: `codex exec -C <workdir> --json ... -- <prompt>`; later turns resume the thread the
-first one reported: `codex exec -C <workdir> resume --json ... -- <thread_id> <prompt>` (`-C` is an
-option of `exec`, so it goes before `resume`). `--` keeps a prompt starting with `-` a prompt. A
+First turn: `codex exec -C <workdir> --json ... [--image=<path>...] -- <prompt>` (each attached
+image by its path in the box); later turns resume the thread the first one reported:
+`codex exec -C <workdir> resume --json ... -- <thread_id> <prompt>` (`-C` is an option of
+`exec`, so it goes before `resume`). `--` keeps a prompt starting with `-` a prompt. A
 prompt too long for one argv string (Linux caps each at 128 KiB) is passed as `-` and written to
 stdin instead, which codex reads to EOF. Otherwise stdin is `/dev/null`: codex waits for EOF on
 any other stdin.
@@ -81,6 +82,12 @@ def codex_tmp(turn: TurnRequest) -> str:
     return f"{turn.state_dir.rstrip('/')}/codex/tmp"
 
 
+def image_flags(turn: TurnRequest) -> tuple[str, ...]:
+    """`--image=<path>` for each attached image in the box (codex sends it to the model as an
+    image input, on a first turn and after `resume` alike)."""
+    return tuple(f"--image={image.path}" for image in turn.images if image.path)
+
+
 def build_codex_exec(turn: TurnRequest) -> RunnerExec:
     """The exec for one turn.
 
@@ -95,6 +102,7 @@ def build_codex_exec(turn: TurnRequest) -> RunnerExec:
     hook = f"python3 {gate_dir(turn)}/gate_hook.py {gate_socket(turn)}" if asking else None
     config = build_config(turn, options, hook_command=hook)
     flags = (*_FLAGS, _HOOK_TRUST) if asking else _FLAGS
+    flags = (*flags, *image_flags(turn))
     argv = ["codex", "exec", "-C", turn.workdir]
     thread_id = turn.resume.get(RESUME_KEY)
     if thread_id:

@@ -26,7 +26,9 @@ class OpencodeAdapter:
 
     name = "opencode"
     image = "opencode"
-    supports = Supports(resume=True, thinking=True, text_deltas=True, usage=True, cost=True, mcp=True)
+    supports = Supports(
+        resume=True, thinking=True, text_deltas=True, usage=True, cost=True, mcp=True, images=True
+    )
     cancel = CancelPolicy(signal=int(signal.SIGINT), grace_seconds=10.0)
 
     def build_exec(self, turn: TurnRequest) -> RunnerExec:

@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
 from orchestrator.errors import RunnerError
+from orchestrator.llm.images import has_vision
 from runners.base import TurnRequest, connector_key
 from runners.opencode.layout import Layout
 from runners.opencode.options import OpencodeOptions
@@ -99,6 +100,9 @@ def _provider(
         "reasoning": thinking,
         "limit": {"context": options.context_window, "output": connector.max_tokens or 8192},
     }
+    if has_vision(connector):
+        model_entry["attachment"] = True
+        model_entry["modalities"] = {"input": ["text", "image"], "output": ["text"]}
     if connector.temperature is not None:
         model_entry["temperature"] = True
         model_entry["options"] = {"temperature": connector.temperature}

@@ -15,6 +15,10 @@ When the turn asks permissions (`TurnRequest.ask_permissions`) the drive is alwa
 `permission.asked` and waits for a reply. The driver then runs with `--control`: stdin stays
 open, its first line is the prompt (JSON), the later ones are Cage's answers.
 
+Each attached image goes with the message as a file part by its path in the box (`run --file`,
+the driver's `--file MIME PATH`); opencode reads it there and sends it to a model whose entry
+declares image input (`config.py`: the connector's `capabilities.vision`).
+
 `--title` is always given: without one opencode spends an extra model call on a title. The model
 is always named too: a resumed session otherwise keeps the model of its first prompt.
 """
@@ -96,6 +100,9 @@ def _run_argv(
         argv += ["--agent", options.agent]
     if options.variant:
         argv += ["--variant", options.variant]
+    for image in turn.images:
+        if image.path:
+            argv += ["--file", image.path]
     if len(turn.prompt.encode()) > PROMPT_ARGV_LIMIT:
         return tuple(argv), turn.prompt.encode()
     return (*argv, "--", turn.prompt), None
@@ -131,6 +138,9 @@ def _serve_argv(
         argv += ["--agent", options.agent]
     if options.variant:
         argv += ["--variant", options.variant]
+    for image in turn.images:
+        if image.path:
+            argv += ["--file", image.media_type, image.path]
     if turn.ask_permissions:
         argv.append("--control")
     return tuple(argv)

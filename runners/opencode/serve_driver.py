@@ -416,11 +416,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--variant", default="")
     parser.add_argument("--startup-timeout", type=float, default=60.0)
     parser.add_argument("--control", action="store_true", help="prompt line, then answers, on stdin")
+    parser.add_argument(
+        "--file", nargs=2, action="append", default=[], metavar=("MIME", "PATH"), help="a file to attach"
+    )
     return parser.parse_args(argv)
 
 
 def prompt_body(args: argparse.Namespace, prompt: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"parts": [{"type": "text", "text": prompt}]}
+    files = [
+        {
+            "type": "file",
+            "mime": mime,
+            "url": "file://" + urllib.parse.quote(path),
+            "filename": path.rpartition("/")[2],
+        }
+        for mime, path in args.file
+    ]
+    body: dict[str, Any] = {"parts": [{"type": "text", "text": prompt}, *files]}
     if args.model:
         provider, _, model = args.model.partition("/")
         body["model"] = {"providerID": provider, "modelID": model}
