@@ -1,9 +1,12 @@
-"""A local stand-in for the API server's pods/exec subresource: a real aiohttp websocket server
-speaking the `v5.channel.k8s.io` channel protocol, running each command as a real local process.
+"""A local stand-in for the Kubernetes API server: a real aiohttp server with the pods/exec
+subresource (the `v5.channel.k8s.io` channel protocol, each command run as a real local process)
+and an in-memory store of pods, PVCs and NetworkPolicies (create, get, list by equality label
+selector, delete; every body validated against the Kubernetes schemas, 422 otherwise) and
+SelfSubjectAccessReviews answered from `denied`.
 
-It lets the backend's exec, signal, stdin and file-transfer paths run end to end (real
-websocket client, real processes) where no cluster can run; `tests/k8s` runs the same contract
-against a real API server.
+It lets the backend's REST, exec, signal, stdin and file-transfer paths run end to end (real
+HTTP and websocket clients, real processes) where no cluster can run; `tests/k8s` runs the
+contract against a real API server.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from aiohttp import WSMsgType, web
+
+from tests.golden.k8s.schema import schema_errors
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 
@@ -68,11 +75,102 @@ async def _exec(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
+class Store:
+    """The objects the stand-in holds, by (resource, namespace, name), and the denied reviews."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.denied: set[tuple[str, str]] = set()
+        """(verb, resource[/subresource]) that access reviews refuse."""
+
+
+def _status(code: int, message: str) -> web.Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
+    return web.json_response(body, status=code)
+
+
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    for term in filter(None, selector.split(",")):
+        key, eq, value = term.partition("=")
+        if (key not in labels) if not eq else labels.get(key) != value:
+            return False
+    return True
+
+
+def _crud(store: Store, resource: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info.get("name")
+        if request.method == "POST":
+            body = await request.json()
+            error = schema_errors(body)
+            if error:
+                return _status(422, error)
+            key = (resource, ns, body["metadata"]["name"])
+            if key in store.objects:
+                return _status(409, f"{resource} {key[2]} already exists")
+            body["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp="2026-12-01T22:00:00Z")
+            if resource == "pods":
+                started = {"running": {"startedAt": "2026-12-01T22:00:01Z"}}
+                body["status"] = {"phase": "Running", "containerStatuses": [_container_status(body, started)]}
+            store.objects[key] = body
+            return web.json_response(body, status=201)
+        if name is None:
+            selector = request.query.get("labelSelector", "")
+            items = [
+                o
+                for (r, n, _), o in store.objects.items()
+                if r == resource and n == ns and _selected(o, selector)
+            ]
+            return web.json_response({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items})
+        found = store.objects.get((resource, ns, name))
+        if found is None:
+            return _status(404, f"{resource} {name} not found")
+        if request.method == "DELETE":
+            del store.objects[(resource, ns, name)]
+        return web.json_response(found)
+
+    return handle
+
+
+def _container_status(pod: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    box = pod["spec"]["containers"][0]
+    return {
+        "name": box["name"],
+        "image": box["image"],
+        "imageID": "",
+        "ready": True,
+        "restartCount": 0,
+        "state": state,
+    }
+
+
+def _reviews(store: Store) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.json()
+        attrs = body["spec"]["resourceAttributes"]
+        resource = attrs["resource"] + (f"/{attrs['subresource']}" if attrs.get("subresource") else "")
+        body["status"] = {"allowed": (attrs["verb"], resource) not in store.denied}
+        return web.json_response(body, status=201)
+
+    return handle
+
+
 @asynccontextmanager
-async def exec_server(tmp_path: Path) -> AsyncIterator[Path]:
-    """Serve pods/exec on a free loopback port; yields a kubeconfig pointing at it."""
+async def exec_server(tmp_path: Path, store: Store | None = None) -> AsyncIterator[Path]:
+    """Serve the stand-in on a free loopback port; yields a kubeconfig pointing at it."""
+    store = store or Store()
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/exec", _exec)
+    for prefix, resource in (
+        ("/api/v1", "pods"),
+        ("/api/v1", "persistentvolumeclaims"),
+        ("/apis/networking.k8s.io/v1", "networkpolicies"),
+    ):
+        handler = _crud(store, resource)
+        app.router.add_route("*", f"{prefix}/namespaces/{{ns}}/{resource}", handler)
+        app.router.add_route("*", f"{prefix}/namespaces/{{ns}}/{resource}/{{name}}", handler)
+    app.router.add_post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", _reviews(store))
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
