@@ -67,6 +67,9 @@ export function sessionPage(main, { chatId, assistantId, notice }) {
     onPermission: (requestId, decision) => {
       if (!connection.send({ type: "permission_response", request_id: requestId, decision })) status.textContent = "Not connected.";
     },
+    onQuestion: (requestId, answer) => {
+      if (!connection.send({ type: "question_response", request_id: requestId, answer })) status.textContent = "Not connected.";
+    },
     userText: (turnId) => memory.get(turnId),
   });
 

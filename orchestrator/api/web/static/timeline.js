@@ -15,6 +15,7 @@ export class Timeline {
   /**
    * @param {HTMLElement} root where the turns go
    * @param {{onGap: (lastSeq: number) => void, onPermission: (requestId: string, decision: string) => void,
+   *          onQuestion: (requestId: string, answer: string) => void,
    *          userText: (turnId: string) => string | undefined}} hooks
    */
   constructor(root, hooks) {
@@ -162,11 +163,20 @@ export class Timeline {
         this.turn(event).body.append(this.permission(props));
         break;
       case "permission/resolved": {
-        const card = this.root.querySelector(`[data-request-id="${CSS.escape(String(props.request_id))}"]`);
-        if (card) {
-          card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
-          card.querySelector(".decision").textContent = `${props.decision} (by ${props.by || "?"})`;
+        const card = this.card(props.request_id);
+        if (card) settle(card, resolution(props));
+        else if (props.decision === "deny") {  // denied by a rule: no request came before it
+          this.turn(event).body.append(h("p", { class: "note warn", dataset: { requestId: props.request_id } },
+            `Refused by ${props.rule ? `rule ${props.rule}` : "the policy"}: ${props.tool || "tool"}`));
         }
+        break;
+      }
+      case "question":
+        this.turn(event).body.append(this.question(props));
+        break;
+      case "question/answered": {
+        const card = this.card(props.request_id);
+        if (card) settle(card, props.by === "user" ? `answered: ${props.answer}` : `no answer (${props.by})`);
         break;
       }
       default:
@@ -174,15 +184,47 @@ export class Timeline {
     }
   }
 
+  card(requestId) {
+    return this.root.querySelector(`.card[data-request-id="${CSS.escape(String(requestId))}"]`);
+  }
+
+  /** A request card: what the agent wants to run, until when, and the three answers. */
   permission(props) {
     const decide = (decision) => () => this.hooks.onPermission(props.request_id, decision);
-    return h("section", { class: "card permission", dataset: { requestId: props.request_id }, "aria-label": "permission request" },
-      h("header", {}, h("strong", {}, `Permission: ${props.tool || "tool"}`), " ", h("span", { class: "decision" }, "waiting")),
+    const id = `perm-${props.request_id}`;
+    return h("section", { class: "card permission", dataset: { requestId: props.request_id }, role: "group", "aria-labelledby": `${id}-title` },
+      h("header", {}, h("strong", { id: `${id}-title` }, `Permission: ${props.tool || "tool"}`), " ",
+        h("span", { class: "decision", role: "status" }, "waiting")),
       props.reason ? h("p", {}, props.reason) : null,
+      props.rule ? h("p", { class: "meta" }, `Asked by rule: ${props.rule}`) : null,
       props.input ? h("pre", {}, JSON.stringify(props.input, null, 2)) : null,
+      deadline(props.deadline),
       h("div", { class: "actions" },
-        h("button", { type: "button", onclick: decide("allow") }, "Allow"),
+        h("button", { type: "button", class: "allow", onclick: decide("allow") }, "Allow"),
+        h("button", { type: "button", class: "allow-always", title: "Allow this call for the rest of the session", onclick: decide("allow_always") }, "Allow always"),
         h("button", { type: "button", class: "danger", onclick: decide("deny") }, "Deny")));
+  }
+
+  /** A question card: the agent's options as buttons, or a free-text answer. */
+  question(props) {
+    const answer = (text) => this.hooks.onQuestion(props.request_id, text);
+    const id = `q-${props.request_id}`;
+    const field = h("input", { id: `${id}-answer`, name: "answer", type: "text", autocomplete: "off" });
+    const form = h("form", { class: "answer", "aria-label": "Answer the question" },
+      h("label", { for: `${id}-answer` }, "Your answer"), field,
+      h("button", { type: "submit" }, "Answer"));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (field.value.trim()) answer(field.value.trim());
+      else field.focus();
+    });
+    const options = (props.options ?? []).map((option) => h("button", { type: "button", class: "option", onclick: () => answer(String(option)) }, String(option)));
+    return h("section", { class: "card question-card", dataset: { requestId: props.request_id }, role: "group", "aria-labelledby": `${id}-title` },
+      h("header", {}, h("strong", { id: `${id}-title` }, "Question"), " ", h("span", { class: "decision", role: "status" }, "waiting")),
+      h("p", { class: "question-text" }, String(props.text ?? "")),
+      deadline(props.deadline),
+      options.length ? h("div", { class: "actions" }, options) : null,
+      form);
   }
 
   footer(turn, durationMs) {
@@ -247,6 +289,26 @@ export class Timeline {
     for (const m of this.pending) paint(m);
     this.pending.clear();
   }
+}
+
+/** "allowed (by user)", "denied (by timeout): <message>", "allowed always (by user)". */
+function resolution(props) {
+  const verb = props.decision === "allow" ? (props.always ? "allowed always" : "allowed") : "denied";
+  return `${verb} (by ${props.by || "?"})${props.decision === "deny" && props.message ? `: ${props.message}` : ""}`;
+}
+
+/** Disable the card's controls and show how it ended. */
+function settle(card, text) {
+  card.querySelectorAll("button, input").forEach((el) => { el.disabled = true; });
+  card.dataset.resolved = "true";
+  card.querySelector(".decision").textContent = text;
+}
+
+function deadline(iso) {
+  if (!iso) return null;
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return null;
+  return h("p", { class: "meta deadline" }, "Decided by default at ", h("time", { datetime: iso }, at.toLocaleTimeString()), " if nobody answers");
 }
 
 function errorBox(message, code) {
