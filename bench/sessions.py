@@ -139,6 +139,10 @@ async def _run_turns(session: Session, turns: int) -> None:
                 break
 
 
+TIMEOUT_S = 600.0
+"""How long one run's turns may take; sessions still going then count as failed."""
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -173,7 +177,14 @@ async def bench(base_url: str, ws_url: str, server_pid: int, sessions: int, turn
     await asyncio.sleep(1.0)
     idle = rss_kib(server_pid)
     started, cpu_started = time.perf_counter(), cpu_seconds(server_pid)
-    await asyncio.wait_for(asyncio.gather(*(run_turns(s, turns) for s in all_sessions)), timeout=600)
+    running = [asyncio.ensure_future(run_turns(s, turns)) for s in all_sessions]
+    _, late = await asyncio.wait(running, timeout=TIMEOUT_S)
+    for task, s in zip(running, all_sessions, strict=True):
+        if task in late:
+            task.cancel()
+            s.errors.append(f"not done in {TIMEOUT_S:.0f} s")
+    if late:
+        await asyncio.wait(late)
     elapsed, cpu = time.perf_counter() - started, cpu_seconds(server_pid) - cpu_started
     after_turns = rss_kib(server_pid)
     lost = 0
