@@ -1,6 +1,7 @@
 """yaocode and tai through `cage run` in a real container: the package's stdio MCP server runs IN
 THE SANDBOX (its `whereami` tool reports the container), only its allowlisted tools are
-offered, `mcp.options.max_turn` bounds the rounds, and the package `options` reach the model."""
+offered, `mcp.options.max_turn` bounds the rounds, the package `options` reach the model, and a
+chat's next turn resumes a compacted history."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.llm.compaction import SUMMARY_SYSTEM
 from tests.fakes.mcp_servers import bare
 from tests.fakes.model_server import FakeModelServer
 from tests.integration.native.conftest import NativeApp
@@ -87,3 +89,31 @@ def test_max_turn_bounds_the_rounds(
     (summary,) = result.of("event", "result/summary")
     assert summary["props"]["stop_reason"] == "max_rounds" and summary["props"]["num_turns"] == 2
     assert len(native_server.requests.for_scenario(scenario)) == 2
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_the_next_turn_of_a_long_chat_is_compacted(
+    runner: str, app: NativeApp, native_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Compaction is on by default; with a small budget the second turn does not reload the
+    first turn's big tool output but a summary of it (the checkpoint the turn resumes from)."""
+    scenario = f"compact-{runner}"
+    native_server.add_scenario(scenario, [{"shell": "python3 -c \"print('y' * 8000)\""}, {"text": "printed"}])
+    aid = app.assistant(runner, scenario=scenario)
+    pkg = app.root / "assistants" / "native" / runner / "package.yao"
+    doc = json.loads(pkg.read_text())
+    doc["compaction"] = {"budget_tokens": 2500}
+    pkg.write_text(json.dumps(doc))
+    ws = checkout(tmp_path, runner)
+    chat = f"compact-{runner}-{tmp_path.name}"
+    first = cage_run(app, aid, ws, "print a lot", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    assert first.code == 0, first.stderr[-3000:]
+    before = len(native_server.requests.for_scenario(scenario))
+    second = cage_run(app, aid, ws, "print it again", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    assert second.code == 0, second.stderr[-3000:]
+    later = native_server.requests.for_scenario(scenario)[before:]
+    summary = later[0].body
+    assert summary["system"] == SUMMARY_SYSTEM and "tools" not in summary
+    step = json.dumps(later[1].body["messages"])
+    assert "<summary of the earlier conversation>" in step and "print it again" in step
+    assert "y" * 8000 not in step and len(step) // 4 < 2500
