@@ -174,6 +174,8 @@ class _Turn:
 
     async def pump(self) -> None:
         """Read stdout to EOF, translating as lines arrive."""
+        # A runtime-checkable Protocol's isinstance walks its members: once per turn, not per line.
+        source = self.translator if isinstance(self.translator, ControlSource) else None
         try:
             async for item in self.handle:
                 self.outputs += 1
@@ -184,8 +186,8 @@ class _Turn:
                 events = self.translator.feed(line)
                 if events:
                     await self.emit(events)
-                if isinstance(self.translator, ControlSource):
-                    for request in self.translator.take_requests():
+                if source is not None:
+                    for request in source.take_requests():
                         self._ask(request)
                 if self.on_resume is not None:
                     await self._save_resume_midturn()
