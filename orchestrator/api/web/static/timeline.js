@@ -301,6 +301,7 @@ function resolution(props) {
 function settle(card, text) {
   card.querySelectorAll("button, input").forEach((el) => { el.disabled = true; });
   card.dataset.resolved = "true";
+  card.querySelector(".deadline")?.remove();
   card.querySelector(".decision").textContent = text;
 }
 
