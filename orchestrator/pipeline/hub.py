@@ -205,6 +205,7 @@ class SessionHub:
                         last = event.seq
                         yield event
             finally:
+                receive.close()  # also when the reader left during the replay, before `async with`
                 self._drop(chat_id, send)
             log.info("hub.subscriber_lagged", session_id=chat_id, last_seq=last)
 
