@@ -21,10 +21,8 @@ _NO_ROBOT = "Cage has no robot pipeline"
 _NO_SYSTEM_AGENT = "Cage has no such __yao system agent"
 
 USES: Mapping[str, str] = {
-    "title": "Cage generates no chat titles",
     "prompt": "Cage has no prompt-writing system agent",
     "robot_prompt": _NO_ROBOT,
-    "vision": "Cage does not describe images for models without vision",
     "audio": "Cage does not transcribe audio for models without audio",
     "search": _NO_SEARCH,
     "fetch": "Cage has no fetch assistant; tools fetch what they need",

@@ -35,6 +35,7 @@ from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import TurnInput, TurnResult
+from orchestrator.pipeline.dispatch import last_user_text
 from orchestrator.pipeline.frame import CallFrame, TurnScope
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hook_memory import HookMemory
@@ -44,6 +45,7 @@ from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.permissions import Permissions, Unattended
 from orchestrator.pipeline.recorder import TurnRecorder
 from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.titles import make_title, title_assistant_id
 from orchestrator.redaction import redact
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.services import Services
@@ -99,6 +101,8 @@ class PipelineService:
         self._by_turn: dict[str, RunningTurn] = {}
         self._reserved: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._titles: set[asyncio.Task[None]] = set()
+        """Background title jobs (`titles`), cancelled when the service closes."""
         self._closed = False
 
     @classmethod
@@ -202,6 +206,11 @@ class PipelineService:
         """Interrupt running turns (graceful, then forced after the grace, then cancelled); wait
         for them to end, in bounded time. Idempotent."""
         self._closed = True
+        titles = set(self._titles)
+        for title in titles:
+            title.cancel()
+        if titles:
+            await asyncio.wait(titles, timeout=FORCE_GRACE)
         for handle in list(self._by_turn.values()):
             await handle.interrupt()
         with anyio.move_on_after(self._close_grace):
@@ -372,6 +381,30 @@ class PipelineService:
                 log.info(
                     "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
                 )
+        self._title(turn, assistant, frame.options, result)
+
+    def _title(self, turn: TurnInput, assistant: Assistant, options: CallOptions, result: CallResult) -> None:
+        """Name the chat in the background after a completed turn (`titles`); cancelled on close."""
+        title_id = title_assistant_id(assistant, options)
+        if title_id is None or result.status != "completed" or not result.content or self._closed:
+            return
+
+        async def job() -> None:
+            try:
+                await make_title(
+                    self.store,
+                    self.loader,
+                    chat_id=turn.chat_id,
+                    title_id=title_id,
+                    question=last_user_text(turn.messages),
+                    answer=result.content,
+                )
+            except CageError as exc:  # a title is never worth more than a log line
+                log.warning("titles.crashed", chat_id=turn.chat_id, error=type(exc).__name__)
+
+        task = asyncio.get_running_loop().create_task(job())
+        self._titles.add(task)
+        task.add_done_callback(self._titles.discard)
 
     async def _close_crashed(self, frame: CallFrame, finish: Finish, result: CallResult) -> None:
         """Give clients the `stream_end` of a turn that failed outside its stages' handling, so no

@@ -305,6 +305,7 @@ def test_bad_agent_yml_stops_load_all(write_app: AppWriter) -> None:
 
 EXPECTED_EXAMPLES = {
     "__yao.loop_fallback": (AssistantMode.LLM, None),
+    "__yao.title": (AssistantMode.LLM, None),
     "examples.chat": (AssistantMode.LLM, None),
     "examples.hooks": (AssistantMode.HOOK, None),
     "examples.claude": (AssistantMode.RUNNER, Lifecycle.SESSION),

@@ -151,7 +151,7 @@ def test_starter_layout_loads(write_app: AppWriter) -> None:
     assert loader.agent_config.role_connector("default") == "openai.gpt-4o"
     keys = {(str(w.file), w.key_path) for w in report.warnings}
     assert keys == {
-        ("agent/agent.yml", "uses.default"), ("agent/agent.yml", "uses.title"), ("agent/agent.yml", "uses.db"),
+        ("agent/agent.yml", "uses.default"), ("agent/agent.yml", "uses.db"),  # uses.title names chats
         ("agent/agent.yml", "system.keyword"), ("agent/agent.yml", "store.expiration"),
         ("agent/agent.yml", "cache"), ("agent/search.yml", ""),
         ("assistants/yao/package.yao", "db"), ("assistants/yao/package.yao", "modes"),
@@ -164,7 +164,7 @@ def test_cage_validate_prints_warnings_and_strict_fails(write_app: AppWriter, mo
         monkeypatch.setenv(name, value)
     ok = CliRunner().invoke(cli, ["--app", str(app), "validate"])
     assert ok.exit_code == 0, ok.output
-    assert "assistants OK" in ok.stdout and "(9 warnings)" in ok.stdout
+    assert "assistants OK" in ok.stdout and "(8 warnings)" in ok.stdout
     assert "warning: agent/agent.yml:11: store.expiration: has no effect in Cage" in ok.stderr
     strict = CliRunner().invoke(cli, ["--app", str(app), "validate", "--strict"])
     assert strict.exit_code == 2

@@ -1,0 +1,91 @@
+"""Chat titles through the pipeline (real store, fake model): after the first completed turn the
+`uses.title` assistant (Yao's default `__yao.title`, on the light connector) names the chat; later
+turns keep it; without a light or default connector no title job calls any model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from orchestrator.pipeline.titles import clean_title
+from orchestrator.store import Store
+from tests.fakes.assistants import write_assistant, write_connector
+from tests.fakes.model_server import FakeModelServer
+from tests.pipeline_rig import Rig
+from tests.unit.sandbox.fakes import FakeBackend
+
+KEY = "sk-fake-title-key-000777"
+PROMPTS = "- role: system\n  content: You are terse.\n"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer("text", host="127.0.0.1") as running:
+        running.add_scenario("titles", [{"text": '"Greeting the model."'}])
+        yield running
+
+
+def _rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, *, light: bool) -> Rig:
+    write_connector(
+        app_root, "fake", kind="openai", model="fake-model@text", host=server.url + "/v1", key_env="K"
+    )
+    write_connector(
+        app_root, "small", kind="openai", model="fake-model@titles", host=server.url + "/v1", key_env="K"
+    )
+    if light:
+        (app_root / "agent.yml").write_text("roles:\n  light: small\n")
+    write_assistant(app_root, "llm.plain", package={"name": "llm", "connector": "fake"}, prompts=PROMPTS)
+    return Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+
+
+async def _title_of(store: Store, chat_id: str) -> str:
+    with anyio.fail_after(60):
+        while True:
+            chat = await store.chats.get(chat_id)
+            if chat is not None and chat.title:
+                return chat.title
+            await anyio.sleep(0.05)
+
+
+async def test_the_first_turn_names_the_chat(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+) -> None:
+    rig = _rig(app_root, store, server, tmp_path, light=True)
+    try:
+        first = await rig.run("llm.plain", "hello model", chat_id="chat-title")
+        assert first.result.status == "completed"
+        assert await _title_of(store, "chat-title") == "Greeting the model"
+        await rig.run("llm.plain", "and again", chat_id="chat-title")
+    finally:
+        await rig.service.aclose()
+    [asked] = [r for r in server.requests.all() if r.scenario == "titles"]  # once, after the first turn
+    assert "hello model" in str(asked.body["messages"]) and first.result.content in str(
+        asked.body["messages"]
+    )
+    chat = await store.chats.get("chat-title")
+    assert chat is not None and chat.title == "Greeting the model"
+    # the title job's events stay out of the chat's log
+    logged = await store.events.after("chat-title")
+    assert "Greeting" not in str([e.model_dump(mode="json") for e in logged])
+
+
+async def test_no_light_or_default_connector_means_no_title_job(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+) -> None:
+    rig = _rig(app_root, store, server, tmp_path, light=False)
+    try:
+        ran = await rig.run("llm.plain", "hello model", chat_id="chat-untitled")
+    finally:
+        await rig.service.aclose()
+    assert ran.result.status == "completed"
+    assert [r.scenario for r in server.requests.all() if r.api == "openai-chat"] == ["text"]
+    chat = await store.chats.get("chat-untitled")
+    assert chat is not None and chat.title == ""
+
+
+def test_a_title_is_one_clean_line() -> None:
+    assert clean_title('\n  "Fixing the build."\nmore') == "Fixing the build"
+    assert clean_title("# " + "x" * 300) == "x" * 120
