@@ -253,6 +253,7 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
     mcp_servers = _resolve_mcp(package, pkg_doc, ctx, local_mcps, notes, in_sandbox=sandbox is not None)
     all_prompts = prompts if prompts is not None else package.prompts
     mode = _mode(sandbox, all_prompts, mcp_servers, hooks_path)
+    notes.extend(_vision_notes(pkg_doc, package, sandbox))
     if mode is None:
         raise ConfigError("nothing to run: add prompts.yml, mcp servers, sandbox.yao or src/index.ts "
                           "(or src/index.py)", file=pkg_doc.file)
@@ -392,6 +393,26 @@ def _package(doc: Document, ctx: AppContext, notes: list[ConfigWarning], *,
         notes.append(warning(doc, where, "has no effect in Cage: the LLM tool loop reads max_turn, "
                                          "tool_loop and max_retries only"))
     return package
+
+
+VISION_RUNNERS = ("yaocode",)
+"""Runners whose turn describes images with `uses.vision` (the CLIs send images to their own model)."""
+
+
+def _vision_notes(doc: Document, package: PackageSpec, sandbox: SandboxSpec | None) -> list[ConfigWarning]:
+    """`uses.vision` in package.yao where it does nothing: an `mcp:` value, or a runner that sends
+    images to its own model (`orchestrator.pipeline.vision_fallback`)."""
+    value = package.uses.vision if package.uses else None
+    where = ("uses", "vision")
+    if not value:
+        return []
+    if value.startswith("mcp:") or value == "builtin":
+        return [warning(doc, where, "has no effect in Cage: only an assistant id describes images")]
+    if sandbox is not None and sandbox.runner.name not in VISION_RUNNERS:
+        return [warning(doc, where, (
+            f"has no effect with the {sandbox.runner.name} runner: it sends images to its own model; "
+            "LLM mode and the yaocode runner use uses.vision"))]
+    return []
 
 
 YAO_TAI_IMAGES = "yaoapp/tai-sandbox-"

@@ -61,11 +61,12 @@ from orchestrator.llm import (
     model_options,
     package_model,
 )
-from orchestrator.llm.images import has_vision, image_from_part, without_images
+from orchestrator.llm.images import has_vision, image_from_part
 from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, StopOnTrip, handoff_digest
 from orchestrator.llm.messages import ImageBlock, TextBlock
 from orchestrator.llm.tools import ToolBox
 from orchestrator.pipeline.contract import InputMessage
+from orchestrator.pipeline.vision_fallback import with_descriptions
 from orchestrator.stream import ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
 
 log = structlog.get_logger(__name__)
@@ -213,7 +214,8 @@ async def run_llm_turn(
             extra_system=inp.system,
         )
         if not await anyio.to_thread.run_sync(_vision, loader, assistant, inp.connector):
-            inp = inp.model_copy(update={"messages": tuple(without_images(inp.messages))})
+            described = await with_descriptions(inp.messages, assistant, loader, session_id=inp.session_id)
+            inp = inp.model_copy(update={"messages": tuple(described)})
     except CageError as exc:
         return await _setup_failed(builder, sink, str(exc), inp.messages)
     try:

@@ -47,6 +47,7 @@ from orchestrator.pipeline.runner_turn import LeasedSandbox, RunnerTurnInput, ru
 from orchestrator.pipeline.sandbox_mcp import sandbox_stdio
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
 from orchestrator.pipeline.skills import deliver_skills
+from orchestrator.pipeline.vision_fallback import native_prompt
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.stream import Event, TurnBuilder
 from runners.base import HOME_SUBDIR, STATE_SUBDIR, TurnOutcome
@@ -183,7 +184,15 @@ async def run_yaocode_turn(
     limits = limits or TurnLimits()
     base = native_dir(manager.settings.data_dir)
     checkpoints = JsonFileCheckpoints(base / "checkpoints")
-    messages = [*await _history(resume, checkpoints, assistant.id, inp.chat_id), ChatMessage.user(inp.prompt)]
+    prompt = await native_prompt(
+        inp.prompt,
+        inp.images,
+        connector=connector,
+        assistant=assistant,
+        loader=loader,
+        session_id=inp.chat_id,
+    )
+    messages = [*await _history(resume, checkpoints, assistant.id, inp.chat_id), prompt]
     mount = lease.mount_path.rstrip("/")
     root = await deliver_skills(
         LeasedSandbox(manager, lease),
