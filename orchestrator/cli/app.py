@@ -44,7 +44,9 @@ class CageGroup(LazyGroup):
             "orchestrator.cli.run:run",
             "Run one turn of a sandbox assistant against WORKSPACE (exit codes: see `docs/ci.md`).",
         ),
-        "images": LazyCommand("orchestrator.cli.images:app", "Build, list and prune the runner images."),
+        "images": LazyCommand(
+            "orchestrator.cli.images:app", "Build, push, list and prune the runner images."
+        ),
         "schemas": LazyCommand(
             "orchestrator.cli.schemas:schemas",
             "Generate the protocol, sandbox.yao and package.yao JSON Schemas (or check they are current).",
