@@ -15,6 +15,7 @@ events tell the client).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import structlog
@@ -39,6 +40,31 @@ IGNORED = frozenset(
 )
 """Bookkeeping events with nothing for a client (what they say shows elsewhere in the stream)."""
 ANSWERED = frozenset({"permission.replied", "question.replied", "question.rejected"})
+_HEAD = re.compile(r'\{"id":"[^"\\]*","type":"([a-z.]+)",')
+"""The start of a line as opencode prints it: `id`, then the top-level `type` (no escapes)."""
+
+
+def _makes_nothing(line: str) -> bool:
+    """True for a line that certainly makes no event and changes no state, known without parsing it.
+
+    Most of a serve stream is bookkeeping (`session.updated`, `session.diff`, an assistant's
+    `message.updated`, a `busy` status: about 60% of the lines, the largest ones): the line's head
+    names the type, and for the two types that matter only in one case, the text cannot hold that
+    case (`user` / `idle` / `retry` absent, and no `\\u` escape that could spell them). Anything
+    else, a line opencode did not print in its compact form included, is parsed in full. (A line
+    with such a head that is not valid JSON counts as output here, as nothing in a full parse.)
+    """
+    head = _HEAD.match(line)
+    if head is None or not line.endswith("}"):
+        return False
+    kind = head.group(1)
+    if kind in IGNORED:
+        return True
+    if kind == "message.updated":
+        return "user" not in line and "\\u" not in line
+    if kind == "session.status":
+        return "idle" not in line and "retry" not in line and "\\u" not in line
+    return False
 
 
 class ServeTranslator:
@@ -87,6 +113,9 @@ class ServeTranslator:
         return requests
 
     def feed(self, line: str) -> list[Event]:
+        if _makes_nothing(line):
+            self._ledger.seen_output = True
+            return []
         message = json_object(line, runner="opencode")
         if message is None or not isinstance(message.get("type"), str):
             return []
