@@ -21,7 +21,6 @@ _NO_ROBOT = "Cage has no robot pipeline"
 _NO_SYSTEM_AGENT = "Cage has no such __yao system agent"
 
 USES: Mapping[str, str] = {
-    "title": "Cage generates no chat titles",
     "prompt": "Cage has no prompt-writing system agent",
     "robot_prompt": _NO_ROBOT,
     "audio": "Cage does not transcribe audio for models without audio",
