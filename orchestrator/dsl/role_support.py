@@ -7,7 +7,10 @@ roles name other *models* of that endpoint, mapped where the runner has a settin
   (`ANTHROPIC_SMALL_FAST_MODEL`, `ANTHROPIC_DEFAULT_HAIKU_MODEL`); `heavy` -> the `opus` alias
   (`ANTHROPIC_DEFAULT_OPUS_MODEL`);
 - `opencode`: `light` -> `small_model` (titles, summaries);
-- `codex`, `yaocode`, `tai`: the `default` role only.
+- `yaocode` (the loop runs on the host, so these may be any endpoint): `light` writes the
+  compaction summaries, `vision` describes attached images when the `default` connector has no
+  vision (`orchestrator.pipeline.vision_fallback`);
+- `codex`, `tai`: the `default` role only.
 
 `vision` and `audio` have no setting in any CLI (each one's main model reads images itself). A role a
 runner cannot use loads with a warning naming file, line and key (`cage validate --strict` fails
@@ -21,7 +24,7 @@ RUNNER_ROLES: dict[str, frozenset[str]] = {
     "claude": frozenset({"default", "light", "heavy"}),
     "opencode": frozenset({"default", "light"}),
     "codex": frozenset({"default"}),
-    "yaocode": frozenset({"default"}),
+    "yaocode": frozenset({"default", "light", "vision"}),
     "tai": frozenset({"default"}),
 }
 """The roles each runner maps to one of its settings."""

@@ -59,9 +59,11 @@ class AgentLoop:
         runner: str = "yaocode",
         emit_tool_calls: bool = False,
         gate: PermissionGate | None = None,
+        summary_client: ModelClient | None = None,
     ) -> None:
         """`emit_tool_calls` adds LLM-mode `tool_call` events for the model's calls as they stream.
-        `gate` is asked before each tool call (a refused call's result is the refusal)."""
+        `gate` is asked before each tool call (a refused call's result is the refusal).
+        `summary_client` writes the compaction summaries (a `light` role model), else `client`."""
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
         self.client = client
@@ -73,7 +75,7 @@ class AgentLoop:
             parallel=parallel_tools, max_parallel=max_parallel, timeout=tool_timeout, runner=runner
         )
         self.checkpoints = checkpoints
-        self.compactor = Compactor(client, compaction) if compaction is not None else None
+        self.compactor = Compactor(summary_client or client, compaction) if compaction is not None else None
         self.emit_tool_calls = emit_tool_calls
         self.gate = gate
 

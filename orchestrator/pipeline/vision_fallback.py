@@ -15,7 +15,9 @@ import anyio
 import structlog
 
 from orchestrator.dsl import AppLoader, Assistant, AssistantMode, ConnectorSpec
+from orchestrator.dsl.agentconfig import Role
 from orchestrator.errors import CageError
+from orchestrator.llm import ModelRequest, TextDelta, client_for
 from orchestrator.llm.images import describe, has_vision
 from orchestrator.llm.messages import Block, ChatMessage, ImageBlock, TextBlock
 from orchestrator.stream import Event, RandomIds, TurnBuilder
@@ -72,14 +74,45 @@ async def _description(
     return None
 
 
+async def _connector_description(connector: ConnectorSpec, block: ImageBlock) -> str | None:
+    """One model call to a vision connector (the native loop's `runner.connectors.vision`)."""
+    client = client_for(connector)
+    request = ModelRequest(
+        messages=(ChatMessage(role="user", content=(TextBlock(text=DESCRIBE_PROMPT), block)),),
+        max_tokens=1024,
+    )
+    parts: list[str] = []
+    try:
+        with anyio.move_on_after(DESCRIBE_TIMEOUT):
+            async for delta in client.stream(request):
+                if isinstance(delta, TextDelta):
+                    parts.append(delta.text)
+            return "".join(parts).strip() or None
+        log.info("vision.timed_out", connector=connector.id)
+        return None
+    except CageError as exc:
+        log.info("vision.failed", connector=connector.id, error=str(exc))
+        return None
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
+
+
 async def with_descriptions(
-    messages: Sequence[ChatMessage], assistant: Assistant, loader: AppLoader, *, session_id: str = ""
+    messages: Sequence[ChatMessage],
+    assistant: Assistant,
+    loader: AppLoader,
+    *,
+    session_id: str = "",
+    vision: ConnectorSpec | None = None,
 ) -> list[ChatMessage]:
-    """`messages` with every image replaced by text: the `uses.vision` assistant's description of
-    it, or the line naming it (no usable vision assistant, or describing it failed)."""
+    """`messages` with every image replaced by text: a description of it (by the `vision`
+    connector when given and it has vision, else by the `uses.vision` assistant), or the line
+    naming it (nothing can describe it, or describing it failed)."""
     describer: Assistant | None = None
+    by_role = vision if vision is not None and has_vision(vision) else None
     wanted = vision_assistant_id(assistant)
-    if wanted is not None and wanted != assistant.id:
+    if by_role is None and wanted is not None and wanted != assistant.id:
         try:
             describer = await anyio.to_thread.run_sync(_describer, loader, wanted)
         except CageError as exc:
@@ -94,13 +127,15 @@ async def with_descriptions(
             if not isinstance(block, ImageBlock):
                 blocks.append(block)
                 continue
-            text = None
-            if describer is not None:
-                text = await _description(loader, describer, block, session_id)
+            text, by = None, ""
+            if by_role is not None:
+                text, by = await _connector_description(by_role, block), f"connector {by_role.id}"
+            elif describer is not None:
+                text, by = await _description(loader, describer, block, session_id), describer.id
             what = block.name or block.url or block.media_type
             blocks.append(
-                TextBlock(text=f"[image {what}, described by {describer.id}: {text}]")
-                if text is not None and describer is not None
+                TextBlock(text=f"[image {what}, described by {by}: {text}]")
+                if text is not None
                 else TextBlock(text=describe(block))
             )
         out.append(message.model_copy(update={"content": tuple(blocks)}))
@@ -115,9 +150,11 @@ async def native_prompt(
     assistant: Assistant,
     loader: AppLoader,
     session_id: str = "",
+    vision: ConnectorSpec | None = None,
 ) -> ChatMessage:
     """The native loop's user message: the prompt with the attached images as image parts for a
-    connector with vision, else with each image described (`with_descriptions`)."""
+    connector with vision, else with each image described (`with_descriptions`; `vision` is the
+    runner's `vision` role connector)."""
     message = ChatMessage.user(prompt)
     if not images:
         return message
@@ -125,5 +162,12 @@ async def native_prompt(
     message = message.model_copy(update={"content": (*message.content, *blocks)})
     if has_vision(connector):
         return message
-    [described] = await with_descriptions([message], assistant, loader, session_id=session_id)
+    [described] = await with_descriptions([message], assistant, loader, session_id=session_id, vision=vision)
     return described
+
+
+def role_connector(assistant: Assistant, loader: AppLoader, role: Role) -> ConnectorSpec | None:
+    """The connector of `runner.connectors.<role>` (the loader keeps only roles the runner uses;
+    blocking: the loader may read files)."""
+    choice = assistant.sandbox.runner.connectors.get(role) if assistant.sandbox else None
+    return loader.connector(choice.connector) if choice is not None else None

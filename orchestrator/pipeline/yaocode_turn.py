@@ -47,7 +47,7 @@ from orchestrator.pipeline.runner_turn import LeasedSandbox, RunnerTurnInput, ru
 from orchestrator.pipeline.sandbox_mcp import sandbox_stdio
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
 from orchestrator.pipeline.skills import deliver_skills
-from orchestrator.pipeline.vision_fallback import native_prompt
+from orchestrator.pipeline.vision_fallback import native_prompt, role_connector
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.stream import Event, TurnBuilder
 from runners.base import HOME_SUBDIR, STATE_SUBDIR, TurnOutcome
@@ -184,6 +184,8 @@ async def run_yaocode_turn(
     limits = limits or TurnLimits()
     base = native_dir(manager.settings.data_dir)
     checkpoints = JsonFileCheckpoints(base / "checkpoints")
+    light = await anyio.to_thread.run_sync(role_connector, assistant, loader, "light")
+    vision = await anyio.to_thread.run_sync(role_connector, assistant, loader, "vision")
     prompt = await native_prompt(
         inp.prompt,
         inp.images,
@@ -191,6 +193,7 @@ async def run_yaocode_turn(
         assistant=assistant,
         loader=loader,
         session_id=inp.chat_id,
+        vision=vision,
     )
     messages = [*await _history(resume, checkpoints, assistant.id, inp.chat_id), prompt]
     mount = lease.mount_path.rstrip("/")
@@ -207,6 +210,7 @@ async def run_yaocode_turn(
     refuse_options(assistant.path / "package.yao", assistant.package, RUNNER, connector.type.value)
     model = model_options(connector, package)
     client = client_for(package_model(connector, package))
+    summary_client = client_for(light) if light is not None else None
     tools = coding_tools(LeaseToolSandbox(manager, lease), bash_timeout=options.bash_timeout)
     if options.agent:
         agent = AgentTool(
@@ -225,6 +229,8 @@ async def run_yaocode_turn(
     except ToolError as exc:
         with anyio.CancelScope(shield=True):
             await client.aclose()
+            if summary_client is not None:
+                await summary_client.aclose()
         return await _mcp_failed(builder, emit, exc)
     for tool in toolset.tools:
         tools.add(tool)
@@ -241,6 +247,7 @@ async def run_yaocode_turn(
         compaction=compaction_policy(connector, model, assistant.package.compaction),
         runner=RUNNER,
         gate=inp.gate,
+        summary_client=summary_client,
     )
     watch = _Watch(emit, builder, limits, inp.gate)
     try:
@@ -254,6 +261,8 @@ async def run_yaocode_turn(
         await servers.aclose()  # not under a new shield: the toolset's own scopes must unwind in order
         with anyio.CancelScope(shield=True):
             await client.aclose()
+            if summary_client is not None:
+                await summary_client.aclose()
     await _save_trace(base / "traces", inp.turn_id, result)
     await emit(summary_events(builder, result))
     outcome = _outcome(result, watch.reason, limits)

@@ -4,7 +4,8 @@ Docker backend, the fake model server recording what each sends (codex: a Respon
 `input_image`; opencode and yaocode: a Chat Completions `image_url`). opencode runs both drives:
 `run --file` (oneshot) and the serve driver's file part (session).
 
-A yaocode connector without vision gets the `uses.vision` assistant's description instead."""
+A yaocode connector without vision gets a description instead: by its `runner.connectors.vision`
+connector, else by the `uses.vision` assistant."""
 
 from __future__ import annotations
 
@@ -44,7 +45,14 @@ def connector(rig: Rig, server: FakeModelServer, name: str, model: str, *, visio
 
 
 def vision_assistant(
-    rig: Rig, server: FakeModelServer, runner: str, lifecycle: str, *, vision: bool = True, uses: str = ""
+    rig: Rig,
+    server: FakeModelServer,
+    runner: str,
+    lifecycle: str,
+    *,
+    vision: bool = True,
+    uses: str = "",
+    roles: dict[str, str] | None = None,
 ) -> str:
     name = f"img-{runner}-{lifecycle}-{uuid.uuid4().hex[:6]}"
     connector(rig, server, name, MODEL[runner], vision=vision)
@@ -59,7 +67,7 @@ def vision_assistant(
         prompts="- role: system\n  content: You are a careful coding agent.\n",
         sandbox={
             "version": "2.0",
-            "runner": {"name": runner},
+            "runner": {"name": runner, "connectors": roles or {}},
             "lifecycle": lifecycle,
             "computer": {"memory": "1GB"},
         },
@@ -114,3 +122,22 @@ async def test_yaocode_without_vision_gets_the_uses_vision_assistants_descriptio
     assert f"data:image/png;base64,{data}" in describe and "Describe this image" in describe
     assert loop and all(data not in body for body in loop)
     assert "[image shot.png, described by img.eyes: " in loop[0]
+
+
+async def test_yaocode_without_vision_gets_the_vision_roles_description(
+    e2e: Rig, model_server: FakeModelServer
+) -> None:
+    connector(e2e, model_server, "img-role-eyes", "fake-eyes", vision=True)
+    assistant_id = vision_assistant(
+        e2e, model_server, "yaocode", "session", vision=False, roles={"vision": "img-role-eyes"}
+    )
+    before = len(model_server.requests.all())
+    await attach_and_run(e2e, assistant_id)
+    requests = [r for r in model_server.requests.all()[before:] if r.api == "openai-chat"]
+    data = base64.b64encode(PNG).decode()
+    describe, *loop = requests
+    assert describe.body["model"] == "fake-eyes@hello"
+    assert f"data:image/png;base64,{data}" in json.dumps(describe.body)
+    assert loop and all(r.body["model"] == "fake-model@hello" for r in loop)
+    assert all(data not in json.dumps(r.body) for r in loop)
+    assert "[image shot.png, described by connector img-role-eyes: " in json.dumps(loop[0].body)
