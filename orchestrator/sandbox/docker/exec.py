@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import select
 import signal as signals
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,7 +30,7 @@ from orchestrator.sandbox.capture import HeadTailCapture
 from orchestrator.sandbox.docker.frames import STDERR, FrameDecoder
 from orchestrator.sandbox.framer import LineFramer
 
-READ_SIZE = 256 * 1024
+READ_SIZE = 1024 * 1024
 PGID_MARKER = b"cage-exec-pgid"
 WRAPPER = f'echo "{PGID_MARKER.decode()} $$"; exec "$@"'
 
@@ -127,9 +128,7 @@ class DockerExecHandle:
             self._eof = True
             return []
         try:
-            chunk = await to_thread.run_sync(
-                self._reader.read1, READ_SIZE, limiter=self._limiter, abandon_on_cancel=True
-            )
+            chunk = await to_thread.run_sync(self._read_ready, limiter=self._limiter, abandon_on_cancel=True)
         except (OSError, ValueError):  # socket shut down by aclose() while we were reading
             chunk = b""
         if not chunk:
@@ -142,6 +141,26 @@ class DockerExecHandle:
             else:
                 out.extend(self._framer.feed(payload))
         return out
+
+    def _read_ready(self) -> bytes:
+        """One blocking read, then whatever else the socket holds already, up to `READ_SIZE`.
+
+        Each read is a hop to a worker thread and back; on a busy host a hop waits for the
+        scheduler, so a fast CLI's output is taken in as few of them as it arrives in.
+        """
+        chunk = self._reader.read1(READ_SIZE)
+        if not chunk:
+            return chunk
+        parts, size = [chunk], len(chunk)
+        ready = select.poll()  # not select(): a server's descriptors pass FD_SETSIZE
+        ready.register(self._sock, select.POLLIN)
+        while size < READ_SIZE and ready.poll(0):
+            more = self._reader.read1(READ_SIZE - size)
+            if not more:
+                break  # EOF: the next read reports it
+            parts.append(more)
+            size += len(more)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def write_stdin(self, data: bytes) -> None:
         if not self._stdin_open or self._state is _State.CLOSED:
