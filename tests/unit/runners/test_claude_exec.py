@@ -182,7 +182,7 @@ def test_environment_from_sandbox_yao_cannot_override_kill_switches() -> None:
         ({"max_turns": 30}, "--max-turns", ["30"]),
         ({"allowed_tools": ["Bash(git log:*)", "Edit"]}, "--allowedTools", ["Bash(git log:*)", "Edit"]),
         ({"allowed_tools": "Read, Grep"}, "--allowedTools", ["Read", "Grep"]),
-        ({"disallowed_tools": ["WebFetch"]}, "--disallowedTools", ["WebFetch"]),
+        ({"disallowed_tools": ["WebFetch"]}, "--disallowedTools", ["WebFetch", "AskUserQuestion"]),
         ({"model": "claude-opus-4-5"}, "--model", ["claude-opus-4-5"]),
     ],
 )
@@ -242,9 +242,11 @@ def test_mcp_config_names_variables_and_keeps_secrets_in_env() -> None:
     flags = _flags(spec)
     assert _values(flags, "--mcp-config") == ["/workspace/.cage-state/runner/claude/mcp.json"]
     assert "--strict-mcp-config" in flags
-    (file,) = spec.files
+    # `web.search` narrows its tools: the allowlist hook's settings come too
+    allowlist, file = sorted(spec.files, key=lambda f: f.path)
     assert file.path == ".cage-state/runner/claude/mcp.json" and file.mode == 0o600
-    assert MCP_TOKEN not in file.content
+    assert allowlist.path == ".cage-state/runner/claude/mcp-allowlist.json"
+    assert MCP_TOKEN not in file.content + allowlist.content
     config = json.loads(file.content)["mcpServers"]
     assert config["orch"] == {
         "type": "stdio",
