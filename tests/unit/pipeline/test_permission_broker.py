@@ -39,6 +39,12 @@ class Turn:
             await self._arrived.wait()
         return self.lifecycle(name)[-1]
 
+    async def after(self, name: str, seen: int) -> dict[str, Any]:
+        """The `name` event after the first `seen` ones, waiting for it to come."""
+        while len(self.lifecycle(name)) <= seen:
+            await self._arrived.wait()
+        return self.lifecycle(name)[seen]
+
     async def open(self, unattended: Unattended | None = None) -> PermissionBroker:
         self.broker = await self.desk.broker(
             self.policy, chat_id="c1", turn_id="t1", builder=self.builder, emit=self.emit,
@@ -219,3 +225,53 @@ async def test_answers_for_unknown_requests_are_refused(store: Store) -> None:
         await desk.respond_permission("c1", "perm-nope", "allow", None)
     with pytest.raises(NotFound):
         await desk.respond_question("c1", "q-nope", "x")
+
+
+async def test_every_kind_of_decision_is_in_the_audit_log(store: Store, chat: str) -> None:
+    """A rule's allow and deny, the user's deny and "allow always", the timeout's default, a cancel,
+    and questions answered or not: one audit entry each, with who decided and never the subject."""
+    turn = Turn(Permissions(store), _policy(mode="ask", timeout="0.2s", rules=[
+        {"allow": {"bash": "git *"}}, {"deny": "write"},
+    ]))
+    broker = await turn.open()
+
+    async def answer_next(decision: str, seen: int) -> None:
+        """Answer the request after the first `seen` (`Turn.first` would find the one answered before)."""
+        request_id = (await turn.after("permission/request", seen))["request_id"]
+        await turn.desk.respond_permission("c1", request_id, decision, None, actor="key-1")  # type: ignore[arg-type]
+
+    await broker.check(ToolRequest("bash", subject="git status"))
+    await broker.check(ToolRequest("write", subject="secret-path.txt"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer_next, "deny", len(turn.lifecycle("permission/request")))
+        await broker.check(ToolRequest("bash", subject="rm secret-path"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer_next, "allow_always", len(turn.lifecycle("permission/request")))
+        await broker.check(ToolRequest("bash", subject="make"))
+    await broker.check(ToolRequest("bash", subject="make deploy"))  # nobody answers: the default
+    with anyio.move_on_after(0.1):  # the turn ends while it waits
+        await broker.check(ToolRequest("bash", subject="make clean"))
+
+    async def answer() -> None:
+        request_id = (await turn.first("question"))["request_id"]
+        await turn.desk.respond_question("c1", request_id, "blue", actor="key-1")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer)
+        await broker.ask(Question("Which colour?"))
+    await broker.ask(Question("Still there?"))
+    assert turn.close() == []
+    audit = await store.audit.list(target="c1")
+    seen = sorted((r.action, r.actor, r.detail["by"], r.detail.get("rule") or "") for r in audit)
+    assert seen == sorted([
+        ("permission.allow", "policy", "policy", "allow bash git *"),
+        ("permission.deny", "policy", "policy", "deny write"),
+        ("permission.deny", "key-1", "user", ""),
+        ("permission.allow", "key-1", "user", "allow bash make"),  # allow always: the rule it added
+        ("permission.deny", "timeout", "timeout", ""),
+        ("permission.deny", "policy", "policy", ""),  # the cancel
+        ("question.answer", "key-1", "user", ""),
+        ("question.answer", "timeout", "timeout", ""),
+    ])
+    assert all(r.detail.get("turn_id", "t1") == "t1" for r in audit)
+    assert "secret-path" not in str([r.detail for r in audit])
