@@ -176,16 +176,16 @@ class _Turn:
         """Read stdout to EOF, translating as lines arrive."""
         # A runtime-checkable Protocol's isinstance walks its members: once per turn, not per line.
         source = self.translator if isinstance(self.translator, ControlSource) else None
+        feed, emit = self.translator.feed, self.emit  # bound once: this loop runs per line
         try:
             async for item in self.handle:
                 self.outputs += 1
                 if isinstance(item, StreamLimitError):
-                    await self.emit(self.builder.error(str(item), "line_too_long", {"limit": item.limit}))
+                    await emit(self.builder.error(str(item), "line_too_long", {"limit": item.limit}))
                     continue
-                line = item.decode("utf-8", errors="replace").rstrip("\r")
-                events = self.translator.feed(line)
+                events = feed(item.decode("utf-8", errors="replace").rstrip("\r"))
                 if events:
-                    await self.emit(events)
+                    await emit(events)
                 if source is not None:
                     for request in source.take_requests():
                         self._ask(request)
