@@ -13,6 +13,8 @@ When the turn asks Cage (`TurnRequest.ask_permissions`), the CLI runs in `--perm
 default` with `--permission-prompt-tool stdio` and a settings file of `ask` rules (see
 `runners.claude.permissions`): every tool call with an effect comes to the translator as a
 `can_use_tool` control request, and the bridge writes the answer to the same stdin pipe.
+Otherwise its question tool (`AskUserQuestion`) is not offered (`--disallowedTools`): without
+the control channel no one could answer it (docs/permissions.md, "Questions").
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from runners.claude.permissions import ASKING_MODE, PROMPT_TOOL_FLAGS, permissio
 from runners.claude.session import LAUNCHER, LAUNCHER_NAME, session_id
 from runners.claude.translator import INTERRUPT_REQUEST_ID, ClaudeTranslator
 
+QUESTION_TOOL = "AskUserQuestion"
+"""Claude Code's question tool; it reaches Cage only through the asking mode's control channel."""
 STREAM_FLAGS: tuple[str, ...] = (
     "-p",
     "--input-format",
@@ -135,8 +139,11 @@ class ClaudeAdapter:
             path = state / "system-prompt.md"
             files.append(FileWrite(path=self._relative(path), content=turn.system_prompt))
             flags += ["--append-system-prompt-file", str(path)]
-        if options.disallowed_tools:
-            flags += ["--disallowedTools", *options.disallowed_tools]
+        disallowed = list(options.disallowed_tools)
+        if not turn.ask_permissions and QUESTION_TOOL not in disallowed:
+            disallowed.append(QUESTION_TOOL)  # nobody would get the question: not offered
+        if disallowed:
+            flags += ["--disallowedTools", *disallowed]
         if allowed:
             flags += ["--allowedTools", *allowed]
         sid = session_id(turn.assistant_id, turn.chat_id, turn.resume)

@@ -34,8 +34,11 @@ PERMISSIONS = {
     "webfetch": "allow",
     "external_directory": "allow",
     "doom_loop": "allow",
+    "question": "deny",
 }
-"""Explicit, so a run never depends on opencode's defaults and never stops on an "ask"."""
+"""Explicit, so a run never depends on opencode's defaults and never stops on an "ask". The
+`question` tool is denied: without the asking drive nobody would get its question, and opencode
+would wait for an answer until the stall timeout (docs/permissions.md, "Questions")."""
 ASK_PERMISSIONS = {
     "*": "ask",
     **{name: "ask" for name in (*PERMISSIONS, "read", "glob", "grep", "list", "task", "websearch", "skill")},

@@ -12,6 +12,7 @@ from orchestrator.permissions import Decision
 from orchestrator.stream import CountingIds, TurnBuilder
 from runners.base import ControlSource, PermissionAsk, QuestionAsk, TurnRequest
 from runners.claude import ClaudeAdapter
+from runners.claude.adapter import QUESTION_TOOL
 from runners.claude.permissions import DENIED, NO_ANSWER, canonical_tool, permission_settings, subject_of
 from runners.claude.translator import ClaudeTranslator
 
@@ -171,7 +172,15 @@ def test_an_asking_turn_uses_the_stdio_prompt_tool_and_ask_rules() -> None:
     rest = [
         a for a in flags if a not in ("default", "--permission-prompt-tool", "stdio", "--settings", settings)
     ]
-    assert rest == [a for a in quiet.argv if a != "bypassPermissions"]
+    assert rest == [a for a in quiet.argv if a not in ("bypassPermissions", "--disallowedTools", QUESTION_TOOL)]
+
+
+def test_the_question_tool_is_offered_only_when_the_turn_asks() -> None:
+    """Without the control channel nobody could answer `AskUserQuestion`: it is not offered."""
+    quiet = list(ClaudeAdapter().build_exec(_turn()).argv)
+    assert quiet[quiet.index("--disallowedTools") + 1] == QUESTION_TOOL
+    asking = list(ClaudeAdapter().build_exec(_turn(ask_permissions=True)).argv)
+    assert "--disallowedTools" not in asking and QUESTION_TOOL not in asking
 
 
 def test_plan_mode_stays_plan_when_asking() -> None:

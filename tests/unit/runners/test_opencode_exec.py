@@ -139,6 +139,7 @@ def test_config_maps_an_openai_connector() -> None:
         "webfetch": "allow",
         "external_directory": "allow",
         "doom_loop": "allow",
+        "question": "deny",  # nobody would answer it without the asking drive
     }
     assert config["instructions"] == ["/workspace/.cage-state/runner/opencode/instructions.md"]
 
