@@ -18,6 +18,7 @@ import signal
 from orchestrator.dsl import ConnectorSpec
 from orchestrator.errors import RunnerError
 from orchestrator.llm import ModelOptions, compaction_policy, model_options
+from orchestrator.llm.images import has_vision
 from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, RunnerExec, Supports, TurnRequest, connector_key
 from runners.skills import skill_root
@@ -28,6 +29,7 @@ from runners.tai.turn import (
     KEY_ENV,
     MCP_ENV_PREFIX,
     HistoryMessage,
+    TaiImage,
     TaiMcpServer,
     TaiModel,
     TaiTurn,
@@ -122,6 +124,11 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
         mcp_servers=mcp_servers(turn)[0],
         compaction=compaction_policy(turn.connector, options, turn.compaction),
         skills_dir=skill_root(RUNNER, home=turn.home, state_dir=turn.state_dir),
+        images=tuple(
+            TaiImage(path=i.path, media_type=i.media_type, name=i.name)
+            for i in turn.images
+            if i.path and has_vision(turn.connector)
+        ),
     )
 
 
@@ -130,7 +137,9 @@ class TaiAdapter:
 
     name = RUNNER
     image = "tai"
-    supports = Supports(resume=True, thinking=True, text_deltas=True, usage=True, cost=False, mcp=True)
+    supports = Supports(
+        resume=True, thinking=True, text_deltas=True, usage=True, cost=False, mcp=True, images=True
+    )
     cancel = CancelPolicy(signal=int(signal.SIGINT), grace_seconds=5.0)
 
     def build_exec(self, turn: TurnRequest) -> RunnerExec:

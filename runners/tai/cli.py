@@ -13,6 +13,7 @@ Exit codes: 0 completed · 1 the turn ended in error · 2 bad input (no events w
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -38,7 +39,9 @@ from orchestrator.llm import (
     ModelOptions,
     client_for,
 )
+from orchestrator.llm.images import MAX_IMAGE_BYTES
 from orchestrator.llm.mcp import McpToolset
+from orchestrator.llm.messages import ImageBlock
 from orchestrator.llm.tools import LocalSandbox, Tool, ToolBox, coding_tools
 from orchestrator.llm.tools.question import QuestionTool
 from orchestrator.llm.tools.skills import SkillTool, cards_from_dir, with_skills
@@ -118,7 +121,24 @@ async def _messages(turn: TaiTurn) -> list[ChatMessage]:
         for message in turn.history:
             make = ChatMessage.user if message.role == "user" else ChatMessage.assistant
             history.append(make(message.content))
-    return [*history, ChatMessage.user(turn.prompt)]
+    return [*history, _prompt(turn)]
+
+
+def _prompt(turn: TaiTurn) -> ChatMessage:
+    """The user's message, with the attached images the box holds as image parts (an image that is
+    gone, not a regular file, or too large is left to the prompt's line naming it)."""
+    message = ChatMessage.user(turn.prompt)
+    blocks: list[ImageBlock] = []
+    for image in turn.images:
+        path = Path(image.path)
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_IMAGE_BYTES:
+                continue
+            data = base64.b64encode(path.read_bytes()).decode()
+        except OSError:
+            continue
+        blocks.append(ImageBlock(media_type=image.media_type, data=data, name=image.name))
+    return message.model_copy(update={"content": (*message.content, *blocks)}) if blocks else message
 
 
 def mcp_specs(turn: TaiTurn) -> list[McpServerSpec]:

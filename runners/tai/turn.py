@@ -67,6 +67,15 @@ class HistoryMessage(BaseModel):
     content: str
 
 
+class TaiImage(BaseModel):
+    """An attached image, by its path in the box (`cage-tai` reads it there)."""
+
+    model_config = _FROZEN
+    path: str
+    media_type: str
+    name: str
+
+
 class TaiTurn(BaseModel):
     """One turn for `cage-tai run`."""
 
@@ -100,3 +109,6 @@ class TaiTurn(BaseModel):
     skills_dir: str | None = None
     """Where the pipeline wrote the assistant's skills (`<name>/SKILL.md`): listed in the system
     prompt, each body offered through the `skill` tool. Missing or empty: no skills."""
+    images: tuple[TaiImage, ...] = ()
+    """Attached images, sent with the prompt as image parts (the adapter lists them only for a
+    connector with vision; the prompt's line names the files either way)."""

@@ -1,8 +1,9 @@
-"""An attached image reaches codex, opencode and yaocode and goes on to the model: the real CLI in
-its real image (yaocode: the native loop on the host, tools in the box), the pipeline on the real
-Docker backend, the fake model server recording what each sends (codex: a Responses
-`input_image`; opencode and yaocode: a Chat Completions `image_url`). opencode runs both drives:
-`run --file` (oneshot) and the serve driver's file part (session).
+"""An attached image reaches codex, opencode, yaocode and tai and goes on to the model: the real
+CLI in its real image (yaocode: the native loop on the host, tools in the box; tai: `cage-tai`
+reads the file in the box), the pipeline on the real Docker backend, the fake model server
+recording what each sends (codex: a Responses `input_image`; the others: a Chat Completions
+`image_url`). opencode runs both drives: `run --file` (oneshot) and the serve driver's file part
+(session).
 
 A yaocode connector without vision gets a description instead: by its `runner.connectors.vision`
 connector, else by the `uses.vision` assistant."""
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
-MODEL = {"codex": "gpt-5.5", "opencode": "fake-model", "yaocode": "fake-model"}
+MODEL = {"codex": "gpt-5.5", "opencode": "fake-model", "yaocode": "fake-model", "tai": "fake-model"}
 
 
 def connector(rig: Rig, server: FakeModelServer, name: str, model: str, *, vision: bool) -> None:
@@ -88,7 +89,13 @@ async def attach_and_run(rig: Rig, assistant_id: str) -> None:
 
 @pytest.mark.parametrize(
     ("runner", "lifecycle"),
-    [("codex", "session"), ("opencode", "oneshot"), ("opencode", "session"), ("yaocode", "session")],
+    [
+        ("codex", "session"),
+        ("opencode", "oneshot"),
+        ("opencode", "session"),
+        ("yaocode", "session"),
+        ("tai", "session"),
+    ],
 )
 async def test_an_attached_image_reaches_the_cli_and_the_model(
     runner: str, lifecycle: str, e2e: Rig, model_server: FakeModelServer

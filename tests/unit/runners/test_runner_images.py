@@ -4,6 +4,7 @@ for a connector with vision."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 from pathlib import Path
@@ -14,9 +15,13 @@ from pydantic import SecretStr
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType
 from orchestrator.dsl.connectors import Capabilities
+from orchestrator.llm.messages import ImageBlock
 from runners.base import ImagePart, RunnerExec, TurnRequest
 from runners.codex import CodexAdapter
 from runners.opencode import OpencodeAdapter
+from runners.tai.adapter import TaiAdapter, tai_turn
+from runners.tai.cli import _messages as tai_messages
+from runners.tai.turn import TaiImage
 
 SHOT = ImagePart(name="shot.png", media_type="image/png", data="iVBO", path="/workspace/attachments/shot.png")
 
@@ -112,3 +117,32 @@ def test_opencode_serve_driver_posts_the_image_as_a_file_part() -> None:
             "filename": "shot.png",
         },
     ]
+
+
+def test_tai_lists_the_images_for_a_vision_connector_only() -> None:
+    assert TaiAdapter.supports.images
+    [image] = tai_turn(turn()).images
+    assert (image.path, image.media_type, image.name) == (
+        "/workspace/attachments/shot.png",
+        "image/png",
+        "shot.png",
+    )
+    assert tai_turn(turn(vision=False)).images == ()
+
+
+async def test_cage_tai_sends_the_boxed_file_as_an_image_part(tmp_path: Path) -> None:
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(b"\x89PNG-bytes")
+    (tmp_path / "link.png").symlink_to(shot)
+    doc = tai_turn(turn()).model_copy(
+        update={
+            "images": (
+                TaiImage(path=str(shot), media_type="image/png", name="shot.png"),
+                TaiImage(path=str(tmp_path / "link.png"), media_type="image/png", name="link.png"),
+                TaiImage(path=str(tmp_path / "gone.png"), media_type="image/png", name="gone.png"),
+            )
+        }
+    )
+    [message] = await tai_messages(doc)
+    images = [b for b in message.content if isinstance(b, ImageBlock)]
+    assert [(b.name, base64.b64decode(b.data)) for b in images] == [("shot.png", b"\x89PNG-bytes")]
