@@ -8,7 +8,7 @@ from typing import Any
 import anthropic
 
 from orchestrator.errors import ModelError
-from orchestrator.llm.client import ClientSettings, guarded, model_errors
+from orchestrator.llm.client import ClientSettings, guarded, model_errors, shared_tls
 from orchestrator.llm.deltas import (
     ModelDelta,
     StopDelta,
@@ -132,6 +132,7 @@ class AnthropicClient:
             timeout=settings.timeout,
             max_retries=settings.max_retries,
             default_headers=settings.header_values() or None,
+            http_client=anthropic.DefaultAsyncHttpxClient(verify=shared_tls()),
         )
 
     @property

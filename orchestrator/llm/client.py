@@ -7,9 +7,11 @@ or is cut after it started — is turned into a `ModelError` here, so a model ca
 
 from __future__ import annotations
 
+import ssl
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Protocol, TypeVar
 
 import anyio
@@ -23,6 +25,16 @@ from orchestrator.redaction import redact, register_secret
 T = TypeVar("T")
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_RETRIES = 2
+
+
+@cache
+def shared_tls() -> ssl.SSLContext:
+    """One TLS context for every model client of the process. Building one loads the CA bundle
+    (about 30 ms of CPU), which each turn's new SDK client paid before; the context is read-only
+    once built, so sharing it is safe. It trusts what the SDKs' transport (httpx2) trusts by default."""
+    import httpx2  # with the SDKs, only when a model client is built
+
+    return httpx2.create_ssl_context()
 
 
 class ModelClient(Protocol):

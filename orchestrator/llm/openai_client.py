@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import openai
 
 from orchestrator.errors import ModelError
-from orchestrator.llm.client import ClientSettings, guarded, model_errors
+from orchestrator.llm.client import ClientSettings, guarded, model_errors, shared_tls
 from orchestrator.llm.deltas import (
     ModelDelta,
     StopDelta,
@@ -142,6 +142,7 @@ class OpenAIClient:
             timeout=settings.timeout,
             max_retries=settings.max_retries,
             default_headers=settings.header_values() or None,
+            http_client=openai.DefaultAsyncHttpxClient(verify=shared_tls()),
         )
 
     @property
