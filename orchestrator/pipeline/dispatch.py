@@ -13,6 +13,7 @@ from orchestrator.pipeline.attachments import image_parts, with_attachment_note
 from orchestrator.pipeline.child_sessions import StoreChildSessions
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import CallFrame
+from orchestrator.pipeline.llm_checkpoints import StoreCheckpoints, crashed_checkpoint
 from orchestrator.pipeline.options import tightened
 from orchestrator.pipeline.runner_turn import RunnerTurnInput, run_in_lease, turn_limits
 from orchestrator.stream import StreamStatus, Usage
@@ -133,6 +134,12 @@ async def _llm(frame: CallFrame) -> Completion:
     from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn
 
     scope, options = frame.scope, frame.options
+    root = frame.stack.kind == "root"
+    crashed = (
+        await crashed_checkpoint(scope.store, scope.chat_id, scope.turn_id, frame.assistant.id)
+        if root
+        else None
+    )
     inp = LlmTurnInput(
         assistant=frame.assistant,
         messages=frame.messages,
@@ -147,10 +154,17 @@ async def _llm(frame: CallFrame) -> Completion:
         mcp_servers=tuple(McpServerRef.model_validate(s) for s in options.mcp_servers or ()),
         allow_host_mcp=scope.allow_host_mcp,
         next_handles_tools=await scope.hooks.defines(frame.assistant, "next"),
+        resumed=crashed.messages if crashed is not None else (),
     )
     frame.stage = "llm"
+    resumed_from = crashed.turn_id if crashed is not None else None
     result = await run_llm_turn(
-        inp, loader=scope.loader, builder=frame.builder, emit=frame.emit, cancel=frame.signal.graceful
+        inp,
+        loader=scope.loader,
+        builder=frame.builder,
+        emit=frame.emit,
+        cancel=frame.signal.graceful,
+        checkpoints=StoreCheckpoints(scope.store, resumed_from=resumed_from) if root else None,
     )
     return Completion(
         ran=True,

@@ -114,6 +114,10 @@ class LlmTurnInput(BaseModel):
     next_handles_tools: bool = False
     """The assistant has a Next hook: one round (the model's answer and the tools it called), and
     the tool results go to Next instead of back to the model (Yao's processNextResponse)."""
+    resumed: tuple[ChatMessage, ...] = ()
+    """The conversation of a crashed turn's last checkpoint (prompt examples included): the loop
+    starts from it and the trailing user message(s) of `messages`, not from `messages`' history
+    (`orchestrator.pipeline.llm_checkpoints`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -291,12 +295,33 @@ async def _run_primary(
         async with anyio.create_task_group() as tg:
             if cancel is not None:
                 tg.start_soon(_forward, cancel, stop)
+            start = (
+                [*inp.resumed, *_new_prompts(inp.messages, inp.resumed)]
+                if inp.resumed
+                else [*setup.samples, *inp.messages]
+            )
             result = await loop.run(
-                [*setup.samples, *inp.messages], builder, stop, emit=sink, session_id=inp.session_id,
-                turn_id=inp.turn_id,
+                start, builder, stop, emit=sink, session_id=inp.session_id, turn_id=inp.turn_id
             )
             tg.cancel_scope.cancel()
         return result
+
+
+def _new_prompts(messages: Sequence[ChatMessage], resumed: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The trailing user prompts of `messages` that the `resumed` conversation does not hold
+    already (the crashed turn's own prompts are in the stored history too)."""
+    trailing = _prompt_run(messages, len(messages))
+    last = max((i for i, m in enumerate(resumed) if m.is_prompt), default=-1)
+    held = _prompt_run(resumed, last + 1)
+    return trailing[len(held) :] if trailing[: len(held)] == held else trailing
+
+
+def _prompt_run(messages: Sequence[ChatMessage], end: int) -> list[ChatMessage]:
+    """The run of user prompts ending just before index `end`."""
+    start = end
+    while start > 0 and messages[start - 1].is_prompt:
+        start -= 1
+    return list(messages[start:end])
 
 
 async def _forward(source: anyio.Event, target: anyio.Event) -> None:

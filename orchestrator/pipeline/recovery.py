@@ -7,6 +7,8 @@ needs to see the turn over: every message window still open is closed, every nes
 open ends, then an `error` event (code `orchestrator_restarted`) and the root `stream_end`
 (status `error`), written with the row's new status in one transaction. The chat can take its
 next turn at once: the user's message is in its history and the runner's resume state on the chat.
+An LLM-mode turn that saved a checkpoint (a tool round done) is resumed by the chat's next message
+from there (`orchestrator.pipeline.llm_checkpoints`); the error's `details.resume_round` says so.
 
 Processes the dead turn left running in re-adopted sandboxes are killed right after reconcile,
 before the server accepts a turn (`kill_orphaned_turns`, with the turns this returns).
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import structlog
+from pydantic import JsonValue
 
 from orchestrator.errors import CageError
 from orchestrator.pipeline.hub import SessionHub
@@ -39,8 +42,10 @@ RESTARTED = "orchestrator_restarted"
 RESTARTED_MESSAGE = "the orchestrator restarted while this turn was running; the turn did not finish"
 
 
-def closing_events(logged: list[Event]) -> list[Event]:
-    """The events that close a turn whose log is `logged` (unstamped, in order)."""
+def closing_events(logged: list[Event], resume_round: int | None = None) -> list[Event]:
+    """The events that close a turn whose log is `logged` (unstamped, in order). `resume_round`:
+    the turn's last checkpoint (LLM mode), which the chat's next message resumes from; it goes in
+    the error's `details`."""
     windows: dict[tuple[str | None, str], MessageStart] = {}
     threads: list[str] = []
     for event in logged:
@@ -65,7 +70,8 @@ def closing_events(logged: list[Event]) -> list[Event]:
         LifecycleEvent(thread_id=thread, props=StreamEnd(status="error", error=RESTARTED_MESSAGE))
         for thread in reversed(threads)
     ]
-    closing.append(ErrorEvent(props=ErrorProps(message=RESTARTED_MESSAGE, code=RESTARTED)))
+    details: dict[str, JsonValue] | None = None if resume_round is None else {"resume_round": resume_round}
+    closing.append(ErrorEvent(props=ErrorProps(message=RESTARTED_MESSAGE, code=RESTARTED, details=details)))
     closing.append(LifecycleEvent(props=StreamEnd(status="error", error=RESTARTED_MESSAGE)))
     return closing
 
@@ -99,10 +105,12 @@ async def close_unfinished_turns(store: Store) -> list[RecoveredTurn]:
 
 async def _close(hub: SessionHub, store: Store, chat_id: str, turn_id: str) -> bool:
     logged = await store.events.of_turn(chat_id, turn_id)
+    checkpoint = await store.checkpoints.latest(turn_id)
+    resume_round = None if checkpoint is None else checkpoint.round
     done: list[bool] = []
 
     async def commit(stamped: list[Event]) -> None:
         done.append(await store.turns.close_unfinished(chat_id, turn_id, stamped))
 
-    await hub.publish(chat_id, turn_id, closing_events(logged), commit=commit)
+    await hub.publish(chat_id, turn_id, closing_events(logged, resume_round), commit=commit)
     return bool(done and done[0])
