@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from orchestrator.api.auth import Principal
 from orchestrator.api.policy import ApiAssistantPolicy
 from orchestrator.dsl import AppLoader, Assistant, PackageSpec, Prompt, SandboxSpec, is_system_id
+from orchestrator.dsl.locales import DEFAULT_LOCALE, display_field
 from orchestrator.errors import ConfigError, ConfigErrors, Conflict, Forbidden, NotFound
 from orchestrator.store import AssistantRecord, Store
 
@@ -89,8 +90,9 @@ def _check(assistant_id: str, body: AssistantBody, policy: ApiAssistantPolicy) -
         raise ConfigErrors(problems)
 
 
-def _file_summary(loader: AppLoader, assistant_id: str) -> AssistantDetail:
-    """Blocking (reads files): run in a worker thread."""
+def _file_summary(loader: AppLoader, assistant_id: str, locale: str = DEFAULT_LOCALE) -> AssistantDetail:
+    """Blocking (reads files): run in a worker thread. `name` and `description` are in `locale`
+    (the assistant's `locales/<lang>.yml`, falling back to the default locale)."""
     readonly = loader.is_readonly(assistant_id)
     source: Source = "system" if is_system_id(assistant_id) or readonly else "file"
     try:
@@ -103,12 +105,12 @@ def _file_summary(loader: AppLoader, assistant_id: str) -> AssistantDetail:
     sandbox = a.sandbox.model_dump(mode="json", exclude_defaults=True) if a.sandbox else None
     return AssistantDetail(
         id=a.id,
-        name=a.name,
+        name=display_field(a.messages, "name", a.name, locale),
         source=source,
         readonly=True,
         mode=a.mode.value,
         runner=a.sandbox.runner.name if a.sandbox else None,
-        description=a.package.description,
+        description=display_field(a.messages, "description", a.package.description, locale),
         package=package,
         prompts=[p.model_dump(mode="json") for p in a.prompts],
         sandbox=sandbox,
@@ -159,18 +161,18 @@ class Catalog:
             return True  # it exists; starting a turn reports what is wrong with it
         return True
 
-    async def summaries(self) -> list[AssistantSummary]:
-        details = [await self.get(i) for i in await self.file_ids()]
+    async def summaries(self, locale: str = DEFAULT_LOCALE) -> list[AssistantSummary]:
+        details = [await self.get(i, locale) for i in await self.file_ids()]
         details += [_api_detail(r) for r in await self._store.assistants.list(limit=1000)]
         return [
             AssistantSummary.model_validate(d.model_dump(include=set(AssistantSummary.model_fields)))
             for d in sorted(details, key=lambda d: d.id)
         ]
 
-    async def get(self, assistant_id: str) -> AssistantDetail:
+    async def get(self, assistant_id: str, locale: str = DEFAULT_LOCALE) -> AssistantDetail:
         """Raises: NotFound."""
         if assistant_id in await self.file_ids():
-            return await to_thread.run_sync(_file_summary, self._loader, assistant_id)
+            return await to_thread.run_sync(_file_summary, self._loader, assistant_id, locale)
         record = await self._store.assistants.get(assistant_id)
         if record is None:
             raise NotFound(f"assistant {assistant_id!r} not found")

@@ -17,6 +17,7 @@ from orchestrator.api.auth import Principal
 from orchestrator.api.conversations import Conversations
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import CHAT_ID, MAX_TOKENS
+from orchestrator.dsl.locales import request_locale
 from orchestrator.errors import UsageError
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
 from orchestrator.store import ChatRecord
@@ -87,13 +88,21 @@ def chat_id_for(request: ChatCompletionRequest, header: str | None) -> str:
     return chosen
 
 
+def _locale(asked: object, accept_language: str | None) -> str | None:
+    if not isinstance(asked, str) and not accept_language:
+        return None
+    return request_locale(asked if isinstance(asked, str) else None, accept_language)
+
+
 async def start_completion(
     conversations: Conversations,
     principal: Principal,
     request: ChatCompletionRequest,
     chat_header: str | None,
+    accept_language: str | None = None,
 ) -> tuple[ChatRecord, TurnHandle]:
-    """Open the session for `request` and start its turn; returns the session and the turn.
+    """Open the session for `request` and start its turn; returns the session and the turn. Its
+    locale is `metadata.locale` (as Yao's), else the `Accept-Language` header's.
 
     Raises:
         NotFound: unknown assistant (`model`) or another owner's session.
@@ -106,6 +115,7 @@ async def start_completion(
         temperature=request.temperature,
         max_tokens=request.max_completion_tokens or request.max_tokens,
         workspace_id=metadata.get("workspace_id"),
+        locale=_locale(metadata.get("locale"), accept_language),
     )
     handle = await conversations.start(
         chat, [_input(m) for m in request.messages], options=options, metadata=dict(metadata)

@@ -19,6 +19,8 @@ import anyio
 import structlog
 from pydantic import ValidationError
 
+from orchestrator.dsl.locales import request_locale
+from orchestrator.dsl.localized import localized
 from orchestrator.errors import CageError, WorkspaceError
 from orchestrator.pipeline.agents import AgentCaller
 from orchestrator.pipeline.attachments import with_attachments
@@ -195,6 +197,8 @@ class CallRunner:
             if create.messages is not None:
                 frame.messages = create.messages
             frame.options = frame.options.with_overrides(create.overrides())
+            # the request's (or Create's) locale picks the prompts' translations
+            frame.assistant = localized(frame.assistant, request_locale(frame.options.locale))
             self._checkpoint(frame, "runner")
             completion = await dispatch(frame)
             if completion.status == "cancelled" or frame.signal.requested():

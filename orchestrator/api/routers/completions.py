@@ -40,9 +40,15 @@ async def list_models(principal: CallerDep, catalog: CatalogDep) -> ModelList:
     responses={200: {"content": {"text/event-stream": {}}}},
 )
 async def chat_completions(
-    body: ChatCompletionRequest, principal: CallerDep, state: StateDep, x_cage_chat_id: ChatHeader = None
+    body: ChatCompletionRequest,
+    principal: CallerDep,
+    state: StateDep,
+    x_cage_chat_id: ChatHeader = None,
+    accept_language: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | StreamingResponse:
-    chat, handle = await start_completion(state.conversations, principal, body, x_cage_chat_id)
+    chat, handle = await start_completion(
+        state.conversations, principal, body, x_cage_chat_id, accept_language
+    )
     if body.stream:
         return sse_response(completion_chunks(handle, body, state.tracker), headers_for(chat, handle))
     answer = await completion(handle, body, state.tracker)

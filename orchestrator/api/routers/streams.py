@@ -6,7 +6,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Header, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,7 @@ from orchestrator.api.frames import AttachmentFrame
 from orchestrator.api.openai_compat import headers_for
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import CHAT_ID, MAX_TOKENS, MAX_TURN_SECONDS
+from orchestrator.dsl.locales import request_locale
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
 from orchestrator.store import ChatRecord
 from orchestrator.stream import SSEEncoder
@@ -67,13 +68,16 @@ async def stream_turn(
     body: StreamRequest,
     principal: CallerDep,
     state: StateDep,
+    accept_language: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
+    """The turn's locale is `options.locale`, else the `Accept-Language` header's."""
     conversations = state.conversations
     chat = await conversations.open(principal, body.chat_id or uuid.uuid4().hex, assistant_id)
     attachments = [a.attachment() for a in body.attachments]
-    handle = await conversations.start(
-        chat, body.messages, attachments=attachments, options=body.options.turn_options()
-    )
+    options = body.options.turn_options()
+    if options.locale is None and accept_language:
+        options = options.model_copy(update={"locale": request_locale(None, accept_language)})
+    handle = await conversations.start(chat, body.messages, attachments=attachments, options=options)
     events = watched(
         _events(conversations, chat, handle, state.tracker), keepalive=state.config.sse_keepalive_seconds
     )

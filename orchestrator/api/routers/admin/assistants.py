@@ -3,13 +3,18 @@ stored in the database."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Header
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.api.catalog import AssistantBody, AssistantDetail, AssistantSummary, NewAssistant
 from orchestrator.api.dependencies import AdminDep, CatalogDep
+from orchestrator.dsl.locales import request_locale
 
 router = APIRouter(prefix="/v1/admin/assistants", tags=["admin"])
+AcceptLanguage = Annotated[str | None, Header()]
+"""Names and descriptions come in `?locale=`, else this header's locale, else the default one."""
 
 
 class Reloaded(BaseModel):
@@ -18,8 +23,13 @@ class Reloaded(BaseModel):
 
 
 @router.get("", response_model=list[AssistantSummary])
-async def list_assistants(principal: AdminDep, catalog: CatalogDep) -> list[AssistantSummary]:
-    return await catalog.summaries()
+async def list_assistants(
+    principal: AdminDep,
+    catalog: CatalogDep,
+    locale: str | None = None,
+    accept_language: AcceptLanguage = None,
+) -> list[AssistantSummary]:
+    return await catalog.summaries(request_locale(locale, accept_language))
 
 
 @router.post("", response_model=AssistantDetail, status_code=201)
@@ -36,8 +46,14 @@ async def reload_assistants(
 
 
 @router.get("/{assistant_id}", response_model=AssistantDetail)
-async def get_assistant(assistant_id: str, principal: AdminDep, catalog: CatalogDep) -> AssistantDetail:
-    return await catalog.get(assistant_id)
+async def get_assistant(
+    assistant_id: str,
+    principal: AdminDep,
+    catalog: CatalogDep,
+    locale: str | None = None,
+    accept_language: AcceptLanguage = None,
+) -> AssistantDetail:
+    return await catalog.get(assistant_id, request_locale(locale, accept_language))
 
 
 @router.put("/{assistant_id}", response_model=AssistantDetail)
