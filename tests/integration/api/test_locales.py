@@ -35,16 +35,22 @@ def _write_app(root: Path, model_url: str) -> None:
     (root / "connectors" / "main.conn.yao").write_text(
         json.dumps({"label": "main", "type": "openai", "options": options})
     )
-    adir = root / "assistants" / "i18n" / "helper"
-    (adir / "locales").mkdir(parents=True)
-    package = {"name": "{{ title }}", "description": "{{ about }}", "connector": "main"}
-    (adir / "package.yao").write_text(json.dumps(package))
-    (adir / "prompts.yml").write_text("- role: system\n  content: '{{ greet }} {{ brief }}'\n")
-    (adir / "locales" / "en-US.yml").write_text(
-        "title: Helper\nabout: Answers questions\ngreet: You are a helpful assistant.\nbrief: Answer briefly.\n"
-    )
-    (adir / "locales" / "zh-CN.yml").write_text(
-        "name: 助手\ndescription: 回答问题\ngreet: 你是一个乐于助人的助手。\nbrief: 请简短回答。\n"
+    for name in ("helper", "hooked"):
+        adir = root / "assistants" / "i18n" / name
+        (adir / "locales").mkdir(parents=True)
+        package = {"name": "{{ title }}", "description": "{{ about }}", "connector": "main"}
+        (adir / "package.yao").write_text(json.dumps(package))
+        (adir / "prompts.yml").write_text("- role: system\n  content: '{{ greet }} {{ brief }}'\n")
+        (adir / "locales" / "en-US.yml").write_text(
+            "title: Helper\nabout: Answers questions\ngreet: You are a helpful assistant.\nbrief: Answer briefly.\n"
+        )
+        (adir / "locales" / "zh-CN.yml").write_text(
+            "name: 助手\ndescription: 回答问题\ngreet: 你是一个乐于助人的助手。\nbrief: 请简短回答。\n"
+        )
+    # a Create hook's `locale` picks the prompts' locale for its turn
+    (root / "assistants" / "i18n" / "hooked" / "src").mkdir()
+    (root / "assistants" / "i18n" / "hooked" / "src" / "index.py").write_text(
+        "async def create(ctx, messages, options):\n    return {'locale': 'zh-CN'}\n"
     )
 
 
@@ -97,7 +103,13 @@ def test_the_assistants_view_is_in_the_requests_locale(
 
 
 def _turn(
-    server: ServerThread, token: str, chat_id: str, *, locale: str | None = None, language: str | None = None
+    server: ServerThread,
+    token: str,
+    chat_id: str,
+    *,
+    locale: str | None = None,
+    language: str | None = None,
+    assistant: str = "i18n.helper",
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     if language:
@@ -106,7 +118,7 @@ def _turn(
     if locale:
         body["options"] = {"locale": locale}
     response = httpx.post(
-        f"{server.base_url}/v1/assistants/i18n.helper/stream", json=body, headers=headers, timeout=120
+        f"{server.base_url}/v1/assistants/{assistant}/stream", json=body, headers=headers, timeout=120
     )
     events = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
     assert response.status_code == 200 and events, response.text
@@ -123,6 +135,7 @@ def test_a_turn_sends_the_system_prompt_in_the_requests_locale(
         ("field-wins", {"locale": "en-us", "language": "zh-CN"}, EN_PROMPT),
         ("unknown", {"locale": "fr"}, EN_PROMPT),
         ("none", {}, EN_PROMPT),
+        ("hook", {"assistant": "i18n.hooked"}, ZH_PROMPT),
     ]
     for chat_id, how, expected in cases:
         before = len(model.requests.all())
