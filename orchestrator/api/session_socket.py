@@ -40,8 +40,9 @@ from orchestrator.api.frames import (
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.state import ApiState
 from orchestrator.api.views import CHAT_ID, MAX_SEQ
+from orchestrator.dsl.locales import request_locale
 from orchestrator.errors import CageError, CapacityError, Conflict, Forbidden, Unauthorized
-from orchestrator.pipeline import InputMessage
+from orchestrator.pipeline import InputMessage, TurnOptions
 from orchestrator.redaction import redact
 from orchestrator.store import ChatRecord
 from orchestrator.stream import WebSocketEncoder
@@ -187,10 +188,12 @@ class SessionSocket:
                     await self._revoked()
                     return
                 self._limiter.check(self._principal.key_id)
+                language = self._ws.headers.get("accept-language")  # the handshake's: the turn's locale
                 handle = await self._conversations.start(
                     self._chat,
                     [InputMessage(role="user", content=frame.text)],
                     attachments=[a.attachment() for a in frame.attachments],
+                    options=TurnOptions(locale=request_locale(None, language)) if language else None,
                 )
                 await self._send(SessionAccepted(turn_id=handle.turn_id, client_id=frame.client_id))
             case InterruptFrame() | CancelFrame():

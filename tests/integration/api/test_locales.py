@@ -5,6 +5,7 @@ description `/v1/admin/assistants` shows, and a turn's `options.locale` (else it
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 from orchestrator.api import create_app
 from orchestrator.settings import Settings
 from tests.fakes.model_server import FakeModelServer
 from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys
+from tests.unit.api.wsclient import SessionClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 KEY = "sk-fake-locales-key-000415"
@@ -166,3 +169,24 @@ def test_an_openai_completion_takes_its_locale_from_metadata_or_the_header(
         assert response.status_code == 200, response.text
         [request] = [r for r in model.requests.all()[before:] if r.api == "openai-chat"]
         assert request.body["messages"][0] == {"role": "system", "content": expected}, (body, headers)
+
+
+async def test_a_websocket_turn_takes_the_handshakes_accept_language(
+    served: tuple[ServerThread, dict[str, str], FakeModelServer],
+) -> None:
+    server, keys, model = served
+    for chat_id, language, expected in (("ws-zh", "zh-CN,zh;q=0.9", ZH_PROMPT), ("ws-none", None, EN_PROMPT)):
+        headers = {"Authorization": f"Bearer {keys['dev']}"}
+        if language:
+            headers["Accept-Language"] = language
+        url = f"{server.ws_url}/v1/sessions/{chat_id}/ws?assistant_id=i18n.helper"
+        ws = SessionClient(await connect(url, additional_headers=headers))
+        await ws.control("session.ready")
+        before = len(model.requests.all())
+        await ws.send(type="user_message", text="hi")
+        await ws.control("session.accepted")
+        end = await asyncio.wait_for(ws.until_stream_end(), 120)
+        await ws.close()
+        assert end["props"]["status"] == "completed", end  # type: ignore[index]
+        [request] = [r for r in model.requests.all()[before:] if r.api == "openai-chat"]
+        assert request.body["messages"][0] == {"role": "system", "content": expected}, chat_id
