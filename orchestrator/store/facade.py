@@ -7,7 +7,6 @@ from types import TracebackType
 from sqlalchemy.engine import URL, make_url
 
 from orchestrator.settings import Settings
-from orchestrator.store import migration
 from orchestrator.store.assistants import AssistantRepository
 from orchestrator.store.audit import AuditLog
 from orchestrator.store.chats import ChatRepository
@@ -19,6 +18,7 @@ from orchestrator.store.memory import MemoryRepository
 from orchestrator.store.messages import MessageRepository
 from orchestrator.store.records import TurnInput, TurnRecord
 from orchestrator.store.retention import Retention
+from orchestrator.store.schema_version import at_head
 from orchestrator.store.teams import TeamRepository
 from orchestrator.store.turns import TurnRepository
 
@@ -75,6 +75,10 @@ class Store:
         Raises:
             StoreError: the database cannot be reached or a migration fails.
         """
+        if await at_head(self._db):  # the usual start: no Alembic import, no script reading
+            return
+        from orchestrator.store import migration  # Alembic: only when there is something to do
+
         await migration.upgrade(self.url)
 
     async def persist_turn(self, turn: TurnInput) -> TurnRecord:
