@@ -212,7 +212,8 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = Store.from_settings(settings)
     await store.migrate()
-    pipeline = PipelineService.from_services(services, store, unattended=opts.permissions)
+    # no chat titles: the service closes as the turn ends, which cancels a title job anyway
+    pipeline = PipelineService.from_services(services, store, unattended=opts.permissions, titles=False)
     outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
     events_file = outputs.create("events.jsonl") if outputs is not None else None
     renderer = _renderer(opts.output, opts.workspace)

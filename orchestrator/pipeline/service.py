@@ -79,8 +79,12 @@ class PipelineService:
         gateway: ModelGateway | None = None,
         allow_host_mcp: bool = False,
         unattended: Unattended | None = None,
+        titles: bool = True,
     ) -> None:
-        """`unattended` (CI mode): who answers permission requests when no client is there."""
+        """`unattended` (CI mode): who answers permission requests when no client is there.
+        `titles=False`: no title jobs (`cage run` closes the service as its turn ends, which would
+        cancel the job, after its import of the LLM-mode stack had already cost the run)."""
+        self._titles_on = titles
         self.loader = loader
         self._allow_host_mcp = allow_host_mcp
         self.gateway = gateway or ModelGateway()
@@ -115,6 +119,7 @@ class PipelineService:
         ids: IdSource | None = None,
         close_grace: float = CLOSE_GRACE,
         unattended: Unattended | None = None,
+        titles: bool = True,
     ) -> PipelineService:
         """The pipeline over a process's services and its (migrated) store."""
         return cls(
@@ -129,6 +134,7 @@ class PipelineService:
             allow_host_mcp=services.settings.allow_host_mcp,
             close_grace=close_grace,
             unattended=unattended,
+            titles=titles,
         )
 
     # -- TurnService -----------------------------------------------------------------------------
@@ -385,7 +391,7 @@ class PipelineService:
 
     def _title(self, turn: TurnInput, assistant: Assistant, options: CallOptions, result: CallResult) -> None:
         """Name the chat in the background after a completed turn (`titles`); cancelled on close."""
-        title_id = title_assistant_id(assistant, options)
+        title_id = title_assistant_id(assistant, options) if self._titles_on else None
         if title_id is None or result.status != "completed" or not result.content or self._closed:
             return
 

@@ -5,11 +5,13 @@ turns keep it; without a light or default connector no title job calls any model
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
 
+from orchestrator.pipeline import PipelineService
 from orchestrator.pipeline.titles import clean_title
 from orchestrator.store import Store
 from tests.fakes.assistants import write_assistant, write_connector
@@ -89,3 +91,21 @@ async def test_no_light_or_default_connector_means_no_title_job(
 def test_a_title_is_one_clean_line() -> None:
     assert clean_title('\n  "Fixing the build."\nmore') == "Fixing the build"
     assert clean_title("# " + "x" * 300) == "x" * 120
+
+
+async def test_a_service_without_titles_starts_no_title_job(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+) -> None:
+    """`cage run`'s pipeline (`titles=False`): a light connector is there, yet no title is asked."""
+    rig = _rig(app_root, store, server, tmp_path, light=True)
+    rig = replace(
+        rig, service=PipelineService(loader=rig.loader, manager=rig.manager, store=store, titles=False)
+    )
+    try:
+        ran = await rig.run("llm.plain", "hello model", chat_id="chat-cli")
+    finally:
+        await rig.service.aclose()
+    assert ran.result.status == "completed"
+    assert [r.scenario for r in server.requests.all() if r.api == "openai-chat"] == ["text"]
+    chat = await store.chats.get("chat-cli")
+    assert chat is not None and chat.title == ""
