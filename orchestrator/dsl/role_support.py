@@ -10,7 +10,9 @@ roles name other *models* of that endpoint, mapped where the runner has a settin
 - `yaocode` (the loop runs on the host, so these may be any endpoint): `light` writes the
   compaction summaries, `vision` describes attached images when the `default` connector has no
   vision (`orchestrator.pipeline.vision_fallback`);
-- `codex`, `tai`: the `default` role only.
+- `tai`: `light` writes the compaction summaries (another model of the same endpoint: `cage-tai`
+  in the box reaches the model gateway only);
+- `codex`: the `default` role only.
 
 `vision` and `audio` have no setting in any CLI (each one's main model reads images itself). A role a
 runner cannot use loads with a warning naming file, line and key (`cage validate --strict` fails
@@ -25,7 +27,7 @@ RUNNER_ROLES: dict[str, frozenset[str]] = {
     "opencode": frozenset({"default", "light"}),
     "codex": frozenset({"default"}),
     "yaocode": frozenset({"default", "light", "vision"}),
-    "tai": frozenset({"default"}),
+    "tai": frozenset({"default", "light"}),
 }
 """The roles each runner maps to one of its settings."""
 

@@ -124,6 +124,7 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
         mcp_servers=mcp_servers(turn)[0],
         compaction=compaction_policy(turn.connector, options, turn.compaction),
         skills_dir=skill_root(RUNNER, home=turn.home, state_dir=turn.state_dir),
+        summary_model=turn.role_models.get("light"),
         images=tuple(
             TaiImage(path=i.path, media_type=i.media_type, name=i.name)
             for i in turn.images

@@ -160,9 +160,10 @@ def build_loop(
     mcp_tools: Sequence[Tool] = (),
     *,
     gate: PermissionGate | None = None,
+    summary_client: ModelClient | None = None,
 ) -> AgentLoop:
     """The loop for `turn`: coding tools on `root` (plus `agent` unless disabled, and the MCP
-    servers' allowed tools)."""
+    servers' allowed tools); `summary_client` (the `light` model) writes compaction summaries."""
     options = turn.options
     hidden = {turn.model.key_env, turn.model.headers_env}
     env = {  # tools never see the model's key nor the MCP servers' secrets
@@ -198,6 +199,7 @@ def build_loop(
         compaction=turn.compaction,
         runner=RUNNER,
         gate=gate,
+        summary_client=summary_client,
     )
 
 
@@ -241,6 +243,9 @@ async def run_turn(
     settings = client_settings(turn)
     messages = await _messages(turn)
     client = client_for(settings)
+    summary = (
+        client_for(settings.model_copy(update={"model": turn.summary_model})) if turn.summary_model else None
+    )
     emit = _LineWriter(out)
     builder = TurnBuilder(RandomIds(), runner=RUNNER)
     cancel = anyio.Event()
@@ -264,7 +269,7 @@ async def run_turn(
                 else:
                     tg.start_soon(gate.read_answers, stdin)
             try:
-                loop = build_loop(turn, client, root, toolset.tools, gate=gate)
+                loop = build_loop(turn, client, root, toolset.tools, gate=gate, summary_client=summary)
                 result = await loop.run(
                     messages, builder, cancel, emit=emit, session_id=turn.session_id, turn_id=turn.turn_id
                 )
@@ -282,6 +287,8 @@ async def run_turn(
         await servers.aclose()  # not under a new shield: the toolset's own scopes must unwind in order
         with anyio.CancelScope(shield=True):
             await client.aclose()
+            if summary is not None:
+                await summary.aclose()
     if status == "cancelled" or cancel.is_set():
         return EXIT_INTERRUPTED
     return EXIT_OK if status == "completed" else EXIT_ERROR

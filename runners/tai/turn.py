@@ -109,6 +109,8 @@ class TaiTurn(BaseModel):
     skills_dir: str | None = None
     """Where the pipeline wrote the assistant's skills (`<name>/SKILL.md`): listed in the system
     prompt, each body offered through the `skill` tool. Missing or empty: no skills."""
+    summary_model: str | None = None
+    """The `light` role's model (same endpoint as `model`): writes the compaction summaries."""
     images: tuple[TaiImage, ...] = ()
     """Attached images, sent with the prompt as image parts (the adapter lists them only for a
     connector with vision; the prompt's line names the files either way)."""

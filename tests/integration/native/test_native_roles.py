@@ -1,4 +1,5 @@
-"""yaocode's role connectors end to end: `runner.connectors.light` writes the compaction summary
+"""The native loop's `light` role end to end (yaocode on the host, tai in the box through the model
+gateway): `runner.connectors.light` writes the compaction summary
 (the fake model server sees the light model on the summary request, the default model on the
 loop's own requests)."""
 
@@ -18,12 +19,13 @@ from tests.integration.runners.conftest import cage_run
 pytestmark = pytest.mark.slow
 
 
-def test_yaocode_compaction_summaries_come_from_the_light_model(
-    app: NativeApp, native_server: FakeModelServer, tmp_path: Path
+@pytest.mark.parametrize("runner", ["yaocode", "tai"])
+def test_compaction_summaries_come_from_the_light_model(
+    runner: str, app: NativeApp, native_server: FakeModelServer, tmp_path: Path
 ) -> None:
-    scenario = "compact-light-yaocode"
+    scenario = f"compact-light-{runner}"
     native_server.add_scenario(scenario, [{"shell": "python3 -c \"print('y' * 8000)\""}, {"text": "printed"}])
-    aid = app.assistant("yaocode", scenario=scenario)
+    aid = app.assistant(runner, scenario=scenario)
     light = {
         "label": "light",
         "type": "anthropic",
@@ -35,15 +37,15 @@ def test_yaocode_compaction_summaries_come_from_the_light_model(
         },
     }
     (app.root / "connectors" / "fake-light.conn.yao").write_text(json.dumps(light))
-    adir = app.root / "assistants" / "native" / "yaocode"
+    adir = app.root / "assistants" / "native" / runner
     doc = json.loads((adir / "package.yao").read_text())
     doc["compaction"] = {"budget_tokens": 2500}
     (adir / "package.yao").write_text(json.dumps(doc))
     sandbox = json.loads((adir / "sandbox.yao").read_text())
     sandbox["runner"]["connectors"] = {"light": "fake-light"}
     (adir / "sandbox.yao").write_text(json.dumps(sandbox))
-    ws = checkout(tmp_path, "yaocode")
-    chat = f"compact-light-{tmp_path.name}"
+    ws = checkout(tmp_path, runner)
+    chat = f"compact-light-{runner}-{tmp_path.name}"
     first = cage_run(app, aid, ws, "print a lot", chat=chat, timeout=FIRST_RUN_TIMEOUT)
     assert first.code == 0, first.stderr[-3000:]
     assert first.stderr.count("runner.connectors.light") == 0  # no "role is ignored" warning
