@@ -163,3 +163,26 @@ def test_a_root_owned_checkout_exits_2_and_nothing_is_chowned(app: App, tmp_path
     assert result.code == 2, result.stderr[-2000:]
     assert "--workspace" in result.stderr and "owned by root" in result.stderr
     assert {p.stat().st_uid for p in [ws, *ws.rglob("*")]} == {0} and result.events == []
+
+
+LLM_STACK = {"anthropic", "openai", "mcp", "alembic"}
+"""What a runner turn never needs: the model SDKs and MCP (LLM mode, chat titles) and Alembic (the
+store is at head after the first run)."""
+
+
+def _imported(stderr: str) -> set[str]:
+    """Top-level packages named by `PYTHONPROFILEIMPORTTIME`'s lines on stderr."""
+    lines = [line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")]
+    return {name.split(".")[0] for name in lines}
+
+
+def test_a_runner_turn_imports_no_model_sdk_no_mcp_and_no_alembic(app: App, workspace: Path) -> None:
+    """Issue 14, target 1: `cage run` of a claude turn loads only what a runner turn uses."""
+    assistant = app.assistant("claude")
+    first = cage_run(app, assistant, workspace, "hello")
+    assert first.code == 0, first.stderr[-2000:]
+    again = cage_run(app, assistant, workspace, "hello", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert again.code == 0, again.stderr[-2000:]
+    loaded = _imported(again.stderr)
+    assert {"orchestrator", "sqlalchemy", "docker"} <= loaded  # the probe saw the run's imports
+    assert not loaded & LLM_STACK, sorted(loaded & LLM_STACK)
