@@ -4,12 +4,12 @@ box, the fake model scripting the calls). The page shows a permission card with 
 Deny makes the turn go on with the refusal and the command never runs (the next command, allowed
 from the page, looks for its file in the box); Allow runs it; a question card's free-text answer
 reaches the model (the fake model server records the tool results it was sent back). The waiting
-card is saved as the docs' screenshot (`docs/screenshots/permission.png`)."""
+card's screenshot (`permission-waiting.png` in the test's artifacts) is the one in
+`docs/screenshots/permission.png`."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -39,7 +39,6 @@ STEPS: list[dict[str, Any]] = [
     {"text": "**Done**: the colour is noted."},
 ]
 CHAT = f"browser-perm-{TEST_RUN_ID[:8]}"
-DOC_SHOT = Path(__file__).parent.parent.parent / "docs" / "screenshots" / "permission.png"
 T = TypeVar("T")
 
 
@@ -109,7 +108,6 @@ def test_deny_allow_and_answer_from_the_page(
     second = wait(browser, lambda b: waiting_card(b, ".card.permission", 1))
     assert "echo allowed > allowed.txt" in second.text
     browser.save_screenshot(str(shots / "permission-waiting.png"))
-    shutil.copyfile(shots / "permission-waiting.png", DOC_SHOT)
     allow = second.find_element(By.CSS_SELECTOR, "button.allow")
     allow.send_keys(Keys.SPACE)  # the keyboard answers as the mouse does
     assert wait(browser, lambda b: decision(second)) == "allowed (by user)"
