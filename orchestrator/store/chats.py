@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from orchestrator.store.database import Database, affected
 from orchestrator.store.errors import RecordExists, RecordNotFound
 from orchestrator.store.records import ChatRecord
-from orchestrator.store.tables import ChatRow
+from orchestrator.store.tables import ChatRow, CheckpointRow, TurnRow
 
 _MAX_LIST = 1000
 INTERNAL_PREFIX = "c"
@@ -187,7 +187,9 @@ class ChatRepository:
             return chat_record(row)
 
     async def delete(self, chat_id: str) -> bool:
-        """Delete the chat with its messages, turns and event log. False when there was none."""
+        """Delete the chat with its messages, turns, event log and checkpoints. False when there was none."""
         async with self._db.write() as session:
+            turns = select(TurnRow.id).where(TurnRow.chat_id == chat_id)
+            await session.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.in_(turns)))
             result = await session.execute(delete(ChatRow).where(ChatRow.id == chat_id))
             return bool(affected(result))

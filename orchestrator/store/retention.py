@@ -6,7 +6,8 @@ kept forever.
   one with a turn still running;
 * events older than `event_ttl` (a client replaying from `after_seq` simply starts later);
 * audit entries older than `audit_ttl`;
-* and always the memory entries that have expired (no read sees them any more).
+* and always the memory entries that have expired (no read sees them any more), and the
+  checkpoints whose turn is gone (its session deleted or expired).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from sqlalchemy import Executable, delete, exists, select, tuple_
 from sqlalchemy.orm import aliased
 
 from orchestrator.store.database import Database, affected
-from orchestrator.store.tables import AuditRow, ChatRow, EventRow, MemoryRow, TurnRow
+from orchestrator.store.tables import AuditRow, ChatRow, CheckpointRow, EventRow, MemoryRow, TurnRow
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Swept(BaseModel):
     events: int = 0
     audit: int = 0
     memory: int = 0
+    checkpoints: int = 0
 
 
 BATCH = 500
@@ -76,6 +78,9 @@ class Retention:
         async with self._db.write() as session:
             result = await session.execute(delete(MemoryRow).where(MemoryRow.expires_at <= now))
             counts["memory"] = affected(result)
+            turns = select(TurnRow.id)
+            result = await session.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.not_in(turns)))
+            counts["checkpoints"] = affected(result)
         return Swept(**counts)
 
     async def _batches(self, statement: Callable[[], Executable]) -> int:

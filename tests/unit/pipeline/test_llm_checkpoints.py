@@ -9,6 +9,7 @@ from orchestrator.pipeline.llm_checkpoints import StoreCheckpoints, crashed_chec
 from orchestrator.pipeline.llm_turn import _new_prompts
 from orchestrator.pipeline.recovery import RESTARTED, close_unfinished_turns
 from orchestrator.store import Store
+from orchestrator.store.retention import RetentionPolicy
 from orchestrator.stream import ErrorEvent, Usage
 
 PROMPT = ChatMessage.user("add 2 and 3")
@@ -64,3 +65,17 @@ def test_the_resumed_conversation_gets_the_new_prompt_once() -> None:
     # the stored history holds the crashed turn's prompt, then the new one
     assert _new_prompts([PROMPT, again], [PROMPT, CALL, RESULT]) == [again]
     assert _new_prompts([again], [PROMPT, CALL, RESULT]) == [again]  # history skipped
+
+
+async def test_a_deleted_or_expired_session_takes_its_checkpoints_along(store: Store) -> None:
+    for chat in ("gone", "kept"):
+        await store.chats.create("alice", "llm.a", chat_id=chat)
+        await store.turns.begin(chat, f"turn-{chat}", "llm.a", ())
+        await store.checkpoints.save(f"turn-{chat}", 1, {"messages": []})
+    assert await store.chats.delete("gone")
+    assert await store.checkpoints.of_turn("turn-gone") == []  # at once, with the chat
+    await store.checkpoints.save("turn-none", 1, {"messages": []})  # its turn is gone
+    swept = await store.retention.sweep(RetentionPolicy())
+    assert swept.checkpoints == 1
+    assert await store.checkpoints.of_turn("turn-none") == []
+    assert len(await store.checkpoints.of_turn("turn-kept")) == 1  # its turn is still there
