@@ -7,6 +7,12 @@ instead of awaitables):
   (`connector`, `temperature`, `max_tokens`, `prompt_preset`, `disable_global_prompts`,
   `mcp_servers`, `locale`, `metadata`, `uses`) or `{"delegate": {"agent_id", "messages"?,
   "options"?}}`, which hands the turn to another assistant without calling the model.
+  `locale` picks the turn's prompt translations (`locales/<lang>.yml`); of `uses`, only
+  `uses.title` is read (the chat's title assistant). `connector`, `temperature`, `max_tokens`,
+  `prompt_preset`, `disable_global_prompts` (drops `agent/prompts.yml`) and `mcp_servers` shape an
+  LLM-mode turn; a sandbox assistant's runner takes its own from `package.yao` and `sandbox.yao`.
+  Yao's `search`, `force_uses`, `audio`, `theme` and `route` are accepted and reported in a
+  `hook/ignored` event.
 * `next(ctx, payload, options)` gets `payload = {messages, completion, tools, error}`
   (`completion` is None in pure-hook mode) and may return `{"delegate": ...}` or `{"data": ...}`.
 
