@@ -57,8 +57,8 @@ def system_prompt(assistant: Assistant) -> str:
 
 def runner_connector(assistant: Assistant, loader: AppLoader) -> ConnectorSpec | None:
     """The connector the runner drives: `runner.connectors.default` (with `override: force`, the
-    default; with `override: user` only when the assistant or the request names none), else the
-    assistant's.
+    default; with `override: user` only when the assistant's package names none: a request's
+    `connector` option does not reach runners), else the assistant's.
 
     Raises:
         ConfigError: the connector is defined but unusable (e.g. its `$ENV` key is unset).
