@@ -13,9 +13,12 @@ import typer
 
 from orchestrator.dsl import Assistant, LoadReport, is_system_id
 from orchestrator.dsl.assistant import read_document
-from orchestrator.dsl.diagnostics import flatten
+from orchestrator.dsl.diagnostics import flatten, validate
 from orchestrator.dsl.option_support import check_options
 from orchestrator.errors import ConfigError
+from runners.tai.options import NativeOptions
+
+NATIVE_RUNNERS = ("yaocode", "tai")
 
 STRICT_HELP = "Treat warnings (keys that have no effect in Cage) as errors."
 
@@ -53,6 +56,7 @@ def turn_refusals(app_dir: Path, report: LoadReport) -> list[ConfigError]:
         else:
             conn_id, file, key = assistant.connector, "package.yao", "connector"
         refusals.extend(_option_refusals(app_dir, report, assistant, conn_id))
+        refusals.extend(_native_option_refusals(app_dir, assistant))
         err = report.connector_errors.get(conn_id) if conn_id else None
         if err is None:
             continue
@@ -74,6 +78,24 @@ def _option_refusals(
     shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
     try:
         check_options(assistant.package, read_document(path, shown), runner, provider)
+    except ConfigError as exc:
+        return flatten(exc)
+    return []
+
+
+def _native_option_refusals(app_dir: Path, assistant: Assistant) -> list[ConfigError]:
+    """The `runner.options` a `yaocode`/`tai` turn would refuse (an unknown key, a bad value such
+    as a non-string `agent_system`), with their lines in sandbox.yao."""
+    spec = assistant.sandbox
+    if spec is None or spec.runner.name not in NATIVE_RUNNERS:
+        return []
+    path = assistant.path / "sandbox.yao"
+    prefix: tuple[str, ...] = ("runner", "options")
+    if not path.is_file():  # the sandbox embedded in package.yao
+        path, prefix = assistant.path / "package.yao", ("sandbox", *prefix)
+    shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
+    try:
+        validate(NativeOptions, dict(spec.runner.options), read_document(path, shown), prefix)
     except ConfigError as exc:
         return flatten(exc)
     return []

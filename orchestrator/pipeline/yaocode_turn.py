@@ -36,6 +36,7 @@ from orchestrator.llm import (
     package_model,
 )
 from orchestrator.llm.mcp import McpToolset
+from orchestrator.llm.subagent import SUBAGENT_SYSTEM
 from orchestrator.llm.tools import coding_tools
 from orchestrator.llm.tools.question import QuestionTool
 from orchestrator.llm.tools.skills import SkillTool, cards, with_skills
@@ -214,7 +215,12 @@ async def run_yaocode_turn(
     tools = coding_tools(LeaseToolSandbox(manager, lease), bash_timeout=options.bash_timeout)
     if options.agent:
         agent = AgentTool(
-            client, tools, runner=RUNNER, tool_timeout=options.tool_timeout, sessions=inp.child_sessions
+            client,
+            tools,
+            runner=RUNNER,
+            tool_timeout=options.tool_timeout,
+            sessions=inp.child_sessions,
+            system=options.agent_system or SUBAGENT_SYSTEM,
         )
         tools.add(agent)
     if skills:

@@ -42,6 +42,7 @@ from orchestrator.llm import (
 from orchestrator.llm.images import MAX_IMAGE_BYTES
 from orchestrator.llm.mcp import McpToolset
 from orchestrator.llm.messages import ImageBlock
+from orchestrator.llm.subagent import SUBAGENT_SYSTEM
 from orchestrator.llm.tools import LocalSandbox, Tool, ToolBox, coding_tools
 from orchestrator.llm.tools.question import QuestionTool
 from orchestrator.llm.tools.skills import SkillTool, cards_from_dir, with_skills
@@ -171,7 +172,14 @@ def build_loop(
     }
     tools: ToolBox = coding_tools(LocalSandbox(root, env=env), bash_timeout=options.bash_timeout)
     if options.agent:
-        tools.add(AgentTool(client, tools, runner=RUNNER, tool_timeout=options.tool_timeout))
+        agent = AgentTool(
+            client,
+            tools,
+            runner=RUNNER,
+            tool_timeout=options.tool_timeout,
+            system=options.agent_system or SUBAGENT_SYSTEM,
+        )
+        tools.add(agent)
     skills = cards_from_dir(Path(turn.skills_dir)) if turn.skills_dir else ()
     if skills:
         tools.add(SkillTool(skills))

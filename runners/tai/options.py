@@ -26,6 +26,8 @@ class NativeOptions(BaseModel):
     """Default timeout of a `bash` call that names none."""
     agent: bool = True
     """Offer the `agent` tool (read-only sub-agents, at most 8 at once)."""
+    agent_system: str | None = Field(default=None, min_length=1)
+    """The sub-agents' system prompt (the seed's overridable task-agent prompt); None: Cage's own."""
 
     def rounds(self, max_turn: int | None) -> int:
         """The turn's round budget: `mcp.options.max_turn` when the package sets it (Yao's tool

@@ -64,3 +64,21 @@ def test_egress_a_turn_would_refuse_is_named_with_its_line(tmp_path: Path) -> No
     app2 = app_with(tmp_path / "2", {"ports": [3000], "network": {"allow": ["api.example.com"]}})
     refused = validate(app2, CAGE_TEST_KEY_UNSET="sk-set")
     assert refused.returncode == 2 and "computer.ports: cannot publish ports" in refused.stderr
+
+
+def test_a_bad_native_runner_option_is_named_with_its_line(tmp_path: Path) -> None:
+    app = app_with(tmp_path, {})
+    sandbox_file = app / "assistants" / "t" / "x" / "sandbox.yao"
+    sandbox = {"version": "2.0", "runner": {"name": "yaocode", "options": {"agent_system": 42}}}
+    sandbox_file.write_text(json.dumps(sandbox, indent=1))
+    refused = validate(app, CAGE_TEST_KEY_UNSET="sk-set")
+    assert refused.returncode == 2, refused.stdout
+    line = next(
+        n for n, text in enumerate(sandbox_file.read_text().splitlines(), 1) if "agent_system" in text
+    )
+    assert f"assistants/t/x/sandbox.yao:{line}: runner.options.agent_system:" in refused.stderr
+    assert "valid string" in refused.stderr
+    sandbox["runner"] = {"name": "tai", "options": {"agent_system": "You research; answer in French."}}
+    sandbox_file.write_text(json.dumps(sandbox, indent=1))
+    accepted = validate(app, CAGE_TEST_KEY_UNSET="sk-set")
+    assert accepted.returncode == 0, accepted.stderr

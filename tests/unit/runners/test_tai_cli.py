@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.stream import validate_stream
-from runners.tai import TaiTurn
+from runners.tai import NativeOptions, TaiTurn
 from runners.tai.turn import KEY_ENV, TaiModel
 from tests.fakes.model_server import FakeModelServer
 
@@ -34,6 +34,7 @@ def server() -> Iterator[FakeModelServer]:
     with FakeModelServer("text", host="127.0.0.1") as running:
         running.add_scenario("fix", FIX)
         running.add_scenario("sleepy", [{"shell": "sleep 77.5"}, {"text": "never"}])
+        running.add_scenario("delegate", [{"tool": "agent", "args": {"prompt": "survey"}}, {"text": "done"}])
         running.add_scenario("env", [{"shell": f"echo key=[${KEY_ENV}] home=[$HOME]"}, {"text": "ok"}])
         yield running
 
@@ -162,3 +163,19 @@ def _processes_running(needle: str) -> bool:
         except OSError:
             continue
     return False
+
+
+def test_the_sub_agents_get_the_configured_system_prompt(server: FakeModelServer, tmp_path: Path) -> None:
+    system = "SUBSYS-5521: you survey the repository and answer in one line."
+    options = NativeOptions(agent_system=system)
+    document = turn(server, "delegate", tmp_path, prompt="delegate a survey", options=options)
+    before = len(server.requests.all())
+    done = subprocess.run(
+        CAGE_TAI, input=document.model_dump_json(), env=env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    systems = [json.dumps(r.body.get("system")) for r in server.requests.all()[before:]]
+    # parent, sub-agent, parent again: only the sub-agent's request carries the configured prompt
+    assert len(systems) == 3
+    assert [system in s for s in systems] == [False, True, False]
+    assert all("careful coding agent" not in s for s in systems if system in s)
