@@ -128,7 +128,9 @@ class PermissionBroker:
         rule = found.rule_text
         if found.action == "allow":
             decision = Decision(allow=True, by="policy", rule=rule)
-            if self.unattended is not None:
+            # CI mode reports every decision of a policy; with none (`bypass`, no rules) there is
+            # nothing to report, as runners that never ask report nothing
+            if self.unattended is not None and self.asks:
                 await self._resolved(self._new_id("perm"), request, decision)
             return await self._record(request, decision)
         if found.action == "deny":
