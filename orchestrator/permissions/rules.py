@@ -17,9 +17,9 @@ import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from orchestrator.dsl.permissions import PermissionMode, PermissionPolicy, PermissionRule, RuleAction
+from orchestrator.globs import path_glob
 from orchestrator.permissions.requests import ToolRequest
 
 PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "glob", "grep"})
@@ -40,42 +40,6 @@ class RuleVerdict:
         return self.rule.text() if self.rule is not None else None
 
 
-@lru_cache(maxsize=512)
-def _path_regex(pattern: str) -> re.Pattern[str]:
-    """A path glob as a regex: `**/` any folders (none too), `**` anything, `*`/`?` within a folder."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            end = pattern.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape(c))
-                i += 1
-                continue
-            body = pattern[i + 1 : end]
-            negated = body.startswith("!")
-            inner = (body[1:] if negated else body).replace("\\", "\\\\").replace("[", "\\[")
-            if inner.startswith("^"):
-                inner = "\\" + inner
-            out.append(f"[{'^' if negated else ''}{inner}]")
-            i = end + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
 def normalise_path(path: str, workspace: str = WORKSPACE) -> str:
@@ -101,7 +65,7 @@ def path_matches(pattern: str, path: str, workspace: str = WORKSPACE) -> bool:
         glob = normalise_path(glob, workspace) if glob.rstrip("/") != workspace.rstrip("/") else "."
     else:
         glob = glob.removeprefix("./")
-    regex = _path_regex(glob)
+    regex = path_glob(glob)
     return bool(regex.match(subject)) or (glob.endswith("/**") and subject == glob[:-3])
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-from functools import cache
 
 from pydantic import Field
 
+from orchestrator.globs import path_glob
 from orchestrator.llm.tools.base import ArgsModel, ToolContext, ToolResult, TypedTool
 from orchestrator.llm.tools.paths import workspace_path
 from orchestrator.llm.tools.sandbox import ToolSandbox
@@ -19,38 +19,12 @@ _SKIP_DIRS = (".git", "node_modules", "__pycache__", ".venv")
 _LIST_TIMEOUT = 30.0
 
 
-@cache
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A regex for a glob on relative POSIX paths: `**` spans directories, `*`/`?` do not."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[" and (end := pattern.find("]", i + 1)) > i:
-            body = pattern[i + 1 : end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
 
 
 def matches(pattern: str, path: str) -> bool:
     """Whether a relative path matches; a pattern without `/` matches the base name anywhere."""
     target = path if "/" in pattern else posixpath.basename(path)
-    return glob_regex(pattern).match(target) is not None
+    return path_glob(pattern).match(target) is not None
 
 
 async def list_files(sandbox: ToolSandbox, base: str, tool: str) -> tuple[list[str], str | None]:
