@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,9 @@ class NativeApp(App):
 def app(tmp_path: Path, native_server: FakeModelServer, test_run_labels: dict[str, str]) -> NativeApp:
     root = tmp_path / "app"
     root.mkdir()
-    return NativeApp(root, native_server, test_run_labels, tmp_path / "data")
+    # a label of this test's own: an assertion on what is left counts only this test's containers
+    labels = {**test_run_labels, "cage.test-case": uuid.uuid4().hex[:12]}
+    return NativeApp(root, native_server, labels, tmp_path / "data")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +143,9 @@ def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: st
 def app(tmp_path: Path, model_server: FakeModelServer, test_run_labels: dict[str, str]) -> App:
     root = tmp_path / "app"
     root.mkdir()
-    return App(root, model_server, test_run_labels, tmp_path / "data")
+    # a label of this test's own: an assertion on what is left counts only this test's containers
+    labels = {**test_run_labels, "cage.test-case": uuid.uuid4().hex[:12]}
+    return App(root, model_server, labels, tmp_path / "data")
 
 
 CHECKOUT_UID = 1000
