@@ -16,7 +16,7 @@ from orchestrator.dsl.assistant import read_document
 from orchestrator.dsl.diagnostics import flatten, validate
 from orchestrator.dsl.option_support import check_options
 from orchestrator.errors import ConfigError
-from runners.tai.options import NativeOptions
+from runners.native_loop.options import NativeOptions
 
 NATIVE_RUNNERS = ("yaocode", "tai")
 

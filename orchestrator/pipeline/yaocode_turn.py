@@ -52,8 +52,8 @@ from orchestrator.pipeline.vision_fallback import native_prompt, role_connector
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.stream import Event, TurnBuilder
 from runners.base import HOME_SUBDIR, STATE_SUBDIR, TurnOutcome
-from runners.tai.options import NativeOptions
-from runners.tai.outcome import loop_status, summary_events
+from runners.native_loop.options import NativeOptions
+from runners.native_loop.outcome import loop_status, summary_events
 
 log = structlog.get_logger(__name__)
 

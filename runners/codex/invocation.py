@@ -59,7 +59,7 @@ def workspace_path(path: str) -> str:
 @functools.cache
 def gate_source(name: str) -> str:
     """An in-container gate script (`gate_driver.py`, `gate_hook.py`), shipped as a file."""
-    return resources.files("runners.codex").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("runners.codex.incontainer").joinpath(name).read_text(encoding="utf-8")
 
 
 def gate_dir(turn: TurnRequest) -> str:

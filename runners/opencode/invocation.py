@@ -45,7 +45,8 @@ PLUGIN_LOCK = '{"lockfileVersion":3,"packages":{"":{"dependencies":{"@opencode-a
 @functools.cache
 def driver_source() -> str:
     """The serve driver's source, shipped as a file into the sandbox (a package resource)."""
-    return resources.files("runners.opencode").joinpath("serve_driver.py").read_text(encoding="utf-8")
+    driver = resources.files("runners.opencode.incontainer").joinpath("serve_driver.py")
+    return driver.read_text(encoding="utf-8")
 
 
 def drive_for(turn: TurnRequest, options: OpencodeOptions) -> DriveMode:

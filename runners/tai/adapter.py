@@ -21,8 +21,8 @@ from orchestrator.llm import ModelOptions, compaction_policy, model_options
 from orchestrator.llm.images import has_vision
 from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, RunnerExec, Supports, TurnRequest, connector_key
+from runners.native_loop.options import NativeOptions
 from runners.skills import skill_root
-from runners.tai.options import NativeOptions
 from runners.tai.translator import RESUME_KEY, TaiTranslator
 from runners.tai.turn import (
     HEADERS_ENV,

@@ -1,7 +1,7 @@
 """The control lines between `cage-tai run` and the host when the turn asks Cage.
 
 tai's loop asks its gate before each tool call (and its `question` tool asks the user). Inside
-the container that gate is `runners.tai.gate.StdioGate`: it prints one control line on stdout,
+the container that gate is `runners.tai.incontainer.gate.StdioGate`: it prints one control line on stdout,
 among the protocol events,
 
     {"cage_control":"permission","id":"p1","request":{"tool":"bash","input":{...},"subject":"ls",...}}

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.dsl import McpServerSpec
 from orchestrator.llm.compaction import CompactionPolicy
 from orchestrator.llm.messages import Sampling
-from runners.tai.options import NativeOptions
+from runners.native_loop.options import NativeOptions
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 KEY_ENV = "CAGE_TAI_MODEL_KEY"

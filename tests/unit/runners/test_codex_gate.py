@@ -20,7 +20,7 @@ from runners.codex.gate import answer_line, asks_for, tool_requests
 from runners.codex.gate_translator import GateTranslator
 from tests.unit.runners.test_codex_exec import turn as exec_turn
 
-GATE_DIR = Path(__file__).resolve().parents[3] / "runners" / "codex"
+GATE_DIR = Path(__file__).resolve().parents[3] / "runners" / "codex" / "incontainer"
 THREAD = "01a2339a-d9ec-7c20-ad17-e1c5e07989a8"
 # Lines as codex 0.171.0 printed them under the gate driver (recorded against the fake model).
 TRUST_WARNING = json.dumps(

@@ -234,7 +234,7 @@ def test_without_asking_nothing_changes() -> None:
 
 
 def load_driver() -> ModuleType:
-    path = Path(__file__).resolve().parents[3] / "runners" / "opencode" / "serve_driver.py"
+    path = Path(__file__).resolve().parents[3] / "runners" / "opencode" / "incontainer" / "serve_driver.py"
     spec = importlib.util.spec_from_file_location("serve_driver_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -20,7 +20,7 @@ from runners.base import ImagePart, RunnerExec, TurnRequest
 from runners.codex import CodexAdapter
 from runners.opencode import OpencodeAdapter
 from runners.tai.adapter import TaiAdapter, tai_turn
-from runners.tai.cli import _messages as tai_messages
+from runners.tai.incontainer.cli import _messages as tai_messages
 from runners.tai.turn import TaiImage
 
 SHOT = ImagePart(name="shot.png", media_type="image/png", data="iVBO", path="/workspace/attachments/shot.png")
@@ -93,7 +93,7 @@ def test_opencode_model_without_vision_declares_no_image_input() -> None:
 
 
 def load_driver() -> ModuleType:
-    path = Path(__file__).resolve().parents[3] / "runners" / "opencode" / "serve_driver.py"
+    path = Path(__file__).resolve().parents[3] / "runners" / "opencode" / "incontainer" / "serve_driver.py"
     spec = importlib.util.spec_from_file_location("serve_driver_images", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

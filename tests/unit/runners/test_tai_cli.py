@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from orchestrator.stream import validate_stream
-from runners.tai import NativeOptions, TaiTurn
+from runners.native_loop.options import NativeOptions
+from runners.tai import TaiTurn
 from runners.tai.turn import KEY_ENV, TaiModel
 from tests.fakes.model_server import FakeModelServer
 
-CAGE_TAI = [sys.executable, "-m", "runners.tai.cli", "run"]
+CAGE_TAI = [sys.executable, "-m", "runners.tai.incontainer.cli", "run"]
 KEY = "sk-tai-unit-secret-7781"
 FIX: list[dict[str, Any]] = [
     {"tool": "read", "args": {"path": "calc.py"}},

@@ -19,7 +19,7 @@ from orchestrator.stream import CountingIds, TurnBuilder
 from runners.base import ControlRequest, PermissionAsk, QuestionAsk, TurnRequest
 from runners.tai import TaiAdapter, TaiTranslator
 from runners.tai.control import answer_line, decision_line, permission_line, question_line
-from runners.tai.gate import NO_HOST, StdioGate
+from runners.tai.incontainer.gate import NO_HOST, StdioGate
 from tests.fakes.model_server import FakeModelServer
 from tests.unit.runners.test_tai_cli import CAGE_TAI, env, events_of, turn
 from tests.unit.runners.test_tai_exec import turn as exec_turn

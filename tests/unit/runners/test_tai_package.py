@@ -23,7 +23,7 @@ from runners.tai.turn import KEY_ENV, MCP_ENV_PREFIX
 from tests.fakes.mcp_servers import bare
 from tests.fakes.model_server import FakeModelServer
 
-CAGE_TAI = [sys.executable, "-m", "runners.tai.cli", "run"]
+CAGE_TAI = [sys.executable, "-m", "runners.tai.incontainer.cli", "run"]
 BARE = Path(bare.__file__)
 SECRET = "mcp-env-secret-5512"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from orchestrator.dsl.role_support import role_refusal
 from orchestrator.llm import client_for
 from runners.tai.adapter import tai_turn
-from runners.tai.cli import build_loop, client_settings
+from runners.tai.incontainer.cli import build_loop, client_settings
 from tests.unit.runners.test_runner_images import turn
 
 

@@ -50,8 +50,8 @@ from orchestrator.logs import configure_logging
 from orchestrator.permissions import PermissionGate
 from orchestrator.redaction import redact, register_secret
 from orchestrator.stream import Event, RandomIds, TurnBuilder, event_json
-from runners.tai.gate import StdioGate
-from runners.tai.outcome import loop_status, summary_events
+from runners.native_loop.outcome import loop_status, summary_events
+from runners.tai.incontainer.gate import StdioGate
 from runners.tai.turn import MAX_TURN_BYTES, MCP_ENV_PREFIX, TaiTurn
 
 RUNNER = "tai"
