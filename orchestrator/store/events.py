@@ -12,6 +12,10 @@ still returns only once its own events are committed (or raises), and the outcom
 a gap or a duplicate in one session's events fails that append alone (the batch is then written
 again one append per transaction, each with its exact error). Durable order is seq order: one
 session's appends are written in the order they were queued, each checked against the log.
+
+On Postgres every transaction that moves a session's log also sends `<session id> <last seq>` on
+`EVENTS_CHANNEL` (`orchestrator.store.notify`); Postgres delivers it on commit, in commit order, so
+another replica following the session (`SessionHub`) is woken only when the rows are there to read.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from orchestrator.errors import UsageError
 from orchestrator.store.database import Database, affected
 from orchestrator.store.errors import EventSequenceError, RecordNotFound
+from orchestrator.store.notify import EVENTS_CHANNEL, notify
 from orchestrator.store.tables import ChatRow, EventRow
 from orchestrator.stream import Event, dump_event, parse_event
 
@@ -66,7 +71,19 @@ async def append_events(
         await session.execute(insert(EventRow), [_row(session_id, ev) for ev in events])
     except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
         raise EventSequenceError(session_id, expected=new_last + 1, got=events[0].seq) from err
+    await notify(session, EVENTS_CHANNEL, [notice(session_id, new_last)])
     return new_last
+
+
+def notice(session_id: str, last_seq: int) -> str:
+    """The `EVENTS_CHANNEL` payload telling followers the session's log now reaches `last_seq`."""
+    return f"{session_id} {last_seq}"
+
+
+def parse_notice(payload: str) -> tuple[str, int] | None:
+    """The session id and last seq of an `EVENTS_CHANNEL` payload; None for anything else."""
+    session_id, _, seq = payload.rpartition(" ")
+    return (session_id, int(seq)) if session_id and seq.isdigit() else None
 
 
 def check_stamps(session_id: str, events: Sequence[Event]) -> None:
@@ -225,6 +242,8 @@ class EventLog:
                     await session.execute(insert(EventRow), rows)
                 except IntegrityError as err:  # rows past a last_seq: let each append say which
                     raise _LogMoved from err
+                # Delivered on commit, in commit order: a follower woken by it finds the rows.
+                await notify(session, EVENTS_CHANNEL, [notice(c, seq) for c, seq in sorted(moved.items())])
         return outcomes
 
     async def _move(self, session: AsyncSession, read: dict[str, int], moved: dict[str, int]) -> None:
@@ -272,6 +291,14 @@ class EventLog:
         )
         async with self._db.read() as session:
             return [parse_event(payload) for payload in await session.scalars(query)]
+
+    async def last_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """The last seq of each session that exists, in one query (a follower's slow poll)."""
+        if not session_ids:
+            return {}
+        query = select(ChatRow.id, ChatRow.last_seq).where(ChatRow.id.in_(sorted(set(session_ids))))
+        async with self._db.read() as session:
+            return {chat_id: last for chat_id, last in await session.execute(query)}
 
     async def last_seq(self, session_id: str) -> int:
         """Seq of the session's last event; 0 for an empty log.

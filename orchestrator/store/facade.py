@@ -11,11 +11,13 @@ from orchestrator.store.assistants import AssistantRepository
 from orchestrator.store.audit import AuditLog
 from orchestrator.store.chats import ChatRepository
 from orchestrator.store.checkpoints import CheckpointRepository
+from orchestrator.store.commands import CommandRepository
 from orchestrator.store.database import Clock, Database, create_engine, ensure_sqlite_dir, utc_now
 from orchestrator.store.events import EventLog
 from orchestrator.store.keys import KeyRepository
 from orchestrator.store.memory import MemoryRepository
 from orchestrator.store.messages import MessageRepository
+from orchestrator.store.notify import Notices
 from orchestrator.store.records import TurnInput, TurnRecord
 from orchestrator.store.retention import Retention
 from orchestrator.store.schema_version import at_head
@@ -51,6 +53,9 @@ class Store:
         self.teams = TeamRepository(self._db)
         self.retention = Retention(self._db)
         self.audit = AuditLog(self._db)
+        self.commands = CommandRepository(self._db)
+        self.notices = Notices(url)
+        """Other processes' notices on this database (Postgres; `enabled` is False on SQLite)."""
 
     @classmethod
     def from_url(cls, url: str | URL, *, clock: Clock = utc_now) -> Store:
@@ -96,6 +101,7 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        await self.notices.aclose()
         await self.events.drain()
         await self._db.aclose()
 

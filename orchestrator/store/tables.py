@@ -103,6 +103,21 @@ class TurnRow(Base):
     created_at: Mapped[datetime]
 
 
+class TurnCommandRow(Base):
+    """A steering command sent on one replica for a turn another one runs (interrupt, an answer):
+    the replica holding the turn claims it, acts, and writes the outcome the sender reports."""
+
+    __tablename__ = "turn_commands"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    created_at: Mapped[datetime] = mapped_column(index=True)
+
+
 class MessageRow(Base):
     __tablename__ = "messages"
 
