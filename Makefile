@@ -45,8 +45,17 @@ lint: venv
 	$(BIN)/lint-imports
 
 # Runner images are built (or found by their hash tag) before the tests, not inside a test's timeout.
+# Two passes: every test not marked `serial` on TEST_WORKERS pytest-xdist workers (a file's tests stay
+# together on one worker), then the `serial` ones alone. Each pass may select nothing (exit 5), but
+# not both: a run that tests nothing fails. TEST_WORKERS=0 runs the first pass without xdist.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 test: setup lint images chromium
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@rc=0; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS); p=$$?; \
+	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS); s=$$?; \
+	for c in $$p $$s; do [ $$c -eq 0 ] || [ $$c -eq 5 ] || rc=1; done; \
+	[ $$p -eq 5 ] && [ $$s -eq 5 ] && { echo "make test: no test selected" >&2; rc=5; }; \
+	echo "make test: parallel pass exit $$p, serial pass exit $$s" >&2; exit $$rc
 
 unit: venv
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -1,8 +1,17 @@
-"""Session-wide test settings that pyproject.toml does not hold (it is part of the tai image's hash)."""
+"""Session-wide test settings that pyproject.toml does not hold (it is part of the tai image's hash).
+
+`make test` runs the suite in two passes: the tests not marked `serial` on several pytest-xdist
+workers (`--dist loadfile`: a file's tests stay on one worker, in order), then the `serial` ones
+alone. Importing `tests.run_ids` here, in the xdist controller before it starts its workers, fixes
+the one run id (`CAGE_TEST_RUN`) that every worker inherits.
+"""
 
 from __future__ import annotations
 
 import pytest
+
+from tests import postgres_cluster
+from tests.run_ids import WORKER  # the import sets CAGE_TEST_RUN, before the workers start
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -12,3 +21,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "filterwarnings",
         "ignore:Exception ignored in. <function _SelectorTransport.__del__:pytest.PytestUnraisableExceptionWarning",
     )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not WORKER:  # the run's end (the xdist controller's comes after every worker's)
+        postgres_cluster.stop_if_started()

@@ -3,7 +3,11 @@
 Every test below `tests/integration/` gets the `docker` marker. `docker_engine` pings the engine:
 without one the tests are skipped with the reason, except when `CI` is set, where they fail (a CI
 run that silently skips its integration tests proves nothing). Everything the tests create carries
-`cage.test-run=<uuid of this session>` and is removed when the session ends.
+`cage.test-run=<id of this process>` and is removed when the session ends.
+
+Under pytest-xdist every worker is a session of its own: its own `TEST_RUN_ID`, egress proxy and
+fake model servers; its end removes only its own things. The sweep of dead sessions' leftovers at the
+start never touches another worker's (`tests/run_ids.py`: every id of one run ends in `TEST_RUN`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ import contextlib
 import hashlib
 import io
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +23,18 @@ import docker
 import docker.errors
 import pytest
 
+from orchestrator.sandbox.docker.egress import EGRESS_LABEL, SANDBOX_LABEL, SWEEP_MIN_AGE
 from orchestrator.sandbox.docker.timestamps import engine_age
+from tests.run_ids import of_this_run, per_worker, process_run_id
 
 TEST_RUN_LABEL = "cage.test-run"
-TEST_RUN_ID = uuid.uuid4().hex
-EGRESS_CONTAINER = os.environ.setdefault("CAGE_EGRESS_CONTAINER", f"cage-egress-test-{TEST_RUN_ID[:8]}")
-"""This session's own egress proxy (every `Settings` of the session reads it); removed at the end."""
+TEST_RUN_ID = process_run_id()
+EGRESS_CONTAINER = per_worker(
+    os.environ.get("CAGE_EGRESS_CONTAINER") or f"cage-egress-test-{TEST_RUN_ID[:8]}"
+)
+"""This session's own egress proxy (every `Settings` of the session reads it); removed at the end.
+Per worker: a name the controller or the user set is inherited by every worker, so each adds its id."""
+os.environ["CAGE_EGRESS_CONTAINER"] = EGRESS_CONTAINER
 _HERE = Path(__file__).parent
 
 SANDBOX_TEST_DOCKERFILE = """\
@@ -53,23 +62,36 @@ def docker_engine() -> Iterator[docker.DockerClient]:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
-    _remove_stale_leftovers(client)
+    remove_leftovers(client, stale_after=0.0 if os.environ.get("CI") else STALE_AFTER)
     yield client
     selector = {"label": f"{TEST_RUN_LABEL}={TEST_RUN_ID}"}
+    removed: set[str] = set()
     for container in client.containers.list(all=True, filters=selector):
+        removed.add(container.name)
         container.remove(force=True)
     for volume in client.volumes.list(filters=selector):
         volume.remove(force=True)
     for container in client.containers.list(all=True, filters={"name": EGRESS_CONTAINER}):
-        container.remove(force=True)
-    for network in client.networks.list(filters={"label": "cage.egress=network"}):
+        if container.name == EGRESS_CONTAINER:  # the filter matches substrings: not gw10's for gw1
+            container.remove(force=True)
+    _remove_orphan_networks(client, removed)
+    client.close()
+
+
+def _remove_orphan_networks(client: docker.DockerClient, removed: set[str]) -> None:
+    """Remove the empty sandbox networks of the boxes removed above (without the backend, which
+    would have removed them), and empty ones older than the backend's own sweep age. A young empty
+    network of another box may be another worker's, between its creation and its box's start."""
+    for network in client.networks.list(filters={"label": f"{EGRESS_LABEL}=network"}):
         try:  # another session on this engine may be removing the same leftovers
             network.reload()
-            if not network.attrs.get("Containers"):  # its sandbox was removed above, without the backend
+            mine = (network.attrs.get("Labels") or {}).get(SANDBOX_LABEL) in removed
+            if not network.attrs.get("Containers") and (
+                mine or engine_age(network.attrs.get("Created")) > SWEEP_MIN_AGE
+            ):
                 network.remove()
         except docker.errors.APIError:
             continue
-    client.close()
 
 
 STALE_AFTER = 3 * 3600.0
@@ -78,19 +100,30 @@ long): sandbox and workspace names derive from fixed test identities, so a lefto
 hand its files to the next run's sandbox of the same name."""
 
 
-def _remove_stale_leftovers(client: docker.DockerClient) -> None:
-    """Remove what a killed test session left behind (only things carrying a test-run label). In CI
-    no other test session runs on the engine, so every such leftover is stale."""
-    stale_after = 0.0 if os.environ.get("CI") else STALE_AFTER
-    selector = {"label": TEST_RUN_LABEL}
-    for container in client.containers.list(all=True, filters=selector):
-        if engine_age(container.attrs.get("Created")) > stale_after:
+def remove_leftovers(
+    client: docker.DockerClient, *, stale_after: float, label: str = TEST_RUN_LABEL
+) -> list[str]:
+    """Remove what killed test sessions left behind: containers and volumes carrying `label` whose
+    value is not of this run (`of_this_run`: no worker of this run is ever touched) and older than
+    `stale_after` seconds. In CI (`stale_after=0`) no other test session runs on the engine, so
+    every other run's leftover is stale. Returns the names removed."""
+    gone: list[str] = []
+    for container in client.containers.list(all=True, filters={"label": label}):
+        if _stale(container.labels.get(label, ""), container.attrs.get("Created"), stale_after):
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
-    for volume in client.volumes.list(filters=selector):
-        if engine_age(volume.attrs.get("CreatedAt")) > stale_after:
+                gone.append(container.name)
+    for volume in client.volumes.list(filters={"label": label}):
+        labels = volume.attrs.get("Labels") or {}
+        if _stale(labels.get(label, ""), volume.attrs.get("CreatedAt"), stale_after):
             with contextlib.suppress(docker.errors.APIError):
                 volume.remove(force=True)
+                gone.append(volume.name)
+    return gone
+
+
+def _stale(run: str, created: object, stale_after: float) -> bool:
+    return not of_this_run(run) and engine_age(created) > stale_after
 
 
 @pytest.fixture(scope="session")

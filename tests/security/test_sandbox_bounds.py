@@ -52,6 +52,7 @@ async def _host_pids() -> int:
     return len([p async for p in anyio.Path("/proc").glob("[0-9]*")])
 
 
+@pytest.mark.serial  # counts the host's processes: other workers' CLIs and browsers would count too
 async def test_fork_bomb_hits_the_pids_limit_only(
     make_manager: Any, tmp_path: Path, docker_engine: docker.DockerClient
 ) -> None:

@@ -91,6 +91,7 @@ def test_a_hook_cannot_leave_its_context(code: str) -> None:
         anyio.run(run)
 
 
+@pytest.mark.serial  # `pgrep` on the whole host: another worker's hook host would be found
 def test_a_hook_that_never_ends_is_killed() -> None:
     async def run() -> None:
         await TsRuntime(timeout=2).run(code="function Create() { for (;;) {} }", filename="index.ts",

@@ -19,9 +19,12 @@ import pytest
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.images import default_images_dir
 from orchestrator.settings import Settings
+from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL
 
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 TEST_LABEL = "cage.test"
+RUN_IN_LABELS = {TEST_LABEL: "images", TEST_RUN_LABEL: TEST_RUN_ID}
+"""On every `run_in` container; the session's end removes this process's only (not another worker's)."""
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +35,8 @@ def image_docker() -> Iterator[docker.DockerClient]:
     except docker.errors.DockerException as exc:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(f"no Docker engine: {exc}")
     yield client
-    for container in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}=images"}):
+    selector = {"label": [f"{k}={v}" for k, v in RUN_IN_LABELS.items()]}
+    for container in client.containers.list(all=True, filters=selector):
         container.remove(force=True)
     client.close()
 
@@ -82,6 +86,6 @@ def _has_marker(image: docker.models.images.Image, marker: str) -> bool:
 def run_in(client: docker.DockerClient, tag: str, script: str) -> str:
     """Run `script` with bash in a fresh container of `tag` (as the image's default user); its stdout."""
     out: bytes = client.containers.run(
-        tag, ["bash", "-c", script], remove=True, labels={TEST_LABEL: "images"}, stderr=True
+        tag, ["bash", "-c", script], remove=True, labels=RUN_IN_LABELS, stderr=True
     )
     return out.decode()

@@ -1,15 +1,14 @@
 """Store fixtures: every test that takes `store` runs twice, on a SQLite file and on Postgres.
 
 Postgres comes from `CAGE_TEST_POSTGRES_URL` or, when that is unset, from
-`scripts/ensure-postgres.sh` (run once per session in a subprocess; a cluster it had to start is
-stopped again at the end). Without Postgres the `postgres` tests skip with the reason, except when
+`scripts/ensure-postgres.sh` (`tests/postgres_cluster.py`: one worker at a time starts it; a cluster
+the run had to start is stopped again at the run's end). Without Postgres the `postgres` tests skip with the reason, except when
 `CI` is set: then they fail. Each Postgres test gets a database of its own, dropped afterwards.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,8 +21,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
 from orchestrator.store import Store
-
-ENSURE_POSTGRES = Path(__file__).resolve().parents[3] / "scripts" / "ensure-postgres.sh"
+from tests import postgres_cluster
+from tests.postgres_cluster import ENSURE_POSTGRES as ENSURE_POSTGRES
+from tests.run_ids import WORKER
 
 
 class FakeClock:
@@ -46,16 +46,13 @@ def postgres_url() -> Iterator[str]:
     if given:
         yield given
         return
-    was_running = subprocess.run([ENSURE_POSTGRES, "status"], check=False).returncode == 0
     try:
-        proc = subprocess.run([ENSURE_POSTGRES], capture_output=True, text=True, timeout=600, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _no_postgres(f"{ENSURE_POSTGRES} could not run: {exc}")
-    if proc.returncode != 0 or not proc.stdout.strip():
-        _no_postgres(f"{ENSURE_POSTGRES} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
-    yield proc.stdout.strip().splitlines()[-1]
-    if not was_running:
-        subprocess.run([ENSURE_POSTGRES, "stop"], check=False, timeout=120)
+        url = postgres_cluster.ensure()
+    except postgres_cluster.NoPostgres as exc:
+        _no_postgres(str(exc))
+    yield url
+    if not WORKER:  # under xdist other workers still use it: the controller stops it (tests/conftest.py)
+        postgres_cluster.stop_if_started()
 
 
 def _no_postgres(reason: str) -> None:
