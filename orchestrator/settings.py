@@ -53,6 +53,13 @@ class Settings(BaseSettings):
     """Extra labels on every sandbox and volume (JSON in `CAGE_SANDBOX_LABELS`), e.g. a deployment id."""
     reaper_interval: float = 30.0
     """Seconds between two reaper sweeps."""
+    pool_size: int = Field(default=0, ge=0, le=16)
+    """Warm boxes per owner and workspace for `oneshot` assistants whose sandbox.yao sets no `pool`
+    (`cage serve` only; `cage run` never pools)."""
+    pool_max: int = Field(default=16, ge=0)
+    """Warm, unclaimed boxes alive at once, all assistants and owners together."""
+    pool_idle: float = Field(default=600.0, gt=0)
+    """Seconds an unclaimed warm box may wait before the reaper removes it."""
     acquire_timeout: float = Field(default=900.0, gt=0)
     """Seconds a sandbox may take to be ready (image build + prepare steps); then the turn fails."""
     max_workspace_volumes_per_owner: int = Field(default=200, ge=1)

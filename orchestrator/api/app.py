@@ -10,6 +10,7 @@ the runtime closes (database, engine client).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
@@ -90,6 +91,9 @@ def _lifespan(
             supervisor.every(reaper.interval, reaper.sweep, name="reaper")
             supervisor.every(reaper.interval, VolumeCollector(runtime.manager).collect, name="volume-gc")
             supervisor.every(reaper.interval, runtime.manager.backend.sweep_networks, name="network-gc")
+            pool = runtime.manager.start_pool(functools.partial(supervisor.spawn, name="warm-pool"))
+            if pool is not None:  # every replica reaps its own pool (the reaper runs on the leader)
+                supervisor.every(reaper.interval, pool.sweep, name="warm-pool-gc")
             policy = retention_policy(config, _agent_ttl(runtime))
             supervisor.every(config.retention_interval, _retention(runtime, policy), name="retention")
             supervisor.serving = True
@@ -99,6 +103,8 @@ def _lifespan(
             finally:
                 supervisor.serving = False
                 await _shutdown(runtime, config)
+                if runtime.manager.pool is not None:  # its unclaimed boxes go with the server
+                    await runtime.manager.pool.close()
                 tg.cancel_scope.cancel()
 
     return lifespan

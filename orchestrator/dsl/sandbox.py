@@ -3,7 +3,7 @@
 Yao's keys with their polymorphic forms (`vnc` bool|object, `ports` ints|objects, `secrets`
 string|object, `runner.connectors` string|object, `filter.kind` string|list), plus Cage's own
 optional keys (`computer.pids`, `network`, `runtime`, `read_only`, `turn_timeout`,
-`stall_timeout`). Unknown keys are errors: every model forbids extras.
+`stall_timeout`, `pool`). Unknown keys are errors: every model forbids extras.
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from orchestrator.dsl.permissions import PermissionPolicy
@@ -341,6 +349,17 @@ class ComputerFilter(BaseModel):
         return [v] if isinstance(v, str) else v
 
 
+class PoolSpec(BaseModel):
+    """`pool`: warm boxes kept started for this assistant (Cage extension, `oneshot` only).
+
+    A pooled box is made ahead for one owner's workspace and config hash, so that owner's next
+    turn claims it instead of creating one (`orchestrator.sandbox.pool`)."""
+
+    model_config = _STRICT
+    size: int = Field(ge=0, le=16)
+    """Started, unclaimed boxes kept per owner and workspace (0: none; `CAGE_POOL_SIZE` when unset)."""
+
+
 class SandboxSpec(BaseModel):
     """The whole of `sandbox.yao`."""
 
@@ -368,11 +387,24 @@ class SandboxSpec(BaseModel):
     """Emit `turn/stalled` and cancel when the runner prints nothing for this long."""
     permissions: PermissionPolicy = PermissionPolicy()
     """Who decides tool calls: `{mode: bypass|ask|deny, timeout, default, rules}` (default bypass)."""
+    pool: PoolSpec | None = None
+    """Warm boxes for this assistant's `oneshot` turns (`{size: N}`); unset: `CAGE_POOL_SIZE`."""
 
     @field_validator("lifecycle", mode="before")
     @classmethod
     def _lifecycle(cls, v: Any) -> Any:
         return Lifecycle.ONESHOT if v in ("", None) else v
+
+    @field_validator("pool")
+    @classmethod
+    def _pool_oneshot(cls, pool: PoolSpec | None, info: ValidationInfo) -> PoolSpec | None:
+        lifecycle = info.data.get("lifecycle")
+        if pool is not None and pool.size and lifecycle is not None and lifecycle is not Lifecycle.ONESHOT:
+            raise ValueError(
+                f"a pool serves only lifecycle oneshot (a {lifecycle.value} box is kept and reused); "
+                "remove `pool` or set its size to 0"
+            )
+        return pool
 
     @field_validator("environment")
     @classmethod

@@ -89,7 +89,7 @@ def _spec_document(spec: SandboxSpec) -> dict[str, Any]:
     of every existing sandbox. Environment values are digested too: after `$ENV.` expansion they
     often hold API keys.
     """
-    doc: dict[str, Any] = spec.model_dump(mode="json", exclude_defaults=True)
+    doc: dict[str, Any] = spec.model_dump(mode="json", exclude_defaults=True, exclude={"pool"})
     for entry in doc.get("secrets", {}).values():
         if "value" in entry:
             entry["value"] = secret_digest(entry["value"])

@@ -69,6 +69,7 @@ from orchestrator.sandbox.limits import (
 )
 from orchestrator.sandbox.locks import KeyedLocks
 from orchestrator.sandbox.network import proxy_env, sandbox_egress
+from orchestrator.sandbox.pool import PausingBackend, PoolKey, Spawn, WarmPool, pool_size
 from orchestrator.sandbox.prepare import PrepareContext, run_prepare
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
 from orchestrator.sandbox.strays import RESIDENT, stray_pids
@@ -143,6 +144,8 @@ class SandboxLease(BaseModel):
     """Environment for execs (secrets with an `env` name included): never logged, never labelled."""
     isolated: bool = False
     """The box sits on a network of its own behind the egress proxy (the gateway is `cage-gateway`)."""
+    pooled: bool = False
+    """The box was claimed from the warm pool (made ahead for this owner's workspace: `pool.py`)."""
 
 
 def _resolve(value: str) -> str:
@@ -181,6 +184,26 @@ class SandboxManager:
         self._legacy_checked: set[str] = set()
         self.gateway_port: int | None = None
         """The running model gateway's port: isolated sandboxes reach it through the proxy's relay."""
+        self.pool: WarmPool | None = None
+        """Warm boxes for `oneshot` turns (`start_pool`; `cage serve` only, never `cage run`)."""
+
+    def start_pool(self, spawn: Spawn) -> WarmPool | None:
+        """Turn the warm pool on, refills running through `spawn`; None when the backend cannot
+        pause and thaw a box atomically (the claim), which the log says once."""
+        if not isinstance(self.backend, PausingBackend):
+            log.warning(
+                "warm pool off: this sandbox backend cannot pause a box", backend=type(self.backend).__name__
+            )
+            return None
+        self.pool = WarmPool(
+            self.backend,
+            self.backend,
+            self.registry,
+            self.settings,
+            extra_labels=self.extra_labels,
+            spawn=spawn,
+        )
+        return self.pool
 
     async def acquire(
         self, request: SandboxRequest, *, on_progress: ProgressCallback | None = None
@@ -236,11 +259,21 @@ class SandboxManager:
             relay = f"{self.settings.gateway_relay_host}:{request.gateway_port or self.gateway_port}"
             digest = hashlib.sha256(f"{digest}\0{relay}".encode()).hexdigest()
         exec_env = self._exec_env(spec)
+        pool_key, size, pooled = self._pool_key(request, identity, digest), 0, False
+        if pool_key is not None:
+            size = pool_size(spec, self.settings)
         async with self.locks.hold(identity.name):
             ref, created = await self._reuse(identity, digest)
+            if ref is None and self.pool is not None and pool_key is not None and size:
+                ref = await self.pool.claim(pool_key)
+                if ref is not None:
+                    identity = identity.model_copy(update={"name": ref.name})
+                    pooled = True
             if ref is None:
-                ref = await self._create(request, identity, digest, image.tag, hard)
+                ref = await self._create(request, identity, digest, image.tag, hard, pool_key=pool_key)
                 created = True
+            if self.pool is not None and pool_key is not None and size:
+                self.pool.refill(pool_key, size)
             box = self.registry.get(identity.name)
             assert box is not None  # _reuse and _create both register the box
             box.busy += 1
@@ -284,6 +317,7 @@ class SandboxManager:
             grace_seconds=spec.stop_timeout.total_seconds(),
             env=exec_env,
             isolated=self.isolates(spec),
+            pooled=pooled,
         )
         self._leases.add(lease.lease_id)
         if request.host_workspace is None:
@@ -415,11 +449,39 @@ class SandboxManager:
         box.stopped = False
         return box.ref, False
 
+    def _pool_key(self, request: SandboxRequest, identity: SandboxIdentity, digest: str) -> PoolKey | None:
+        """The warm-pool key of a `oneshot` request on a workspace volume (never a CI checkout)."""
+        if self.pool is None or identity.lifecycle is not Lifecycle.ONESHOT or request.host_workspace:
+            return None
+        return PoolKey(
+            owner=identity.owner,
+            assistant_id=identity.assistant_id,
+            workspace_id=identity.workspace_id,
+            shared_workspace=identity.shared_workspace,
+            config_hash=digest,
+        )
+
+    async def _reserve(self, owner: str) -> None:
+        """Count a box about to be created; past a cap, an unclaimed pooled box makes room first."""
+        try:
+            self.registry.reserve(owner)
+        except CapacityError:
+            if self.pool is None or not await self.pool.evict(owner):
+                raise
+            self.registry.reserve(owner)
+
     async def _create(
-        self, request: SandboxRequest, identity: SandboxIdentity, digest: str, image: str, hard: Hardening
+        self,
+        request: SandboxRequest,
+        identity: SandboxIdentity,
+        digest: str,
+        image: str,
+        hard: Hardening,
+        *,
+        pool_key: PoolKey | None = None,
     ) -> SandboxRef:
         spec = request.spec
-        self.registry.reserve(identity.owner)
+        await self._reserve(identity.owner)
         try:
             scope = workspace_scope(identity)
             mount = await to_thread.run_sync(  # resolves the host path: file system calls
@@ -475,6 +537,8 @@ class SandboxManager:
                 stop_timeout=math.ceil(grace),
             )
             create = self._isolate(create, spec, request.gateway_port)
+            if self.pool is not None and pool_key is not None:
+                self.pool.remember(pool_key, create)
             ref = await self.backend.create(create)
             try:
                 if legacy is not None:  # now the new volume's root belongs to the sandbox user

@@ -3,7 +3,10 @@
 * `session`: removed after `idle_timeout` without a turn;
 * `longrunning`: stopped after `idle_timeout`, removed once older than `max_lifetime`;
 * `persistent`: never touched;
-* `oneshot`: normally removed at release; one left idle (a failed removal) is removed.
+* `oneshot`: normally removed at release; one left idle (a failed removal) is removed;
+* an unclaimed warm-pool box: left to the pool's own sweep (`WarmPool.sweep`, every replica runs
+  it for its own pool), which removes it after `CAGE_POOL_IDLE` or when its config hash is stale,
+  claiming it first so that another process's claim is never undone.
 
 A sandbox with a turn in flight is never reaped, however long the turn runs. Each action is
 re-checked under the sandbox's identity lock, so a sweep cannot race an `acquire` that is about to
@@ -32,8 +35,10 @@ class ReapAction(enum.StrEnum):
 
 
 def decide(box: TrackedSandbox, now: float) -> ReapAction | None:
-    """What the reaper should do with `box` at time `now` (None: leave it)."""
-    if box.busy or box.lifecycle is Lifecycle.PERSISTENT:
+    """What the reaper should do with `box` at time `now` (None: leave it).
+
+    An unclaimed pooled box is the warm pool's to reap (`WarmPool.sweep`), never a plain remove."""
+    if box.busy or box.lifecycle is Lifecycle.PERSISTENT or box.pool_key is not None:
         return None
     idle = box.idle_for(now)
     if box.lifecycle is Lifecycle.ONESHOT:

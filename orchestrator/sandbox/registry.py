@@ -31,6 +31,8 @@ class TrackedSandbox:
     """(pid, start time) of processes Cage started to outlive a turn (background prepare steps)."""
     resident: tuple[tuple[str, str], ...] = ()
     """(executable, argument) of the runner's resident servers kept between turns (`strays`)."""
+    pool_key: str | None = None
+    """Set while the box waits, paused and unclaimed, in a warm pool (`pool.py`); None once claimed."""
 
     def idle_for(self, now: float) -> float:
         return 0.0 if self.busy else now - self.last_used

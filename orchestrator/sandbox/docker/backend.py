@@ -315,6 +315,18 @@ class DockerBackend:
         with engine_errors(ref.name or ref.id):
             await self._call(self._sync, "stop", ref.id, timeout=max(0, math.ceil(timeout)))
 
+    async def pause(self, ref: SandboxRef) -> None:
+        """Freeze every process of the running box (a warm pool's box waits frozen)."""
+        with engine_errors(ref.name or ref.id):
+            await self._call(self._sync, "pause", ref.id)
+
+    async def unpause(self, ref: SandboxRef) -> None:
+        """Thaw a paused box. The engine checks and clears the paused state under the container's
+        lock, so of two callers racing for one box exactly one succeeds; the other gets a
+        `SandboxError` (not paused) or `SandboxNotFound` (removed meanwhile)."""
+        with engine_errors(ref.name or ref.id):
+            await self._call(self._sync, "unpause", ref.id)
+
     async def remove(self, ref: SandboxRef, *, force: bool = False) -> None:
         try:
             with engine_errors(ref.name or ref.id):
