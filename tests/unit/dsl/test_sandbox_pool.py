@@ -3,6 +3,11 @@ path otherwise, and left out of the config hash (a new size must not recreate bo
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from orchestrator.dsl import parse_jsonc
@@ -10,8 +15,10 @@ from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.dsl.sandboxfile import load_sandbox
 from orchestrator.errors import ConfigError
 from orchestrator.sandbox.hashing import config_hash
+from tests.subprocess_env import subprocess_env
 
 FILE = "assistants/a/sandbox.yao"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _load(text: str) -> SandboxSpec:
@@ -56,3 +63,23 @@ def test_the_pool_size_is_not_part_of_the_config_hash() -> None:
     plain = _load('{"version": "2.0", "runner": {"name": "tai"}}')
     pooled = _load('{"version": "2.0", "runner": {"name": "tai"}, "pool": {"size": 4}}')
     assert config_hash(plain, image_hash="x") == config_hash(pooled, image_hash="x")
+
+
+def test_cage_validate_names_a_bad_pool_with_file_line_and_key_path(tmp_path: Path) -> None:
+    app = tmp_path / "app"
+    box = app / "assistants" / "t" / "p"
+    box.mkdir(parents=True)
+    (box / "package.yao").write_text(json.dumps({"name": "p"}))
+    (box / "sandbox.yao").write_text(
+        '{\n "version": "2.0",\n "runner": {"name": "claude"},\n "lifecycle": "session",\n "pool": {"size": 2}\n}\n'
+    )
+    refused = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "--app", str(app), "validate"],
+        cwd=ROOT,
+        env=subprocess_env(strip=("CAGE_", "_CAGE")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2, refused.stdout
+    assert "assistants/t/p/sandbox.yao:5: pool: a pool serves only lifecycle oneshot" in refused.stderr
