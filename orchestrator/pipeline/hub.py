@@ -19,10 +19,19 @@ See docs/architecture.md, "Event path".
 in the log when the read happens or arrives through the queue afterwards, and the seq filter drops
 what comes twice. A subscriber too slow for its queue is dropped from the fan-out and catches up
 from the log again.
+
+Several replicas (Postgres): a chat with subscribers here may run its turn in another process. The
+hub follows it: every append sends a notice (`<chat> <last seq>`) from its transaction, which
+Postgres delivers to every process on commit, in commit order (`Store.notices`); a notice past
+what this hub has fanned out for the chat wakes one catch-up that reads the log from there and
+fans the rows out, exactly as a local publish would. Its own publishes are skipped (their seqs are
+marked before the write). A reconnected listener and a slow poll (`POLL_S`, one query for every
+followed chat) catch up what a lost notice missed. On SQLite there is one process and no follower.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -33,6 +42,8 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from orchestrator.store import Store, StoreError
+from orchestrator.store.events import parse_notice
+from orchestrator.store.notify import EVENTS_CHANNEL
 from orchestrator.stream import Event, SessionEmitter
 
 log = structlog.get_logger(__name__)
@@ -43,6 +54,8 @@ Commit = Callable[[list[Event]], Awaitable[None]]
 LIVE_BUFFER = 4096
 """Events a live subscriber may lag behind before it is dropped and re-reads the log."""
 _PAGE = 1000
+POLL_S = 2.0
+"""Seconds between two reads of every followed chat's `last_seq` (the fallback for lost notices)."""
 
 
 @dataclass
@@ -55,6 +68,18 @@ class _Session:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
 
+@dataclass(eq=False)
+class _Tail:
+    """A chat followed for its subscribers here, whichever process writes it."""
+
+    high: int
+    """The highest seq fanned out here, or being written by a publish of this process."""
+    target: int = 0
+    """The highest seq a notice or the poll said the log has."""
+    task: asyncio.Task[None] | None = None
+    """The catch-up under way (at most one per chat, so its fan-outs go in seq order)."""
+
+
 class SessionHub:
     """Per-chat emitters, the durable append, and live subscribers."""
 
@@ -62,6 +87,11 @@ class SessionHub:
         self._store = store
         self._sessions: dict[str, _Session] = {}
         self._subscribers: dict[str, set[MemoryObjectSendStream[Event]]] = {}
+        self._tails: dict[str, _Tail] = {}
+        """Followed chats (Postgres only): those with a live subscriber here."""
+        self._listening = False
+        self._poller: asyncio.Task[None] | None = None
+        self._jobs: set[asyncio.Task[None]] = set()
 
     async def begin(self, chat_id: str) -> int:
         """Reload the chat's emitter from the log (its last seq and ts); returns that last seq.
@@ -88,6 +118,9 @@ class SessionHub:
         async with self._locked(chat_id) as session:
             emitter = await self._current(chat_id, session)
             stamped = emitter.stamp_all(events, turn_id=turn_id)
+            tail = self._tails.get(chat_id)
+            if tail is not None:  # our own notice for these must not make the follower read them
+                tail.high = max(tail.high, stamped[-1].seq)
             try:
                 if commit is None:
                     await self._store.events.append(chat_id, stamped)
@@ -96,6 +129,8 @@ class SessionHub:
             except BaseException:
                 session.emitter = SessionEmitter.resume(chat_id, stamped[0].seq - 1, last_ts=emitter.last_ts)
                 session.stale = True
+                if tail is not None:  # if the write landed after all, its notice fans it out
+                    tail.high = min(tail.high, stamped[0].seq - 1)
                 raise
             self.fan_out(chat_id, stamped)
         return stamped
@@ -170,15 +205,95 @@ class SessionHub:
             subs.discard(send)
             if not subs:
                 del self._subscribers[chat_id]
+                self._unfollow(chat_id)
                 self.evict(chat_id)  # the last reader left; a later publish reloads from the log
         send.close()
 
     def _register(
-        self, chat_id: str
+        self, chat_id: str, known: int
     ) -> tuple[MemoryObjectSendStream[Event], MemoryObjectReceiveStream[Event]]:
         send, receive = anyio.create_memory_object_stream[Event](LIVE_BUFFER)
         self._subscribers.setdefault(chat_id, set()).add(send)
+        self._follow(chat_id, known)
         return send, receive
+
+    def _follow(self, chat_id: str, known: int) -> None:
+        """Follow the chat's log for its subscribers here (Postgres), from seq `known` on."""
+        if chat_id in self._tails or not self._store.notices.enabled:
+            return
+        self._tails[chat_id] = _Tail(high=known)
+        if not self._listening:
+            self._listening = True
+            self._store.notices.listen(EVENTS_CHANNEL, self._noticed, on_connect=self._poll_soon)
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll(), name="cage-hub-poll")
+
+    def _unfollow(self, chat_id: str) -> None:
+        tail = self._tails.pop(chat_id, None)
+        if tail is not None and tail.task is not None:
+            tail.task.cancel()
+        if not self._tails and self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
+
+    def following(self) -> int:
+        """Chats followed in the log for subscribers here (0 on SQLite)."""
+        return len(self._tails)
+
+    def _noticed(self, payload: str) -> None:
+        """A notice from the log (any process's commit): fan out what this hub has not."""
+        parsed = parse_notice(payload)
+        if parsed is None:
+            return
+        chat_id, last_seq = parsed
+        tail = self._tails.get(chat_id)
+        if tail is not None and last_seq > tail.high:
+            self._wake(chat_id, tail, last_seq)
+
+    def _wake(self, chat_id: str, tail: _Tail, last_seq: int) -> None:
+        tail.target = max(tail.target, last_seq)
+        if tail.task is None:
+            tail.task = asyncio.get_running_loop().create_task(
+                self._catch_up(chat_id, tail), name="cage-hub-catch-up"
+            )
+
+    async def _catch_up(self, chat_id: str, tail: _Tail) -> None:
+        """Read the log past `tail.high` and fan it out, until it reaches `tail.target`."""
+        try:
+            while tail.target > tail.high and self._tails.get(chat_id) is tail:
+                page = await self._store.events.after(chat_id, tail.high, limit=_PAGE)
+                fresh = [event for event in page if event.seq > tail.high]  # a publish here moved it
+                if not fresh:
+                    return  # the poll tries again
+                tail.high = fresh[-1].seq
+                self.fan_out(chat_id, fresh)
+        except StoreError as exc:
+            log.warning("hub.follow_failed", session_id=chat_id, error=str(exc))
+        finally:
+            tail.task = None
+
+    def _poll_soon(self) -> None:
+        """The listener (re)connected: notices sent while it was away are lost, read the logs."""
+        if self._tails:
+            job = asyncio.get_running_loop().create_task(self._poll_once(), name="cage-hub-poll-once")
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+
+    async def _poll(self) -> None:
+        while self._tails:
+            await asyncio.sleep(POLL_S)
+            await self._poll_once()
+
+    async def _poll_once(self) -> None:
+        try:
+            last = await self._store.events.last_seqs(list(self._tails))
+        except StoreError as exc:
+            log.warning("hub.poll_failed", error=str(exc))
+            return
+        for chat_id, last_seq in last.items():
+            tail = self._tails.get(chat_id)
+            if tail is not None and last_seq > tail.high:
+                self._wake(chat_id, tail, last_seq)
 
     async def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event with `seq > after_seq`: the log first, then live; no gap, no duplicate.
@@ -186,10 +301,10 @@ class SessionHub:
         Raises:
             RecordNotFound: no such chat.
         """
-        await self._store.events.last_seq(chat_id)
+        known = await self._store.events.last_seq(chat_id)
         last = after_seq
         while True:
-            send, receive = self._register(chat_id)
+            send, receive = self._register(chat_id, max(known, last))
             try:
                 async for event in self._replay(chat_id, last):
                     last = event.seq

@@ -1,0 +1,156 @@
+"""A hub follows a chat that another process writes (several replicas on one Postgres database).
+
+Two `Store`s and two `SessionHub`s on one database stand for replicas A and B: A publishes a turn,
+B's subscribers get every event live, in order, once, whether they subscribed before the turn,
+in the middle of it with the last seq they had, or while B's listener hears nothing (the poll).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import pytest
+
+from orchestrator.pipeline import hub as hub_module
+from orchestrator.pipeline.handle import is_root_end
+from orchestrator.pipeline.hub import SessionHub
+from orchestrator.store import Store
+from orchestrator.stream import Event, RandomIds, TurnBuilder
+
+pytestmark = pytest.mark.postgres
+CHAT = "chat-hub-follow"
+TURN = "turn-hub-follow"
+WAIT_S = 30
+
+
+@pytest.fixture
+async def replica_b(store: Store) -> AsyncIterator[Store]:
+    if store.dialect != "postgresql":
+        pytest.skip("several replicas share a Postgres database (SQLite: one process)")
+    await store.chats.create("alice", "hooks.echo", chat_id=CHAT)
+    other = Store.from_url(store.url)
+    try:
+        yield other
+    finally:
+        await other.aclose()
+
+
+async def _publish_turn(hub: SessionHub, chunks: int, *, between: anyio.Event | None = None) -> list[Event]:
+    builder = TurnBuilder(RandomIds())
+    await hub.begin(CHAT)
+    out = await hub.publish(CHAT, TURN, builder.stream_start("hooks.echo"))
+    for n in range(chunks):
+        out += await hub.publish(CHAT, TURN, builder.text(f"chunk {n} "))
+        if between is not None and n == chunks // 2:
+            await between.wait()
+    out += await hub.publish(CHAT, TURN, builder.stream_end())
+    return out
+
+
+async def _collect(hub: SessionHub, after_seq: int, got: list[int]) -> None:
+    """The chat's events after `after_seq` up to the turn's end."""
+    async for event in hub.subscribe(CHAT, after_seq=after_seq):
+        got.append(event.seq)
+        if is_root_end(event):
+            return
+
+
+async def _until(condition: Callable[[], Awaitable[bool]] | Callable[[], bool]) -> None:
+    """Poll `condition` until it holds (bounded by `WAIT_S`)."""
+    with anyio.fail_after(WAIT_S):
+        while True:
+            held = condition()
+            if held if isinstance(held, bool) else await held:
+                return
+            await anyio.sleep(0.01)
+
+
+async def _at_least(store: Store, seq: int) -> bool:
+    return await store.events.last_seq(CHAT) >= seq
+
+
+async def _wait_listening(store: Store) -> None:
+    with anyio.fail_after(WAIT_S):
+        await store.notices.connected.wait()
+
+
+async def test_a_subscriber_on_b_follows_a_turn_published_on_a(store: Store, replica_b: Store) -> None:
+    hub_a, hub_b = SessionHub(store), SessionHub(replica_b)
+    got: list[int] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_collect, hub_b, 0, got)
+        await _until(lambda: hub_b.following() > 0)
+        await _wait_listening(replica_b)
+        with anyio.fail_after(WAIT_S):
+            published = await _publish_turn(hub_a, 40)
+        await _until(lambda: len(got) >= len(published))
+    assert got == [e.seq for e in published] == list(range(1, len(published) + 1))
+    assert hub_b.following() == 0  # the subscriber left: nothing kept
+
+
+async def test_a_client_resuming_on_b_mid_turn_gets_the_rest_without_gap_or_duplicate(
+    store: Store, replica_b: Store
+) -> None:
+    hub_a, hub_b = SessionHub(store), SessionHub(replica_b)
+    halfway = anyio.Event()
+    chunks = 20
+    got: list[int] = []
+    async with anyio.create_task_group() as tg:
+
+        async def turn() -> None:
+            await _publish_turn(hub_a, chunks, between=halfway)
+
+        tg.start_soon(turn)
+        await _until(lambda: _at_least(store, chunks // 2))
+        resume_from = await store.events.last_seq(CHAT) - 3  # the client had these, not the last 3
+        done = anyio.Event()
+
+        async def follow() -> None:
+            await _collect(hub_b, resume_from, got)
+            done.set()
+
+        tg.start_soon(follow)
+        await _until(lambda: bool(got))
+        halfway.set()
+        with anyio.fail_after(WAIT_S):
+            await done.wait()
+    assert got == list(range(resume_from + 1, await store.events.last_seq(CHAT) + 1))
+
+
+async def test_without_notices_the_poll_still_delivers_in_order(
+    store: Store, replica_b: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hub_module, "POLL_S", 0.05)
+    monkeypatch.setattr(replica_b.notices, "listen", lambda *args, **kwargs: None)  # a listener that is down
+    hub_a, hub_b = SessionHub(store), SessionHub(replica_b)
+    got: list[int] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_collect, hub_b, 0, got)
+        await _until(lambda: hub_b.following() > 0)
+        published = await _publish_turn(hub_a, 10)
+        await _until(lambda: len(got) >= len(published))
+    assert got == list(range(1, len(published) + 1))
+
+
+async def test_the_owners_own_subscribers_are_not_fed_twice(store: Store, replica_b: Store) -> None:
+    """A's notices for its own batches reach A's listener too; A's follower must not re-read them."""
+    hub_a = SessionHub(store)
+    got: list[int] = []
+    reads = 0
+    real_after = store.events.after
+
+    async def counted(*args: object, **kwargs: object) -> list[Event]:
+        nonlocal reads
+        reads += 1
+        return await real_after(*args, **kwargs)  # type: ignore[arg-type]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_collect, hub_a, 0, got)
+        await _until(lambda: hub_a.following() > 0)
+        await _wait_listening(store)
+        store.events.after = counted  # type: ignore[method-assign]
+        published = await _publish_turn(hub_a, 10)
+        await _until(lambda: len(got) >= len(published))
+    assert got == list(range(1, len(published) + 1))
+    assert reads == 0  # its own notices are skipped: the follower read nothing
