@@ -11,7 +11,8 @@ headers) carries the client id. An admin reaches another owner's session by nami
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 import structlog
@@ -20,6 +21,7 @@ from orchestrator.api.auth import Principal
 from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.quota import SandboxQuota
+from orchestrator.api.steering import Steering
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import SessionView
 from orchestrator.errors import Conflict, NotFound, UsageError
@@ -32,6 +34,7 @@ from orchestrator.pipeline import (
     TurnService,
 )
 from orchestrator.store import ChatRecord, RecordExists, Store
+from orchestrator.store.commands import TurnCommand
 from orchestrator.stream import Event, event_json, parse_event
 
 log = structlog.get_logger(__name__)
@@ -42,6 +45,19 @@ DELETE_WAIT = 10.0
 
 
 PermissionAnswer = Literal["allow", "deny", "allow_always"]
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """An interrupt on its way to the turn `turn_id` (on this replica or another)."""
+
+    turn_id: str
+
+
+def _no_request(kind: str, request_id: str) -> str:
+    """The refusal of an answer to a request no one holds (the broker's words)."""
+    noun = "permission request" if kind == "permission" else "question"
+    return f"no {noun} {request_id!r} is waiting in this session (never asked, answered or expired)"
 
 
 @runtime_checkable
@@ -80,6 +96,9 @@ class Conversations:
         self._catalog = catalog
         self._quota = quota
         self._tracker = tracker
+        self.steering = Steering(store, holds=self._holds, act=self._act)
+        """Interrupts and answers for turns another replica runs (Postgres), and theirs for ours."""
+        self.steering.listen()
 
     async def get(self, principal: Principal, chat_id: str, *, owner: str | None = None) -> ChatRecord:
         """The caller's session `chat_id` (a client id); an admin may name another `owner`.
@@ -227,14 +246,32 @@ class Conversations:
             f"a turn is already running in session {chat_id!r}; interrupt it or wait for stream_end"
         )
 
-    async def interrupt(self, principal: Principal, chat_id: str, *, force: bool) -> TurnHandle:
-        """Raises: NotFound (no session, or no running turn)."""
+    async def running_turn_id(self, chat_id: str) -> str | None:
+        """The id of the turn running in `chat_id` here or on another replica (the database)."""
+        handle = self.running(chat_id)
+        if handle is not None:
+            return handle.turn_id
+        if self.turns.running(chat_id) is not None:
+            return None  # ended on the wire, persisting
+        return await self.steering.running_turn(chat_id)
+
+    async def interrupt(self, principal: Principal, chat_id: str, *, force: bool) -> Interrupted:
+        """Interrupt the session's turn, here or on the replica running it.
+
+        Raises: NotFound (no session, or no running turn).
+        """
         chat = await self.get(principal, chat_id)
         handle = self.running(chat.id)
-        if handle is None:
-            raise NotFound(f"no turn is running in session {chat_id!r}")
-        await handle.interrupt(force=force)
-        return handle
+        refusal = f"no turn is running in session {chat_id!r}"
+        if handle is not None:
+            await handle.interrupt(force=force)
+            return Interrupted(handle.turn_id)
+        turn_id = await self.steering.running_turn(chat.id) if self.turns.running(chat.id) is None else None
+        if turn_id is None:
+            raise NotFound(refusal)
+        body = {"force": force, "turn_id": turn_id, "refusal": refusal}
+        done = await self.steering.send(chat.id, "interrupt", body, refusal=refusal)
+        return Interrupted(str(done.get("turn_id", turn_id)))
 
     async def turn_chat(self, principal: Principal, turn_id: str) -> tuple[TurnHandle, ChatRecord]:
         """The running turn `turn_id` and its session.
@@ -254,6 +291,18 @@ class Conversations:
 
         Raises: NotFound (no such running turn, or another owner's).
         """
+        handle = self.turns.turn(turn_id)
+        if handle is None and self.steering.enabled:  # it may run on another replica
+            record = await self._store.turns.get(turn_id)
+            chat = await self._store.chats.get(record.chat_id) if record is not None else None
+            refusal = f"no running turn {turn_id!r}"
+            if record is None or record.status != "running" or chat is None:
+                raise NotFound(refusal)
+            if not principal.is_admin and chat.owner != principal.owner:
+                raise NotFound(refusal)
+            body = {"force": force, "turn_id": turn_id, "refusal": refusal}
+            await self.steering.send(chat.id, "interrupt", body, refusal=refusal)
+            return chat
         handle, chat = await self.turn_chat(principal, turn_id)
         await handle.interrupt(force=force)
         return chat
@@ -275,9 +324,13 @@ class Conversations:
         takes no answers, or the id is a question's).
         """
         chat = await self.get(principal, chat_id, owner=owner)
-        if not isinstance(self.turns, PermissionResponder):
-            raise UsageError("this pipeline does not ask for permissions; nothing to answer")
-        await self.turns.respond_permission(chat.id, request_id, decision, message, actor=principal.key_id)
+        body = {"request_id": request_id, "decision": decision, "message": message, "actor": principal.key_id}
+        if await self._elsewhere(chat.id):
+            await self.steering.send(
+                chat.id, "permission", body, refusal=_no_request("permission", request_id)
+            )
+            return
+        await self._answer(chat.id, "permission", body)
 
     async def respond_question(
         self, principal: Principal, chat_id: str, request_id: str, text: str, *, owner: str | None = None
@@ -287,9 +340,52 @@ class Conversations:
         Raises: NotFound (no session, or no such question waiting), UsageError.
         """
         chat = await self.get(principal, chat_id, owner=owner)
+        body = {"request_id": request_id, "text": text, "actor": principal.key_id}
+        if await self._elsewhere(chat.id):
+            await self.steering.send(chat.id, "question", body, refusal=_no_request("question", request_id))
+            return
+        await self._answer(chat.id, "question", body)
+
+    async def _elsewhere(self, chat_id: str) -> bool:
+        """True when the chat's turn runs on another replica (none here, one in the database)."""
+        return self.turns.running(chat_id) is None and await self.steering.running_turn(chat_id) is not None
+
+    async def _answer(self, chat_id: str, kind: str, body: dict[str, Any]) -> None:
+        """Hand an answer to this process's broker (a client's here, or another replica's command).
+
+        Raises: NotFound (no such request waiting), UsageError.
+        """
         if not isinstance(self.turns, PermissionResponder):
-            raise UsageError("this pipeline does not ask questions; nothing to answer")
-        await self.turns.respond_question(chat.id, request_id, text, actor=principal.key_id)
+            what = "ask for permissions" if kind == "permission" else "ask questions"
+            raise UsageError(f"this pipeline does not {what}; nothing to answer")
+        request_id, actor = str(body["request_id"]), str(body["actor"])
+        if kind == "permission":
+            decision: PermissionAnswer = body["decision"]
+            message = body.get("message")
+            await self.turns.respond_permission(chat_id, request_id, decision, message, actor=actor)
+        else:
+            await self.turns.respond_question(chat_id, request_id, str(body["text"]), actor=actor)
+
+    def _holds(self, chat_id: str) -> bool:
+        """Whether this replica runs the chat's turn (and so takes commands for it)."""
+        return self.turns.running(chat_id) is not None
+
+    async def _act(self, command: TurnCommand) -> dict[str, Any]:
+        """Carry out another replica's command for a turn running here, as a local request would.
+
+        Raises: NotFound, UsageError (the same refusals as a local request).
+        """
+        body = command.body
+        if command.kind == "interrupt":
+            handle = self.running(command.chat_id)
+            if handle is None or handle.turn_id != body.get("turn_id", handle.turn_id):
+                raise NotFound(str(body.get("refusal", "no turn is running in this session")))
+            await handle.interrupt(force=bool(body.get("force")))
+            return {"turn_id": handle.turn_id}
+        if command.kind in ("permission", "question"):
+            await self._answer(command.chat_id, command.kind, body)
+            return {}
+        raise UsageError(f"unknown turn command {command.kind!r}")
 
     async def delete(self, principal: Principal, chat_id: str, *, owner: str | None = None) -> None:
         """Cancel a running turn (waiting for its end, bounded), then delete the session and its log.

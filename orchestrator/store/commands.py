@@ -19,7 +19,8 @@ from sqlalchemy import delete, insert, select, update
 
 from orchestrator.store.database import Database, affected
 from orchestrator.store.notify import COMMANDS_CHANNEL, OUTCOMES_CHANNEL, notify
-from orchestrator.store.tables import TurnCommandRow
+from orchestrator.store.tables import TurnCommandRow, TurnRow
+from orchestrator.store.turns import RUNNING
 
 KEEP = timedelta(minutes=10)
 """How long a command's row may outlive a sender that never came back for it."""
@@ -38,6 +39,18 @@ class TurnCommand:
 class CommandRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    async def turn_of(self, chat_id: str) -> str | None:
+        """The turn running in `chat_id` on whichever replica runs it (its `turns` row is still
+        `running`, written as the turn began); None when the chat has none."""
+        query = (
+            select(TurnRow.id)
+            .where(TurnRow.chat_id == chat_id, TurnRow.status == RUNNING)
+            .order_by(TurnRow.created_at.desc())
+            .limit(1)
+        )
+        async with self._db.read() as session:
+            return await session.scalar(query)
 
     async def send(self, chat_id: str, kind: str, body: dict[str, Any]) -> int:
         """Write a command for the turn of `chat_id` and wake the replicas; returns its id."""
