@@ -19,19 +19,72 @@ CageError
 
 Messages are built from fields and never contain secret values: callers pass
 stderr tails through `orchestrator.redaction.redact` before they reach an error.
+
+Every class declares its own `code` (stable, snake_case: what error events and the docs carry, never
+the class name) and inherits or declares a `kind` (`ErrorKind`); `orchestrator/error_table.py`
+derives the HTTP status, the websocket error and close codes and the CLI exit code from the kind.
 """
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
+from typing import Any, ClassVar
+
+
+class ErrorKind(enum.StrEnum):
+    """What kind of failure an error is; the one input of `orchestrator/error_table.py`."""
+
+    BAD_REQUEST = "bad_request"
+    CONFIG = "config"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    GONE = "gone"
+    CONFLICT = "conflict"
+    TOO_LARGE = "too_large"
+    RATE_LIMITED = "rate_limited"
+    CAPACITY = "capacity"
+    UNAVAILABLE = "unavailable"
+    INFRA = "infra"
+    AGENT = "agent"
+    TIMEOUT = "timeout"
+    INTERNAL = "internal"
+
+
+_BY_CODE: dict[str, type[CageError]] = {}
 
 
 class CageError(Exception):
     """Root of every error Cage raises on purpose."""
 
+    code: ClassVar[str] = "cage_error"
+    kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each subclass declares its own `code`, unique among all Cage errors (a taken one is refused)."""
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__:  # tests/unit/test_errors.py fails on such a class
+            return
+        taken = _BY_CODE.get(cls.code)
+        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise TypeError(f"error code {cls.code!r} of {cls.__qualname__} is taken by {taken.__qualname__}")
+        _BY_CODE[cls.code] = cls
+
+
+_BY_CODE[CageError.code] = CageError
+
+
+def error_class(code: str) -> type[CageError] | None:
+    """The error class whose `code` this is, among those imported so far (None for another code)."""
+    return _BY_CODE.get(code)
+
 
 class ConfigError(CageError):
     """A configuration file is wrong. Names the file, the key path and, when known, the line."""
+
+    code = "config_error"
+    kind = ErrorKind.CONFIG
 
     def __init__(
         self, message: str, *, file: Path | str, key_path: str = "", line: int | None = None
@@ -46,6 +99,8 @@ class ConfigError(CageError):
 
 class ConfigErrors(ConfigError):
     """Several configuration errors found in one pass; `errors` holds them all, the message lists them."""
+
+    code = "config_errors"
 
     def __init__(self, errors: list[ConfigError]) -> None:
         if not errors:
@@ -62,12 +117,20 @@ class ConfigErrors(ConfigError):
 class SandboxError(CageError):
     """Something went wrong with a sandbox (container, pod, ...)."""
 
+    code = "sandbox_error"
+    kind = ErrorKind.INFRA
+
     def __init__(self, sandbox_id: str, message: str) -> None:
         self.sandbox_id = sandbox_id
         super().__init__(f"sandbox {sandbox_id}: {message}" if sandbox_id else message)
 
 
 class SandboxNotFound(SandboxError):
+    """The sandbox a request or a turn names is not there (never was, or was removed under it)."""
+
+    code = "sandbox_not_found"
+    kind = ErrorKind.GONE
+
     def __init__(self, sandbox_id: str) -> None:
         super().__init__(sandbox_id, "not found")
 
@@ -75,11 +138,18 @@ class SandboxNotFound(SandboxError):
 class EngineUnavailable(SandboxError):
     """No container engine answers (Docker daemon down, socket missing)."""
 
+    code = "engine_unavailable"
+    kind = ErrorKind.UNAVAILABLE
+
     def __init__(self, message: str) -> None:
         super().__init__("", f"container engine unavailable: {message}")
 
 
 class ImageBuildError(SandboxError):
+    """Building a sandbox image failed; `log_tail` is the end of the build log."""
+
+    code = "image_build_failed"
+
     def __init__(self, image: str, log_tail: str) -> None:
         self.image = image
         self.log_tail = log_tail
@@ -88,6 +158,8 @@ class ImageBuildError(SandboxError):
 
 class PrepareError(SandboxError):
     """A prepare step of sandbox.yao failed. `step` is its index in `prepare[]`."""
+
+    code = "prepare_failed"
 
     def __init__(self, sandbox_id: str, step: int, message: str, stderr_head: str = "") -> None:
         self.step = step
@@ -99,6 +171,9 @@ class PrepareError(SandboxError):
 class WorkspaceError(SandboxError):
     """A path or id would escape or break the workspace."""
 
+    code = "workspace_invalid"
+    kind = ErrorKind.BAD_REQUEST
+
     def __init__(self, path: str, message: str) -> None:
         self.path = path
         super().__init__("", f"workspace path {path!r}: {message}")
@@ -107,6 +182,9 @@ class WorkspaceError(SandboxError):
 class CapacityError(CageError):
     """A global or per-owner limit is reached; nothing was created."""
 
+    code = "capacity_reached"
+    kind = ErrorKind.CAPACITY
+
     def __init__(self, scope: str, limit: int, *, what: str = "sandbox") -> None:
         self.scope = scope
         self.limit = limit
@@ -114,6 +192,11 @@ class CapacityError(CageError):
 
 
 class RunnerError(CageError):
+    """A runner (an agent CLI or the native loop) failed: bad options, a non-zero exit, unusable output."""
+
+    code = "runner_error"
+    kind = ErrorKind.AGENT
+
     def __init__(
         self, runner: str, message: str, *, exit_code: int | None = None, stderr_tail: str = ""
     ) -> None:
@@ -132,6 +215,9 @@ class ModelError(CageError):
     may help (429, 5xx, cuts and timeouts). The message never carries the API key.
     """
 
+    code = "model_error"
+    kind = ErrorKind.AGENT
+
     def __init__(
         self, provider: str, message: str, *, status: int | None = None, retryable: bool = False
     ) -> None:
@@ -146,6 +232,8 @@ class ToolError(CageError):
     """A native-loop tool failed (bad path, missing file, sandbox exec failure); the loop turns it
     into an error tool result for the model."""
 
+    code = "tool_error"
+
     def __init__(self, tool: str, message: str) -> None:
         self.tool = tool
         super().__init__(f"{tool}: {message}" if tool else message)
@@ -154,6 +242,8 @@ class ToolError(CageError):
 class StreamLimitError(CageError):
     """A single output line is longer than the configured cap."""
 
+    code = "line_too_long"
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         super().__init__(f"output line longer than the {limit}-byte cap (settings.max_line_bytes)")
@@ -161,6 +251,8 @@ class StreamLimitError(CageError):
 
 class ProtocolError(CageError):
     """Events that break the stream protocol (validator), or a builder used out of order."""
+
+    code = "protocol_violated"
 
     def __init__(self, problems: list[str]) -> None:
         if not problems:
@@ -172,22 +264,40 @@ class ProtocolError(CageError):
 class UsageError(CageError):
     """Bad arguments to a CLI command or an API call."""
 
+    code = "usage_error"
+    kind = ErrorKind.BAD_REQUEST
+
 
 class NotFound(CageError):
-    pass
+    """No such thing, or one the caller may not see."""
+
+    code = "not_found"
+    kind = ErrorKind.NOT_FOUND
 
 
 class Conflict(CageError):
-    pass
+    """The thing exists or is busy (a running turn, a taken id)."""
+
+    code = "conflict"
+    kind = ErrorKind.CONFLICT
 
 
 class Forbidden(CageError):
-    pass
+    """The caller is known but may not do this."""
+
+    code = "forbidden"
+    kind = ErrorKind.FORBIDDEN
 
 
 class Unauthorized(CageError):
-    pass
+    """No key, or an unknown, malformed or revoked one."""
+
+    code = "unauthorized"
+    kind = ErrorKind.UNAUTHORIZED
 
 
 class RateLimited(CageError):
-    pass
+    """Too many requests in too short a time."""
+
+    code = "rate_limited"
+    kind = ErrorKind.RATE_LIMITED

@@ -20,6 +20,8 @@ Held = Literal["websocket", "event stream", "running turn"]
 class OwnerCapReached(CapacityError):
     """One owner holds as many websockets, event streams or running turns as its cap (429)."""
 
+    code = "owner_cap_reached"
+
     def __init__(self, owner: str, limit: int, kind: Held) -> None:
         self.scope = f"owner {owner}"
         self.limit = limit

@@ -1,4 +1,5 @@
-"""Cage errors to HTTP, by class, in one place (STYLE R10). Routers never catch domain errors.
+"""Cage errors to HTTP in one place (STYLE R10): the status is the error kind's
+(`orchestrator/error_table.py`). Routers never catch domain errors.
 
 Bodies are `{"error": <class name>, "detail": <message>}`; validation failures add `fields`, one
 entry per bad field (`loc` and `msg`, never the rejected input, which may hold a secret).
@@ -16,52 +17,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from orchestrator.errors import (
-    CageError,
-    CapacityError,
-    ConfigError,
-    Conflict,
-    EngineUnavailable,
-    Forbidden,
-    ImageBuildError,
-    ModelError,
-    NotFound,
-    RateLimited,
-    RunnerError,
-    SandboxError,
-    SandboxNotFound,
-    Unauthorized,
-    UsageError,
-    WorkspaceError,
-)
+from orchestrator.error_table import surfaces
+from orchestrator.errors import CageError, RateLimited, Unauthorized
 from orchestrator.redaction import redact
-from orchestrator.store import StoreError
 
 log = structlog.get_logger(__name__)
-
-_STATUS: dict[type[CageError], int] = {
-    NotFound: 404,
-    SandboxNotFound: 404,
-    Forbidden: 403,
-    Unauthorized: 401,
-    Conflict: 409,
-    RateLimited: 429,
-    CapacityError: 429,
-    ConfigError: 422,
-    UsageError: 400,
-    WorkspaceError: 400,
-    EngineUnavailable: 503,
-    StoreError: 503,
-    ImageBuildError: 502,
-    SandboxError: 502,
-    RunnerError: 502,
-    ModelError: 502,
-}
 
 
 class KeyRateLimited(RateLimited):
     """One API key (or one client address, for failed requests) made more requests than its rate
     allows; `retry_after` says when to come back."""
+
+    code = "key_rate_limited"
 
     def __init__(self, retry_after: float, subject: str = "this API key") -> None:
         self.retry_after = retry_after
@@ -85,11 +52,6 @@ def error_body(
     return body
 
 
-def status_for(exc: CageError) -> int:
-    """The HTTP status of a Cage error: the first class in its MRO that has one, else 500."""
-    return next((_STATUS[c] for c in type(exc).__mro__ if c in _STATUS), 500)
-
-
 def field_errors(errors: Sequence[Any]) -> list[dict[str, str]]:
     """`[{loc: "body.messages.0.role", msg: ...}]` from pydantic error dicts, without the input."""
     return [{"loc": ".".join(str(p) for p in e["loc"]), "msg": str(e["msg"])} for e in errors]
@@ -103,14 +65,14 @@ def validation_body(request: Request, errors: Sequence[Any]) -> dict[str, Any]:
 
 async def cage_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CageError)
-    status = status_for(exc)
+    status = surfaces(exc).http_status
     headers: dict[str, str] = {}
     if isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, KeyRateLimited):
         headers["Retry-After"] = str(max(1, round(exc.retry_after)))
     if status >= 500:
-        log.warning("request failed", error=type(exc).__name__, detail=redact(str(exc)), status=status)
+        log.warning("request failed", error=exc.code, detail=redact(str(exc)), status=status)
     body = error_body(request, type(exc).__name__, redact(str(exc)))
     return JSONResponse(body, status_code=status, headers=headers)
 

@@ -23,13 +23,13 @@ import re
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.auth import Principal, is_loopback
-from orchestrator.api.errors import KeyRateLimited, cage_error_handler, error_body
+from orchestrator.api.errors import KeyRateLimited, cage_error_handler
 from orchestrator.api.ratelimit import RateLimiter
-from orchestrator.errors import CageError, Forbidden, Unauthorized
+from orchestrator.error_table import close_code
+from orchestrator.errors import CageError, ErrorKind, Forbidden, Unauthorized
 
 PRINCIPAL_SCOPE_KEY = "cage.principal"
 """Where the gate leaves the authenticated `Principal` in the ASGI scope."""
@@ -44,6 +44,9 @@ def _mib(n: int) -> str:
 
 class BodyTooLarge(CageError):
     """A request body over the route's limit."""
+
+    code = "body_too_large"
+    kind = ErrorKind.TOO_LARGE
 
 
 def principal_of(scope: Scope) -> Principal | None:
@@ -92,7 +95,9 @@ class Gate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and not self._host_allowed(scope):
-            await send({"type": "websocket.close", "code": 4403, "reason": "host not allowed"})
+            await send(
+                {"type": "websocket.close", "code": close_code("forbidden"), "reason": "host not allowed"}
+            )
             return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -140,12 +145,9 @@ class Gate:
         return None
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, exc: CageError) -> None:
-        request = Request(scope, receive)
+        response = await cage_error_handler(Request(scope, receive), exc)
         if isinstance(exc, BodyTooLarge):
-            body = error_body(request, "BodyTooLarge", str(exc))
-            response = JSONResponse(body, status_code=413, headers={"Connection": "close"})
-        else:
-            response = await cage_error_handler(request, exc)
+            response.headers["Connection"] = "close"
         await response(scope, receive, send)
 
     async def _counted(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:

@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from orchestrator.api.auth import Principal
 from orchestrator.api.config import ApiConfig
 from orchestrator.api.dependencies import authenticate, bearer_token
-from orchestrator.api.errors import field_errors, status_for
+from orchestrator.api.errors import field_errors
 from orchestrator.api.frames import (
     CancelFrame,
     ClientFrame,
@@ -41,7 +41,8 @@ from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.state import ApiState
 from orchestrator.api.views import CHAT_ID, MAX_SEQ
 from orchestrator.dsl.locales import request_locale
-from orchestrator.errors import CageError, CapacityError, Conflict, Forbidden, Unauthorized
+from orchestrator.error_table import close_code, surfaces
+from orchestrator.errors import CageError, Conflict, Forbidden, Unauthorized
 from orchestrator.pipeline import InputMessage, TurnOptions
 from orchestrator.redaction import redact
 from orchestrator.store import ChatRecord
@@ -49,27 +50,10 @@ from orchestrator.stream import WebSocketEncoder
 
 log = structlog.get_logger(__name__)
 
-_CODES = {
-    400: "invalid",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    409: "conflict",
-    422: "invalid",
-    503: "unavailable",
-}
-
 
 def error_frame(exc: CageError) -> SessionError:
-    """The control frame telling a client why its frame was refused."""
-    status = status_for(exc)
-    if isinstance(exc, CapacityError):
-        code = "capacity"
-    elif status == 429:
-        code = "rate_limited"
-    else:
-        code = _CODES.get(status, "failed")
-    return SessionError(code=code, message=redact(str(exc)))
+    """The control frame telling a client why its frame was refused (its code: the error's kind's)."""
+    return SessionError(code=surfaces(exc).ws_code, message=redact(str(exc)))
 
 
 class SessionSocket:
@@ -92,7 +76,7 @@ class SessionSocket:
     async def run(self, after_seq: int | None) -> None:
         """Serve the connection until the client leaves."""
         start = self._chat.last_seq if after_seq is None else after_seq
-        running_turn_id = await self._conversations.running_turn_id(self._chat.id)  # here or on a replica
+        running = self._conversations.running(self._chat.id)
         async with anyio.create_task_group() as tg:
             self._tg = tg
             await self._send(
@@ -101,7 +85,7 @@ class SessionSocket:
                     assistant_id=self._chat.assistant_id,
                     last_seq=self._chat.last_seq,
                     after_seq=start,
-                    running_turn_id=running_turn_id,
+                    running_turn_id=running.turn_id if running else None,
                 )
             )
             self._follow(start)
@@ -122,7 +106,7 @@ class SessionSocket:
     async def _revoked(self) -> None:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
             await self._send(SessionError(code="unauthorized", message="API key revoked"))
-            await self._ws.close(code=_CLOSE_CODES["unauthorized"])
+            await self._ws.close(code=close_code("unauthorized"))
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
 
@@ -198,10 +182,10 @@ class SessionSocket:
                 await self._send(SessionAccepted(turn_id=handle.turn_id, client_id=frame.client_id))
             case InterruptFrame() | CancelFrame():
                 force = isinstance(frame, CancelFrame)
-                interrupted = await self._conversations.interrupt(
+                handle = await self._conversations.interrupt(
                     self._principal, self._chat.client_id, force=force
                 )
-                await self._send(SessionInterrupting(turn_id=interrupted.turn_id, force=force))
+                await self._send(SessionInterrupting(turn_id=handle.turn_id, force=force))
             case PermissionResponseFrame():
                 await self._conversations.respond_permission(
                     self._principal, self._chat.client_id, frame.request_id, frame.decision, frame.message
@@ -218,17 +202,6 @@ class SessionSocket:
                 self._follow(frame.after_seq)
             case PingFrame():
                 await self._send(SessionPong())
-
-
-_CLOSE_CODES = {
-    "unauthorized": 4401,
-    "forbidden": 4403,
-    "not_found": 4404,
-    "conflict": 4409,
-    "rate_limited": 4429,
-    "capacity": 4429,
-    "invalid": 4400,
-}
 
 
 class SocketParams(BaseModel):
@@ -283,7 +256,7 @@ async def _principal(websocket: WebSocket, state: ApiState, ticket: str | None) 
 
 async def _refuse(websocket: WebSocket, frame: SessionError) -> None:
     await websocket.send_text(frame.model_dump_json(exclude_none=True))
-    await websocket.close(code=_CLOSE_CODES.get(frame.code, 4500))
+    await websocket.close(code=close_code(frame.code))
 
 
 async def serve_session(

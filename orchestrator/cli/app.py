@@ -1,7 +1,8 @@
 """Root of the `cage` command line: global options, lazily loaded sub-commands, exit codes.
 
-Exit codes: 0 success, 1 a failed turn or other Cage error, 2 bad usage or configuration,
-3 infrastructure (engine, sandbox), 130 interrupted. Usage errors print one line and a hint,
+Exit codes (`ExitCode`, by the error's kind: `orchestrator/error_table.py`): 0 success, 1 a failed
+turn or other Cage error, 2 bad usage, an unknown name or a broken configuration, 3 infrastructure
+(engine, sandbox, database, a cap), 130 interrupted. Usage errors print one line and a hint,
 never a traceback. This module imports only typer: every sub-command is loaded on use
 (`orchestrator/cli/lazy.py`), so `cage --help` starts at the speed of typer itself.
 """
@@ -16,11 +17,8 @@ from typing import Annotated, Any, ClassVar, TextIO, cast
 import typer
 
 from orchestrator.cli.lazy import LazyCommand, LazyGroup
-from orchestrator.errors import CageError, ConfigError, EngineUnavailable, SandboxError, UsageError
-
-EXIT_CONFIG = 2
-EXIT_INFRA = 3
-EXIT_INTERRUPTED = 130
+from orchestrator.error_table import ExitCode, surfaces
+from orchestrator.errors import CageError, UsageError
 
 SERVER = "Server and operators"
 
@@ -179,14 +177,14 @@ def _usage_error(exc: typer.TyperException) -> int:
     if type(exc).__name__ == "NoArgsIsHelpError":  # a group without its sub-command: the help, shown
         if message := exc.format_message().strip():  # (rich help is printed while the error is built)
             typer.echo(message, err=True)
-        return EXIT_CONFIG
+        return ExitCode.CONFIG
     typer.echo(f"{command}: {exc.format_message()}", err=True)
     typer.echo(f"hint: `{command} --help` lists the arguments and options", err=True)
-    return EXIT_CONFIG
+    return ExitCode.CONFIG
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: maps Cage errors to the documented exit codes (2 config/usage, 3 infrastructure)."""
+    """Entry point: a Cage error exits with its kind's code (2 config/usage, 3 infrastructure, 1 else)."""
     command = typer.main.get_command(app)
     if os.environ.get("_CAGE_COMPLETE"):  # a shell asks for completions: typer's shell classes
         from typer._completion_classes import completion_init
@@ -195,23 +193,17 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = command.main(argv, prog_name="cage", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
-    except (ConfigError, UsageError) as exc:
-        typer.echo(f"cage: {exc}", err=True)
-        sys.exit(EXIT_CONFIG)
-    except (EngineUnavailable, SandboxError) as exc:
-        typer.echo(f"cage: {exc}", err=True)
-        sys.exit(EXIT_INFRA)
     except CageError as exc:
         typer.echo(f"cage: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(surfaces(exc).exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     except typer.TyperException as exc:  # click's usage errors, vendored by typer >= 0.26
-        sys.exit(_usage_error(exc) if exc.exit_code == EXIT_CONFIG else _other_error(exc))
+        sys.exit(_usage_error(exc) if exc.exit_code == ExitCode.CONFIG else _other_error(exc))
 
 
 def _other_error(exc: typer.TyperException) -> int:

@@ -42,6 +42,7 @@ from orchestrator.cli.snapshot import PrivateRepo
 from orchestrator.dsl import Assistant
 from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.dsl.units import parse_duration
+from orchestrator.error_table import ExitCode, turn_exit_code
 from orchestrator.errors import NotFound, UsageError, WorkspaceError
 from orchestrator.pipeline import (
     InputMessage,
@@ -67,7 +68,6 @@ from orchestrator.stream import (
     SandboxStatus,
 )
 
-EXIT_OK, EXIT_AGENT, EXIT_CONFIG, EXIT_INFRA, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 3, 124, 130
 Output = Literal["text", "jsonl", "github"]
 LOCAL_OWNER = "local"
 """The owner of every `cage run` turn: sandboxes, sessions and memory of local runs share it."""
@@ -76,32 +76,16 @@ RUN_LABEL = "cage.run"
 """Label with this run's id on its sandbox: what the final clean-up removes."""
 
 
-_CONFIG_CODES = {"ConfigError", "ConfigErrors", "UsageError", "NotFound", "invalid_options"}
-_INFRA_CODES = {
-    "SandboxError",
-    "SandboxNotFound",
-    "EngineUnavailable",
-    "ImageBuildError",
-    "PrepareError",
-    "WorkspaceError",
-    "CapacityError",
-    "GatewayError",
-}
-
-
 def exit_code_for(result: TurnResult, error_codes: Sequence[str], interrupted: bool) -> int:
-    """The documented exit code for how the turn ended."""
+    """The documented exit code for how the turn ended; a failed turn's comes from the kinds of its
+    error events' codes (`turn_exit_code`)."""
     if result.status == "completed":
-        return EXIT_OK
+        return ExitCode.OK
     if result.status == "cancelled" or interrupted:
-        return EXIT_INTERRUPTED
-    if result.stop_reason == "timeout" or "turn_timeout" in error_codes:
-        return EXIT_TIMEOUT
-    if any(code in _INFRA_CODES for code in error_codes):
-        return EXIT_INFRA
-    if any(code in _CONFIG_CODES for code in error_codes):
-        return EXIT_CONFIG
-    return EXIT_AGENT
+        return ExitCode.INTERRUPTED
+    if result.stop_reason == "timeout":
+        return ExitCode.TIMEOUT
+    return turn_exit_code(error_codes)
 
 
 @dataclass

@@ -52,6 +52,8 @@ _COMMITTER = b"committer cage <cage@localhost> 0 +0000\n"
 class SnapshotError(CageError):
     """The private git failed (git missing, disk full)."""
 
+    code = "snapshot_failed"
+
 
 @dataclass(frozen=True)
 class Snapshot:

@@ -27,7 +27,7 @@ import structlog
 import uvicorn
 
 from orchestrator.dsl import ConnectorSpec, McpServerSpec
-from orchestrator.errors import CageError
+from orchestrator.errors import CageError, ErrorKind
 from orchestrator.gateway.address import GatewayAddress, default_bind_host, sandbox_base_url
 from orchestrator.gateway.forwarding import GatewayApp
 from orchestrator.gateway.grants import DEFAULT_TTL, Grant, GrantRegistry, Upstream
@@ -50,6 +50,9 @@ UPSTREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=30.0
 
 class GatewayError(CageError):
     """The gateway could not start (its address is taken or not available)."""
+
+    code = "gateway_failed"
+    kind = ErrorKind.INFRA
 
 
 class _QuietServer(uvicorn.Server):

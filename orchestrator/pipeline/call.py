@@ -28,7 +28,6 @@ from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallKind
 from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.dispatch import Completion, dispatch
-from orchestrator.pipeline.errors import HookError
 from orchestrator.pipeline.frame import CallFrame, CancelSignal
 from orchestrator.pipeline.hook_context import HookContext, HookSandbox
 from orchestrator.pipeline.hook_mcp import HookMcp
@@ -97,10 +96,6 @@ async def _gateway_port(frame: CallFrame) -> int | None:
     if spec is None or not frame.scope.manager.isolates(spec):
         return None
     return (await frame.scope.gateway.start()).port
-
-
-def _code(exc: CageError) -> str:
-    return "hook_error" if isinstance(exc, HookError) else type(exc).__name__
 
 
 class CallRunner:
@@ -209,7 +204,7 @@ class CallRunner:
             return self._cancelled(frame)
         except (CageError, ValidationError) as exc:
             message = redact(str(exc))
-            code = _code(exc) if isinstance(exc, CageError) else "invalid_options"
+            code = exc.code if isinstance(exc, CageError) else "invalid_options"
             log.info("pipeline.call_failed", assistant=assistant.id, stage=frame.stage, code=code)
             await frame.emit(frame.builder.error(message, code))
             return CallResult(

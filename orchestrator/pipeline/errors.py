@@ -15,6 +15,8 @@ from orchestrator.errors import CageError
 class CallDepthError(CageError):
     """Entering one more nested call would pass the depth limit; names the whole chain."""
 
+    code = "call_depth_exceeded"
+
     def __init__(self, chain: Sequence[str], limit: int) -> None:
         self.chain = tuple(chain)
         self.limit = limit
@@ -25,6 +27,8 @@ class CallDepthError(CageError):
 
 class HookError(CageError):
     """A hook in an assistant's `src/index.py` failed; the message names assistant, hook and cause."""
+
+    code = "hook_error"
 
     def __init__(self, assistant_id: str, hook: str, message: str) -> None:
         self.assistant_id = assistant_id

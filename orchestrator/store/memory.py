@@ -53,6 +53,8 @@ def _check(space: str, scope_id: str, key: str | None = None) -> None:
 class MemoryFull(CapacityError):
     """A memory scope holds `MAX_KEYS_PER_SCOPE` keys already (429)."""
 
+    code = "memory_full"
+
     def __init__(self, space: str, limit: int) -> None:
         self.scope = f"{space} memory"
         self.limit = limit

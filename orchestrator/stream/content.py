@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue, SerializeAsAny
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializeAsAny
 
 from orchestrator.stream.envelope import Envelope
 from orchestrator.stream.trusted import trusted_copy
@@ -85,10 +85,17 @@ class LoadingProps(_Props):
     """True on the last update: the indicator goes away."""
 
 
+def _document_codes(schema: dict[str, Any]) -> None:
+    from orchestrator.error_table import document_codes  # the codes are the error classes' own
+
+    document_codes(schema)
+
+
 class ErrorProps(_Props):
     message: str
-    code: str
-    """Machine-readable reason, e.g. `runner_failed`, `turn_timeout`, `tool_loop_terminated`."""
+    code: str = Field(json_schema_extra=_document_codes)
+    """Machine-readable reason: a Cage error's stable code (`config_error`, `sandbox_not_found`, ...;
+    docs/protocol.md, "Error codes"), `turn_timeout`, or a runner's own (`runner_failed`, ...)."""
     details: SerializeAsAny[dict[str, JsonValue] | None] = None
 
 

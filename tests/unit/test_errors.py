@@ -1,14 +1,26 @@
-"""Every Cage error descends from CageError and names what is at fault."""
+"""Every Cage error descends from CageError, names what is at fault, and declares a unique stable
+code and a kind."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
 
 from orchestrator import errors
-from orchestrator.errors import CageError, ConfigError, ConfigErrors, PrepareError, RunnerError
+from orchestrator.error_table import ERROR_MODULES, all_error_classes
+from orchestrator.errors import (
+    CageError,
+    ConfigError,
+    ConfigErrors,
+    ErrorKind,
+    PrepareError,
+    RunnerError,
+    error_class,
+)
 
 
 def _error_classes() -> list[type[BaseException]]:
@@ -47,3 +59,49 @@ def test_runner_and_prepare_errors_carry_their_fields() -> None:
     p = PrepareError("box1", 2, "exit 127", "sh: nope: not found")
     assert p.step == 2
     assert "prepare[2]" in str(p) and "nope" in str(p)
+
+
+CODE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
+
+
+@pytest.mark.parametrize("cls", all_error_classes(), ids=lambda c: c.__name__)
+def test_every_error_class_declares_its_own_code_and_has_a_kind(cls: type[CageError]) -> None:
+    assert "code" in cls.__dict__, f"{cls.__qualname__} inherits {cls.code!r}: declare its own `code`"
+    assert CODE.fullmatch(cls.code), cls.code
+    assert isinstance(cls.kind, ErrorKind)
+
+
+def test_error_codes_are_unique_and_resolve_to_their_class() -> None:
+    classes = all_error_classes()
+    codes = [c.code for c in classes]
+    assert len(codes) == len(set(codes))
+    assert all(error_class(c.code) is c for c in classes)
+    assert error_class("runner_failed") is None  # a runner's own code is no class's
+
+
+def test_a_taken_code_is_refused_at_class_creation() -> None:
+    with pytest.raises(TypeError, match="'not_found' of Lost is taken by NotFound"):
+        type("Lost", (CageError,), {"code": "not_found"})
+
+
+def _defined_error_classes(root: Path) -> dict[str, str]:
+    """`class X(<a known error class>)` anywhere under `root`: class name -> module."""
+    known = {c.__name__ for c in all_error_classes()}
+    found: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if bases & known:
+                    found[node.name] = module
+    return found
+
+
+def test_every_error_module_is_listed() -> None:
+    """`all_error_classes` (docs, schema, these tests) sees every error class only if its module is
+    in `ERROR_MODULES`."""
+    repo = Path(__file__).resolve().parents[2]
+    defined = _defined_error_classes(repo / "orchestrator") | _defined_error_classes(repo / "runners")
+    unlisted = {name: module for name, module in defined.items() if module not in ERROR_MODULES}
+    assert unlisted == {}

@@ -283,7 +283,7 @@ async def run_turn(
                 )
             except CageError as exc:  # e.g. a checkpoint that cannot be written
                 message = str(exc)
-                await emit(builder.error(message, type(exc).__name__))
+                await emit(builder.error(message, exc.code))
                 await emit(builder.stream_end("error", error=message))
                 return EXIT_ERROR
             finally:
