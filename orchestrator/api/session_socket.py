@@ -76,7 +76,7 @@ class SessionSocket:
     async def run(self, after_seq: int | None) -> None:
         """Serve the connection until the client leaves."""
         start = self._chat.last_seq if after_seq is None else after_seq
-        running = self._conversations.running(self._chat.id)
+        running_turn_id = await self._conversations.running_turn_id(self._chat.id)  # here or on a replica
         async with anyio.create_task_group() as tg:
             self._tg = tg
             await self._send(
@@ -85,7 +85,7 @@ class SessionSocket:
                     assistant_id=self._chat.assistant_id,
                     last_seq=self._chat.last_seq,
                     after_seq=start,
-                    running_turn_id=running.turn_id if running else None,
+                    running_turn_id=running_turn_id,
                 )
             )
             self._follow(start)
@@ -182,10 +182,10 @@ class SessionSocket:
                 await self._send(SessionAccepted(turn_id=handle.turn_id, client_id=frame.client_id))
             case InterruptFrame() | CancelFrame():
                 force = isinstance(frame, CancelFrame)
-                handle = await self._conversations.interrupt(
+                interrupted = await self._conversations.interrupt(
                     self._principal, self._chat.client_id, force=force
                 )
-                await self._send(SessionInterrupting(turn_id=handle.turn_id, force=force))
+                await self._send(SessionInterrupting(turn_id=interrupted.turn_id, force=force))
             case PermissionResponseFrame():
                 await self._conversations.respond_permission(
                     self._principal, self._chat.client_id, frame.request_id, frame.decision, frame.message
