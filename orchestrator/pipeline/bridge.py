@@ -37,7 +37,7 @@ from orchestrator.errors import CageError, StreamLimitError, WorkspaceError
 from orchestrator.permissions import Decision, PermissionGate
 from orchestrator.permissions.requests import DecidedBy
 from orchestrator.redaction import redact, register_secret
-from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
+from orchestrator.sandbox.backend import BatchedExec, ExecHandle, ExecItem, ExecSpec, FileEntry
 from orchestrator.stream import Event, TurnBuilder
 from runners.base import (
     ControlRequest,
@@ -57,6 +57,9 @@ SaveResume = Callable[[dict[str, str]], Awaitable[None]]
 """Persists a runner's resume state (`ResumeStore.put` bound to the turn's assistant, chat, runner)."""
 SANDBOX_UID = 1000
 _STDERR_TAIL = 2000
+_EMIT_BATCH = 256
+"""Events emitted at once at most: a whole read is thousands, and events held that long outlive
+the young garbage-collector generations, whose collections then cost more than the emits saved."""
 NO_GATE = "refused: this turn has no permission broker to ask"
 STOPPED = {
     "cancelled": "refused: the turn was cancelled",
@@ -164,6 +167,8 @@ class _Turn:
         self.finished_at: float | None = None
         self.killed_lingering = False
         """The CLI reported the end of its turn and was killed for not exiting: not a failure."""
+        self.source: ControlSource | None = None
+        """The translator when it raises control requests (set by `pump`)."""
         self.gate: PermissionGate | None = None
         self.tasks: anyio.abc.TaskGroup | None = None
         """Where control requests are answered (the turn's task group, set by `run_runner_turn`)."""
@@ -173,29 +178,54 @@ class _Turn:
         self.stdin_lock = anyio.Lock()
 
     async def pump(self) -> None:
-        """Read stdout to EOF, translating as lines arrive."""
+        """Read stdout to EOF, translating as lines arrive (a whole engine read at a time when the
+        handle can hand them out so: `BatchedExec`)."""
         # A runtime-checkable Protocol's isinstance walks its members: once per turn, not per line.
-        source = self.translator if isinstance(self.translator, ControlSource) else None
-        feed, emit = self.translator.feed, self.emit  # bound once: this loop runs per line
+        self.source = self.translator if isinstance(self.translator, ControlSource) else None
         try:
-            async for item in self.handle:
-                self.outputs += 1
-                if isinstance(item, StreamLimitError):
-                    await emit(self.builder.error(str(item), "line_too_long", {"limit": item.limit}))
-                    continue
-                events = feed(item.decode("utf-8", errors="replace").rstrip("\r"))
-                if events:
-                    await emit(events)
-                if source is not None:
-                    for request in source.take_requests():
-                        self._ask(request)
-                if self.on_resume is not None:
-                    await self._save_resume_midturn()
-                if self.finished_at is None and self.translator.finished:
-                    self.finished_at = anyio.current_time()
-                    await self._close_stdin()
+            if isinstance(self.handle, BatchedExec):
+                async for items in self.handle.batches():
+                    await self._take(items)
+            else:
+                async for item in self.handle:
+                    await self._take((item,))
         finally:
             self.eof.set()
+
+    async def _take(self, items: Sequence[ExecItem]) -> None:
+        """Translate `items` and emit their events at once. Events go out before anything the
+        lines led to (a control request put to the gate, a resume state saved, stdin closed), so
+        that order is the order of the lines."""
+        self.outputs += len(items)
+        feed, builder, source = self.translator.feed, self.builder, self.source  # once per read
+        pending: list[Event] = []
+        for item in items:
+            if isinstance(item, StreamLimitError):
+                pending += builder.error(str(item), "line_too_long", {"limit": item.limit})
+                continue
+            events = feed(item.decode("utf-8", errors="replace").rstrip("\r"))
+            if events:
+                pending += events
+                if len(pending) >= _EMIT_BATCH:
+                    await self.emit(pending)
+                    pending = []
+            requests = source.take_requests() if source is not None else None
+            resume = self.on_resume is not None and self._resume_changed()
+            finished = self.finished_at is None and self.translator.finished
+            if not (requests or resume or finished):
+                continue
+            if pending:
+                await self.emit(pending)
+                pending = []
+            for request in requests or ():
+                self._ask(request)
+            if resume:
+                await self._save_resume_midturn()
+            if finished:
+                self.finished_at = anyio.current_time()
+                await self._close_stdin()
+        if pending:
+            await self.emit(pending)
 
     def _ask(self, request: ControlRequest) -> None:
         """Put `request` to the gate in its own task; the read loop goes on meanwhile."""
@@ -259,6 +289,10 @@ class _Turn:
             await self.save_resume()
         except CageError as exc:
             log.warning("bridge.resume_save_failed", runner=self.adapter.name, error=str(exc))
+
+    def _resume_changed(self) -> bool:
+        state = self.translator.resume_state
+        return bool(state) and state != self.resume_saved
 
     async def save_resume(self) -> None:
         """Write the translator's resume state if it is non-empty and not the one saved last."""

@@ -257,6 +257,15 @@ class ExecHandle(Protocol):
     ) -> None: ...
 
 
+@runtime_checkable
+class BatchedExec(Protocol):
+    """An `ExecHandle` that can also hand out its stdout as the batches it read (one engine read
+    each, in order, never empty), for a reader whose cost per item is worth paying once per read
+    (the runner bridge). A handle is iterated once: either by item or by batch."""
+
+    def batches(self) -> AsyncIterator[Sequence[ExecItem]]: ...
+
+
 class SandboxBackend(Protocol):
     """A container engine seen from Cage. Implementations translate engine errors into
     `SandboxNotFound`, `SandboxError` and `EngineUnavailable`."""

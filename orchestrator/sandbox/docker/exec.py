@@ -92,10 +92,18 @@ class DockerExecHandle:
         return self._stderr.getvalue()
 
     def __aiter__(self) -> AsyncIterator[ExecItem]:
+        self._iterate_once()
+        return self._lines()
+
+    def batches(self) -> AsyncIterator[list[ExecItem]]:
+        """The items of each socket read together (`BatchedExec`)."""
+        self._iterate_once()
+        return self._batches()
+
+    def _iterate_once(self) -> None:
         if self._iterating:
             raise RuntimeError("an exec handle can be iterated only once")
         self._iterating = True
-        return self._lines()
 
     @property
     def pgid(self) -> int | None:
@@ -119,6 +127,12 @@ class DockerExecHandle:
         while not self._eof or self._pending:
             for item in await self._read_items():
                 yield item
+
+    async def _batches(self) -> AsyncIterator[list[ExecItem]]:
+        while not self._eof or self._pending:
+            items = await self._read_items()
+            if items:
+                yield items
 
     async def _read_items(self, *, raw: bool = False) -> list[ExecItem]:
         if not raw and self._pending:

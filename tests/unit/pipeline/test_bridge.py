@@ -375,3 +375,78 @@ async def test_a_turn_cut_mid_way_has_already_reported_its_resume_state() -> Non
             SessionAdapter(), TURN, FakeSandbox(handle), TurnBuilder(CountingIds()), emit, on_resume=on_resume
         )
     assert saved == [{"session": "s-9"}]
+
+
+class BatchedHandle(FakeHandle):
+    """A `BatchedExec`: each list in the script is one engine read, handed out whole."""
+
+    def __init__(self, reads: Sequence[Sequence[bytes | StreamLimitError]], exit_code: int = 0) -> None:
+        super().__init__([], exit_code)
+        self.reads = [list(read) for read in reads]
+
+    async def _batches(self) -> AsyncIterator[Sequence[ExecItem]]:
+        for read in self.reads:
+            yield read
+        self.exited = True
+
+    def batches(self) -> AsyncIterator[Sequence[ExecItem]]:
+        return self._batches()
+
+    def __aiter__(self) -> AsyncIterator[ExecItem]:
+        raise AssertionError("a batched handle is read by batch")
+
+
+async def test_a_read_of_many_lines_is_one_emit_with_the_same_events_as_line_by_line() -> None:
+    lines: list[bytes | StreamLimitError] = [b"text:he", b"weird", StreamLimitError(8), b"text:llo"]
+    by_line, _, _, _ = await _run(FakeHandle(lines), FakeAdapter())
+    batches: list[int] = []
+    builder = TurnBuilder(CountingIds(), runner="fake")
+    by_read: list[Event] = builder.stream_start("a.b")
+
+    async def emit(batch: Sequence[Event]) -> None:
+        batches.append(len(batch))
+        by_read.extend(batch)
+
+    result = await run_runner_turn(FakeAdapter(), TURN, FakeSandbox(BatchedHandle([lines])), builder, emit)
+    translated = len(by_read) - 1  # after the caller's stream_start
+    by_read += builder.stream_end(result.outcome.status)
+    assert batches == [translated]
+    assert _timeless(by_read) == _timeless(by_line)
+
+
+def _timeless(events: list[Event]) -> list[dict[str, object]]:
+    """The events as JSON, without the durations the clock put in them."""
+    dumped = [dump_event(e) for e in events]
+    for event in dumped:
+        props = event["props"]
+        if isinstance(props, dict):
+            props.pop("duration_ms", None)
+    return dumped
+
+
+async def test_within_one_read_what_a_line_leads_to_comes_after_the_events_of_the_lines_before_it() -> None:
+    events: list[Event] = []
+    seen_at: list[str] = []
+    handle = BatchedHandle([[b"text:a", b"session:s-1", b"text:b", b"end", b"text:c"]])
+
+    async def emit(batch: Sequence[Event]) -> None:
+        events.extend(batch)
+
+    async def on_resume(state: dict[str, str]) -> None:
+        seen_at.append(_texts(events))
+
+    class ClosingHandle(BatchedHandle):
+        async def close_stdin(self) -> None:
+            seen_at.append(f"closed after {_texts(events)}")
+
+    handle = ClosingHandle(handle.reads)
+    await run_runner_turn(
+        SessionAdapter(pipe=True),
+        TURN,
+        FakeSandbox(handle),
+        TurnBuilder(CountingIds()),
+        emit,
+        on_resume=on_resume,
+    )
+    assert seen_at == ["a", "closed after ab"]
+    assert _texts(events) == "abc"
