@@ -316,10 +316,9 @@ class TurnBuilder:
                 props=trusted(ExecuteProps, tool_id=tool_id, runner=self._runner),
             )
         events += self._close("completed")
-        assert isinstance(message.props, ExecuteProps)
         message.props = settled(
             trusted_copy(
-                message.props,
+                message.tool_props(),
                 output=redact(output),
                 status="error" if is_error else "completed",
                 is_error=is_error,
@@ -543,13 +542,11 @@ class TurnBuilder:
             raise ProtocolError([f"tool {tool_id!r} is not running"])
         events = self.loading_done()
         events += self._focus(message)
-        assert isinstance(message.props, ExecuteProps) and self._open is not None
+        assert self._open is not None
         if input_delta:
-            message.props = trusted_copy(
-                message.props, input_delta=(message.props.input_delta or "") + input_delta
-            )
+            message.input_parts.append(input_delta)
         else:
-            message.props = message.props.merged(delta)
+            message.props = message.tool_props().merged(delta)
         events.append(self._execute(self._open, delta))
         return events
 

@@ -38,9 +38,24 @@ class Message:
     type: ContentType
     text: list[str] = field(default_factory=list)
     props: ExecuteProps | ToolCallProps | None = None
+    input_parts: list[str] = field(default_factory=list)
+    """A running tool's input fragments not yet folded into `props.input_delta`: each fragment
+    is appended here, and folded once when the props are read (not copied again per fragment)."""
+
+    def tool_props(self) -> ExecuteProps:
+        """The props of a tool message, every input fragment so far folded in."""
+        props = self.props
+        assert isinstance(props, ExecuteProps)
+        if self.input_parts:
+            fragments = "".join(self.input_parts)
+            self.input_parts.clear()
+            props = self.props = trusted_copy(props, input_delta=(props.input_delta or "") + fragments)
+        return props
 
     def content(self) -> str | ExecuteProps | ToolCallProps:
-        return "".join(self.text) if self.props is None else self.props
+        if self.props is None:
+            return "".join(self.text)
+        return self.tool_props() if isinstance(self.props, ExecuteProps) else self.props
 
 
 @dataclass
