@@ -186,6 +186,10 @@ class SandboxManager:
         """The running model gateway's port: isolated sandboxes reach it through the proxy's relay."""
         self.pool: WarmPool | None = None
         """Warm boxes for `oneshot` turns (`start_pool`; `cage serve` only, never `cage run`)."""
+        self._refills: dict[str, tuple[PoolKey, int]] = {}
+        """Lease id -> the pool to top up when it is released. Not before: a box created on a still
+        empty volume gets the image's mount point copied over the volume's root (root-owned) until
+        its own ownership step runs, so a refill racing its turn could refuse that turn's writes."""
 
     def start_pool(self, spawn: Spawn) -> WarmPool | None:
         """Turn the warm pool on, refills running through `spawn`; None when the backend cannot
@@ -272,8 +276,6 @@ class SandboxManager:
             if ref is None:
                 ref = await self._create(request, identity, digest, image.tag, hard, pool_key=pool_key)
                 created = True
-            if self.pool is not None and pool_key is not None and size:
-                self.pool.refill(pool_key, size)
             box = self.registry.get(identity.name)
             assert box is not None  # _reuse and _create both register the box
             box.busy += 1
@@ -320,6 +322,8 @@ class SandboxManager:
             pooled=pooled,
         )
         self._leases.add(lease.lease_id)
+        if self.pool is not None and pool_key is not None and size:
+            self._refills[lease.lease_id] = (pool_key, size)
         if request.host_workspace is None:
             self._volume_used[workspace_scope(identity).volume_name] = self.registry.clock()
         log.info(
@@ -332,6 +336,7 @@ class SandboxManager:
         if lease.lease_id not in self._leases:
             return
         self._leases.discard(lease.lease_id)
+        refill = self._refills.pop(lease.lease_id, None)
         with anyio.CancelScope(shield=True):
             async with self.locks.hold(lease.identity.name):
                 await self._after_turn(
@@ -343,6 +348,8 @@ class SandboxManager:
         volume = workspace_scope(lease.identity).volume_name
         if volume in self._volume_used:
             self._volume_used[volume] = self.registry.clock()
+        if refill is not None and self.pool is not None:
+            self.pool.refill(*refill)
         log.info("sandbox released", sandbox=lease.identity.name, outcome=outcome.value)
 
     @asynccontextmanager

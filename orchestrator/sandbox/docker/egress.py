@@ -115,6 +115,10 @@ class DockerEgress:
         self._api = api
         self._settings = settings
         self._ensure_image = ensure_image or self._build_image
+        self._image: str | None = None
+        """The proxy image's tag once ensured: content-addressed, so it is looked up once per process
+        (the lookup hashes its build context: ~4% of a cold acquire in bench/pool.py); forgotten
+        when the proxy cannot be ensured with it."""
         self.denials = EgressDenials(resolve=self._network_of)
         self._lock = anyio.Lock()
         self._follower: threading.Thread | None = None
@@ -131,9 +135,13 @@ class DockerEgress:
             SandboxError: the engine refused (no free subnet, the proxy failed to start).
             ConfigError: the egress settings are unusable.
         """
-        image = await self._ensure_image()
+        image = await self._proxy_image()
         async with self._lock:
-            proxy = await to_thread.run_sync(self._ensure_proxy, image)
+            try:
+                proxy = await to_thread.run_sync(self._ensure_proxy, image)
+            except SandboxError:
+                self._image = None  # removed behind our back, say: look it up again next time
+                raise
             name, subnet = await to_thread.run_sync(self._create_network, sandbox, policy, gateway)
             try:
                 await to_thread.run_sync(self._connect, proxy, name)
@@ -153,7 +161,7 @@ class DockerEgress:
         Raises:
             SandboxError: the engine refused (a fixed `host_port` already taken).
         """
-        image = await self._ensure_image()
+        image = await self._proxy_image()
         labels = {"cage.managed": "true", EGRESS_LABEL: "ports", SANDBOX_LABEL: sandbox}
         await to_thread.run_sync(
             functools.partial(
@@ -190,6 +198,11 @@ class DockerEgress:
         return await to_thread.run_sync(self._sweep)
 
     # --- proxy container -----------------------------------------------------------------------
+
+    async def _proxy_image(self) -> str:
+        if self._image is None:
+            self._image = await self._ensure_image()
+        return self._image
 
     async def _build_image(self) -> str:
         """The proxy image's tag, built by the runner image builder when missing."""

@@ -118,12 +118,13 @@ async def test_claim_hands_out_the_owners_running_box_and_refills(
     assert docker_engine.containers.get(warm.ref.id).status == "running"
     lines, code = await sh(pool_manager, warm, "whoami; cat /workspace/note.txt")
     assert (lines, code) == ([b"sandbox", b"mine"], 0)  # the owner's own workspace, nobody else's
-    await run(pending)  # refilled in the background after the claim
-    fresh = [c for c in pooled(docker_engine, case_labels) if c.status == "paused"]
-    assert len(fresh) == 1 and fresh[0].id != warm.ref.id
+    assert pending == []  # the refill waits for the turn to end (see SandboxManager._refills)
     await pool_manager.release(warm)
     with pytest.raises(docker.errors.NotFound):  # a claimed box is removed, never pooled again
         docker_engine.containers.get(warm.ref.id)
+    await run(pending)  # refilled in the background after the claimed turn
+    fresh = [c for c in pooled(docker_engine, case_labels) if c.status == "paused"]
+    assert len(fresh) == 1 and fresh[0].id != warm.ref.id
 
 
 async def test_a_pooled_box_never_reaches_another_owner_nor_a_second_turn(
