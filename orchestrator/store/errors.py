@@ -4,23 +4,21 @@ CageError
 ├── StoreError           reason                  (the database cannot be reached or migrated)
 ├── Conflict
 │   ├── EventSequenceError  session_id, expected, got   (a gap or a duplicate in the event log)
-│   └── RecordExists        record_kind, record_id
+│   ├── RecordExists        kind, record_id
+│   └── TurnRunning         chat_id, turn_id, replica_id   (the chat runs a turn already)
 └── NotFound
-    └── RecordNotFound      record_kind, record_id
+    └── RecordNotFound      kind, record_id
 
 Messages never contain SQL parameters, memory values or key material.
 """
 
 from __future__ import annotations
 
-from orchestrator.errors import CageError, Conflict, ErrorKind, NotFound
+from orchestrator.errors import CageError, Conflict, NotFound
 
 
 class StoreError(CageError):
     """The database failed: unreachable, locked past the timeout, or a migration broke."""
-
-    code = "store_unavailable"
-    kind = ErrorKind.UNAVAILABLE
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -29,8 +27,6 @@ class StoreError(CageError):
 
 class EventSequenceError(Conflict):
     """Events offered to a session's log do not continue it: `got` is not `expected`."""
-
-    code = "event_sequence_broken"
 
     def __init__(self, session_id: str, *, expected: int, got: int) -> None:
         self.session_id = session_id
@@ -41,22 +37,26 @@ class EventSequenceError(Conflict):
 
 
 class RecordExists(Conflict):
-    """A record with this id exists already."""
-
-    code = "record_exists"
-
     def __init__(self, kind: str, record_id: str) -> None:
-        self.record_kind = kind
+        self.kind = kind
         self.record_id = record_id
         super().__init__(f"{kind} {record_id!r} already exists")
 
 
+class TurnRunning(Conflict):
+    """A turn cannot begin: the chat runs `turn_id` already, on replica `replica_id`."""
+
+    code = "turn_running"
+
+    def __init__(self, chat_id: str, turn_id: str, replica_id: str) -> None:
+        self.chat_id = chat_id
+        self.turn_id = turn_id
+        self.replica_id = replica_id
+        super().__init__(f"a turn is already running in chat {chat_id!r}")
+
+
 class RecordNotFound(NotFound):
-    """No record of this kind with this id."""
-
-    code = "record_not_found"
-
     def __init__(self, kind: str, record_id: str) -> None:
-        self.record_kind = kind
+        self.kind = kind
         self.record_id = record_id
         super().__init__(f"{kind} {record_id!r} not found")

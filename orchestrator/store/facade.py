@@ -15,6 +15,7 @@ from orchestrator.store.commands import CommandRepository
 from orchestrator.store.database import Clock, Database, create_engine, ensure_sqlite_dir, utc_now
 from orchestrator.store.events import EventLog
 from orchestrator.store.keys import KeyRepository
+from orchestrator.store.leases import LeaseRepository
 from orchestrator.store.memory import MemoryRepository
 from orchestrator.store.messages import MessageRepository
 from orchestrator.store.notify import Notices
@@ -45,7 +46,8 @@ class Store:
         self.chats = ChatRepository(self._db)
         self.events = EventLog(self._db)
         self.messages = MessageRepository(self._db)
-        self.turns = TurnRepository(self._db)
+        self.leases = LeaseRepository(self._db)
+        self.turns = TurnRepository(self._db, self.leases)
         self.checkpoints = CheckpointRepository(self._db)
         self.assistants = AssistantRepository(self._db)
         self.memory = MemoryRepository(self._db)

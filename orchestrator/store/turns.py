@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.store.chats import locked_chat, merged_keys
 from orchestrator.store.database import Database
-from orchestrator.store.errors import RecordExists
+from orchestrator.store.errors import RecordExists, TurnRunning
 from orchestrator.store.events import append_events
+from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
 from orchestrator.store.records import NewMessage, TurnInput, TurnRecord
 from orchestrator.store.tables import MessageRow, TurnRow
@@ -26,18 +28,32 @@ RUNNING = "running"
 
 
 class TurnRepository:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, leases: LeaseRepository) -> None:
         self._db = db
+        self._leases = leases
 
     async def begin(
         self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
     ) -> None:
-        """Record a starting turn: a `running` row and the user's new messages.
+        """Record a starting turn: a `running` row, its lease (`orchestrator.store.leases`) and the
+        user's new messages.
 
         Raises:
             RecordNotFound: no such chat.
             RecordExists: the turn (or one of the message ids) exists already.
+            TurnRunning: the chat runs a turn already, on this replica or another one.
         """
+        try:
+            await self._begin(chat_id, turn_id, assistant_id, messages)
+        except IntegrityError as exc:  # a lease of the chat committed between the check and the insert
+            held = await self._leases.turn_of_chat(chat_id)
+            if held is None:
+                raise
+            raise TurnRunning(chat_id, held.turn_id, held.replica_id) from exc
+
+    async def _begin(
+        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+    ) -> None:
         async with self._db.write() as session:
             now = self._db.clock()
             await locked_chat(session, chat_id, now)
@@ -54,6 +70,7 @@ class TurnRepository:
                 )
             )
             await session.flush()
+            await self._leases.begin_turn(session, chat_id, turn_id, now)
             await insert_messages(session, chat_id, turn_id, messages, now)
 
     async def unfinished(self) -> list[TurnRecord]:
@@ -77,6 +94,7 @@ class TurnRepository:
                 return False
             await append_events(session, chat_id, events, now)
             row.status = "error"
+            await end_turn_lease(session, turn_id)
         return True
 
     async def persist(self, turn: TurnInput) -> TurnRecord:
@@ -105,6 +123,7 @@ class TurnRepository:
             row.usage = turn.usage.model_dump(mode="json")
             if turn.resume:
                 chat.resume = merged_keys(chat.resume, turn.resume)
+            await end_turn_lease(session, turn.turn_id)
             await session.flush()
         return TurnRecord(
             id=row.id,

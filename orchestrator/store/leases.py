@@ -1,0 +1,224 @@
+"""Leases between the replicas sharing one database: who is alive, who runs which turn, who leads.
+
+```python
+leases = store.leases                       # replica_id: a fresh uuid per Store (per process)
+leases.bind(lease_seconds=30.0)             # `cage serve`: its turns are kept by the heartbeat
+await leases.join(host, pid)
+await leases.heartbeat()                    # every CAGE_REPLICA_HEARTBEAT_SECONDS
+if await leases.claim(MAINTENANCE): ...     # one replica at a time runs the cluster's upkeep
+lease = await leases.turn_of_chat(chat_id)  # where the running turn of a chat runs, if any
+```
+
+A turn's lease is written with its `running` row (`TurnRepository.begin`) and removed with its end
+(`persist`, `close_unfinished`); `chat_id` is unique, so two replicas admitting a first message of
+one chat at once make one turn: the second insert finds the first (the chat row is locked) and gets
+`TurnRunning`. Lease times come from the store's clock: replicas' clocks must agree to well within
+the lease (NTP).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from orchestrator.store.database import Database, affected
+from orchestrator.store.errors import TurnRunning
+from orchestrator.store.lease_tables import LeaderLeaseRow, ReplicaRow, TurnLeaseRow
+from orchestrator.store.tables import TurnRow
+
+LEASE_SECONDS = 30.0
+"""Default `CAGE_REPLICA_LEASE_SECONDS`: a replica silent this long is dead to the others."""
+MAINTENANCE = "maintenance"
+"""The leader lease of the reaper, reconcile, the collectors, retention and dead turns' recovery."""
+
+
+@dataclass(frozen=True)
+class TurnLease:
+    """The running turn of a chat: which replica runs it, and until when its lease holds
+    (None: no heartbeat keeps it, a `cage run` process)."""
+
+    turn_id: str
+    chat_id: str
+    replica_id: str
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ReplicaRecord:
+    id: str
+    host: str
+    pid: int
+    started_at: datetime
+    expires_at: datetime
+
+
+class LeaseRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.replica_id = uuid.uuid4().hex
+        """This process's identity in `replicas`, `turn_leases` and `leader_leases`."""
+        self.lease_seconds: float | None = None
+        """None until `bind`: turns begun meanwhile get leases no heartbeat renews."""
+
+    def bind(self, *, lease_seconds: float) -> None:
+        """From now on this store's turns are held by this replica's heartbeat for `lease_seconds`."""
+        self.lease_seconds = lease_seconds
+
+    def _until(self, now: datetime) -> datetime:
+        return now + timedelta(seconds=self.lease_seconds or LEASE_SECONDS)
+
+    # -- replicas --------------------------------------------------------------------------------
+
+    async def join(self, host: str, pid: int) -> None:
+        """Write (or renew) this replica's row."""
+        async with self._db.write() as session:
+            now = self._db.clock()
+            row = await session.get(ReplicaRow, self.replica_id)
+            if row is None:
+                session.add(
+                    ReplicaRow(
+                        id=self.replica_id,
+                        host=host[:255],
+                        pid=pid,
+                        started_at=now,
+                        expires_at=self._until(now),
+                    )
+                )
+            else:
+                row.expires_at = self._until(now)
+
+    async def heartbeat(self) -> bool:
+        """Renew this replica's lease and its turns' leases; False when its row was gone (the
+        others took it for dead: the caller joins again)."""
+        async with self._db.write() as session:
+            now = self._db.clock()
+            until = self._until(now)
+            found = affected(
+                await session.execute(
+                    update(ReplicaRow).where(ReplicaRow.id == self.replica_id).values(expires_at=until)
+                )
+            )
+            await session.execute(
+                update(TurnLeaseRow)
+                .where(TurnLeaseRow.replica_id == self.replica_id, TurnLeaseRow.expires_at.is_not(None))
+                .values(expires_at=until)
+            )
+        return found == 1
+
+    async def leave(self) -> None:
+        """Remove this replica's row and give up what it leads (a clean shutdown)."""
+        async with self._db.write() as session:
+            await session.execute(delete(LeaderLeaseRow).where(LeaderLeaseRow.replica_id == self.replica_id))
+            await session.execute(delete(ReplicaRow).where(ReplicaRow.id == self.replica_id))
+
+    async def live_replicas(self) -> list[ReplicaRecord]:
+        """Replicas whose lease holds, oldest first."""
+        query = (
+            select(ReplicaRow)
+            .where(ReplicaRow.expires_at > self._db.clock())
+            .order_by(ReplicaRow.started_at, ReplicaRow.id)
+        )
+        async with self._db.read() as session:
+            return [
+                ReplicaRecord(r.id, r.host, r.pid, r.started_at, r.expires_at)
+                for r in await session.scalars(query)
+            ]
+
+    async def forget_dead(self) -> int:
+        """Delete the rows of replicas whose lease ran out; returns how many."""
+        async with self._db.write() as session:
+            result = await session.execute(
+                delete(ReplicaRow).where(ReplicaRow.expires_at <= self._db.clock())
+            )
+        return affected(result)
+
+    # -- the leader ------------------------------------------------------------------------------
+
+    async def claim(self, name: str) -> bool:
+        """Take or renew the leader lease `name`; True when this replica holds it now."""
+        try:
+            async with self._db.write() as session:
+                now = self._db.clock()
+                taken = await session.execute(
+                    update(LeaderLeaseRow)
+                    .where(
+                        LeaderLeaseRow.name == name,
+                        or_(LeaderLeaseRow.replica_id == self.replica_id, LeaderLeaseRow.expires_at <= now),
+                    )
+                    .values(replica_id=self.replica_id, expires_at=self._until(now))
+                )
+                if affected(taken):
+                    return True
+                if await session.get(LeaderLeaseRow, name) is not None:
+                    return False
+                session.add(
+                    LeaderLeaseRow(name=name, replica_id=self.replica_id, expires_at=self._until(now))
+                )
+        except IntegrityError:  # another replica inserted it first
+            return False
+        return True
+
+    async def leader(self, name: str) -> str | None:
+        """The replica holding `name`, if its lease holds."""
+        async with self._db.read() as session:
+            row = await session.get(LeaderLeaseRow, name)
+            return row.replica_id if row is not None and row.expires_at > self._db.clock() else None
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    async def turn_of_chat(self, chat_id: str) -> TurnLease | None:
+        """The running turn of `chat_id` and its replica, if one runs (or ran and was not closed)."""
+        async with self._db.read() as session:
+            row = await session.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
+            return None if row is None else _lease(row)
+
+    async def orphaned(self, *, unheld: bool) -> set[str]:
+        """Ids of `running` turns no live replica holds: their lease ran out, or there is none;
+        with `unheld`, also those of leases no heartbeat keeps (`expires_at` None)."""
+        now = self._db.clock()
+        lapsed = TurnLeaseRow.expires_at <= now
+        if unheld:
+            lapsed = or_(lapsed, TurnLeaseRow.expires_at.is_(None))
+        query = (
+            select(TurnRow.id, TurnLeaseRow.turn_id)
+            .outerjoin(TurnLeaseRow, TurnLeaseRow.turn_id == TurnRow.id)
+            .where(TurnRow.status == "running", or_(TurnLeaseRow.turn_id.is_(None), lapsed))
+        )
+        async with self._db.read() as session:
+            return {turn_id for turn_id, _ in (await session.execute(query)).all()}
+
+    async def begin_turn(self, session: AsyncSession, chat_id: str, turn_id: str, now: datetime) -> None:
+        """Inside `TurnRepository.begin` (the chat row locked): lease `chat_id`'s turn to this replica.
+
+        Raises:
+            TurnRunning: the chat has a running turn already (on any replica).
+        """
+        held = await session.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
+        if held is not None:
+            raise TurnRunning(chat_id, held.turn_id, held.replica_id)
+        expires = None if self.lease_seconds is None else self._until(now)
+        session.add(
+            TurnLeaseRow(
+                turn_id=turn_id,
+                chat_id=chat_id,
+                replica_id=self.replica_id,
+                expires_at=expires,
+                created_at=now,
+            )
+        )
+
+
+async def end_turn_lease(session: AsyncSession, turn_id: str) -> None:
+    """Inside the transaction that writes a turn's end: its lease goes with it."""
+    await session.execute(delete(TurnLeaseRow).where(TurnLeaseRow.turn_id == turn_id))
+
+
+def _lease(row: TurnLeaseRow) -> TurnLease:
+    return TurnLease(
+        turn_id=row.turn_id, chat_id=row.chat_id, replica_id=row.replica_id, expires_at=row.expires_at
+    )

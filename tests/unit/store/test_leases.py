@@ -1,0 +1,142 @@
+"""Replica, turn and leader leases (`store.leases`), on SQLite and Postgres.
+
+Two `Store`s on one database stand for two replicas (each store is one replica id); the fake clock
+moves time past a lease instead of sleeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from orchestrator.store import Store, TurnInput
+from orchestrator.store.errors import TurnRunning
+from orchestrator.store.leases import MAINTENANCE
+from tests.unit.store.conftest import FakeClock
+
+LEASE = 3.0
+
+
+@pytest.fixture
+async def other(database_url: str, clock: FakeClock, store: Store) -> AsyncIterator[Store]:
+    """A second replica's store on the same (migrated) database."""
+    st = Store.from_url(database_url, clock=clock)
+    yield st
+    await st.aclose()
+
+
+async def _chat(store: Store) -> str:
+    return (await store.chats.create("alice", "tests.echo")).id
+
+
+async def test_a_chat_runs_one_turn_across_replicas(store: Store, other: Store) -> None:
+    store.leases.bind(lease_seconds=LEASE)
+    other.leases.bind(lease_seconds=LEASE)
+    chat = await _chat(store)
+    await store.turns.begin(chat, "t1", "tests.echo", ())
+    with pytest.raises(TurnRunning) as refused:
+        await other.turns.begin(chat, "t2", "tests.echo", ())
+    assert refused.value.turn_id == "t1" and refused.value.replica_id == store.leases.replica_id
+    assert "already running" in str(refused.value)
+    lease = await other.leases.turn_of_chat(chat)
+    assert lease is not None and lease.replica_id == store.leases.replica_id and lease.turn_id == "t1"
+
+    await store.turns.persist(
+        TurnInput(chat_id=chat, turn_id="t1", assistant_id="tests.echo", status="completed")
+    )
+    assert await other.leases.turn_of_chat(chat) is None
+    await other.turns.begin(chat, "t2", "tests.echo", ())
+    lease = await store.leases.turn_of_chat(chat)
+    assert lease is not None and lease.replica_id == other.leases.replica_id
+
+
+async def test_concurrent_first_turns_of_one_chat_make_one(store: Store, other: Store) -> None:
+    chat = await _chat(store)
+    won: list[str] = []
+    refused: list[str] = []
+
+    async def begin(st: Store, turn_id: str) -> None:
+        try:
+            await st.turns.begin(chat, turn_id, "tests.echo", ())
+            won.append(turn_id)
+        except TurnRunning:
+            refused.append(turn_id)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(20):
+            tg.start_soon(begin, store if i % 2 else other, f"t{i}")
+    assert len(won) == 1 and len(refused) == 19
+    assert [t.id for t in await store.turns.unfinished()] == won
+
+
+async def test_a_dead_replicas_turns_are_orphaned_once_its_lease_runs_out(
+    store: Store, other: Store, clock: FakeClock
+) -> None:
+    store.leases.bind(lease_seconds=LEASE)
+    await store.leases.join("host-a", 1)
+    chat = await _chat(store)
+    await store.turns.begin(chat, "t1", "tests.echo", ())
+    clock.advance(LEASE - 1)
+    assert await other.leases.orphaned(unheld=False) == set()
+    assert await store.leases.heartbeat()  # renewed: alive for another lease
+    clock.advance(LEASE - 1)
+    assert await other.leases.orphaned(unheld=False) == set()
+    assert [r.id for r in await other.leases.live_replicas()] == [store.leases.replica_id]
+
+    clock.advance(LEASE)  # silent past its lease: dead
+    assert await other.leases.orphaned(unheld=False) == {"t1"}
+    assert await other.leases.live_replicas() == []
+    assert await other.leases.forget_dead() == 1
+    assert not await store.leases.heartbeat()  # its row is gone: the caller joins again
+
+
+async def test_turns_no_heartbeat_keeps_are_left_to_start_up_recovery(store: Store, other: Store) -> None:
+    chat = await _chat(store)  # `store` never bound: a `cage run` process
+    await store.turns.begin(chat, "t1", "tests.echo", ())
+    lease = await other.leases.turn_of_chat(chat)
+    assert lease is not None and lease.expires_at is None
+    assert await other.leases.orphaned(unheld=False) == set()
+    assert await other.leases.orphaned(unheld=True) == {"t1"}
+
+
+async def test_close_unfinished_ends_the_lease(store: Store) -> None:
+    chat = await _chat(store)
+    await store.turns.begin(chat, "t1", "tests.echo", ())
+    assert await store.turns.close_unfinished(chat, "t1", [])
+    assert await store.leases.turn_of_chat(chat) is None
+    await store.turns.begin(chat, "t2", "tests.echo", ())
+
+
+async def test_one_leader_until_its_lease_runs_out(store: Store, other: Store, clock: FakeClock) -> None:
+    store.leases.bind(lease_seconds=LEASE)
+    other.leases.bind(lease_seconds=LEASE)
+    assert await store.leases.claim(MAINTENANCE)
+    assert not await other.leases.claim(MAINTENANCE)
+    clock.advance(LEASE - 1)
+    assert await store.leases.claim(MAINTENANCE)  # renewed
+    clock.advance(LEASE - 1)
+    assert not await other.leases.claim(MAINTENANCE)
+    assert await other.leases.leader(MAINTENANCE) == store.leases.replica_id
+
+    clock.advance(LEASE)  # the leader went silent
+    assert await other.leases.leader(MAINTENANCE) is None
+    assert await other.leases.claim(MAINTENANCE)
+    assert not await store.leases.claim(MAINTENANCE)
+    await other.leases.leave()  # a clean shutdown hands the lead over at once
+    assert await store.leases.claim(MAINTENANCE)
+
+
+async def test_concurrent_claims_elect_one(store: Store, other: Store) -> None:
+    winners: list[str] = []
+
+    async def claim(st: Store) -> None:
+        if await st.leases.claim(MAINTENANCE):
+            winners.append(st.leases.replica_id)
+
+    async with anyio.create_task_group() as tg:
+        for st in (store, other, store, other):
+            tg.start_soon(claim, st)
+    leader = await store.leases.leader(MAINTENANCE)
+    assert winners and set(winners) == {leader}
