@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     """Extra labels on every sandbox and volume (JSON in `CAGE_SANDBOX_LABELS`), e.g. a deployment id."""
     reaper_interval: float = 30.0
     """Seconds between two reaper sweeps."""
+    replica_lease_seconds: float = Field(default=30.0, gt=0)
+    """Seconds a replica (and the turns it runs) stays alive to the others without a heartbeat; then
+    another replica closes its turns as after a crash (`docs/deploy.md`, "Several replicas")."""
+    replica_heartbeat_seconds: float = Field(default=10.0, gt=0)
+    """Seconds between two heartbeats of a replica: renews its leases, elects the leader; below the lease."""
     pool_size: int = Field(default=0, ge=0, le=16)
     """Warm boxes per owner and workspace for `oneshot` assistants whose sandbox.yao sets no `pool`
     (`cage serve` only; `cage run` never pools)."""
@@ -141,6 +146,15 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_means_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> Settings:
+        if self.replica_heartbeat_seconds >= self.replica_lease_seconds:
+            raise ValueError(
+                f"CAGE_REPLICA_HEARTBEAT_SECONDS ({self.replica_heartbeat_seconds:g}) must be below "
+                f"CAGE_REPLICA_LEASE_SECONDS ({self.replica_lease_seconds:g})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _data_dir_follows_app_dir(self) -> Settings:

@@ -3,6 +3,8 @@
 Start: migrate the database, close the turns a dead process left running (`orchestrator_restarted`),
 reconcile sandboxes left by a previous process, start the reaper
 (background work runs under a `Supervisor`, so no exception in it can end the runtime).
+With several replicas on one database (`Cluster`), start-up recovery closes only the turns no live
+replica holds, and reconcile, the reaper, the collectors and retention run on the elected leader.
 Stop: running turns end with `stream_end` cancelled (`TurnService.aclose`: `CAGE_SHUTDOWN_GRACE`
 graceful, then forced; `CageServer` does this before connections close), then the reaper stops and
 the runtime closes (database, engine client).
@@ -23,6 +25,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from orchestrator.api.auth import check_auth_mode
+from orchestrator.api.cluster import Cluster
 from orchestrator.api.config import ApiConfig
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.gate import Gate
@@ -41,7 +44,7 @@ from orchestrator.api.runtime import Runtime, RuntimeFactory
 from orchestrator.api.state import ApiState
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.errors import CageError, EngineUnavailable
-from orchestrator.pipeline.recovery import close_unfinished_turns
+from orchestrator.pipeline.recovery import RecoveredTurn, close_unfinished_turns
 from orchestrator.pipeline.service import FORCE_GRACE
 from orchestrator.sandbox import Reaper, reconcile
 from orchestrator.sandbox.reconcile import ReconcileReport, kill_orphaned_turns
@@ -69,6 +72,16 @@ async def _reconcile(state: ApiState) -> ReconcileReport:
         return ReconcileReport()
 
 
+async def _lead(app: FastAPI, state: ApiState) -> None:
+    """This replica took the lead from a dead (or departed) one: adopt the engine's sandboxes."""
+    app.state.reconcile = await _reconcile(state)
+
+
+async def _kill_orphaned(state: ApiState, recovered: list[RecoveredTurn]) -> None:
+    turns = [(t.owner, t.assistant_id, t.chat_id) for t in recovered]
+    await kill_orphaned_turns(state.runtime.manager, turns)
+
+
 def _lifespan(
     factory: RuntimeFactory, config: ApiConfig, metrics: Metrics
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -78,31 +91,45 @@ def _lifespan(
         async with factory(settings) as runtime, anyio.create_task_group() as tg:
             supervisor = Supervisor(tg)
             await runtime.store.migrate()
-            recovered = await close_unfinished_turns(runtime.store)
+            cluster = Cluster(runtime.store, settings)
+            await cluster.join()
+            await cluster.elect()
+            recovered = await close_unfinished_turns(runtime.store, await cluster.startup_orphans())
             state = ApiState.build(runtime, config, metrics, supervisor)
             app.state.api = state
+            app.state.cluster = cluster
+            metrics.watch_cluster(cluster)
             state.auth.announce()
-            app.state.reconcile = await _reconcile(state)
+            app.state.reconcile = ReconcileReport()
+            if cluster.leader:  # the other replicas leave the engine's sandboxes to the leader
+                app.state.reconcile = await _reconcile(state)
             if recovered:  # the dead process's CLIs may still run in the boxes just adopted
-                await kill_orphaned_turns(
-                    runtime.manager, [(t.owner, t.assistant_id, t.chat_id) for t in recovered]
-                )
+                await _kill_orphaned(state, recovered)
+            cluster.on_lead = functools.partial(_lead, app, state)
+            cluster.on_recovered = functools.partial(_kill_orphaned, state)
+            supervisor.every(cluster.heartbeat_seconds, cluster.heartbeat, name="replica-heartbeat")
             reaper = Reaper(runtime.manager)
-            supervisor.every(reaper.interval, reaper.sweep, name="reaper")
-            supervisor.every(reaper.interval, VolumeCollector(runtime.manager).collect, name="volume-gc")
-            supervisor.every(reaper.interval, runtime.manager.backend.sweep_networks, name="network-gc")
+            leading = cluster.leading  # the cluster's upkeep runs on the leader alone
+            supervisor.every(reaper.interval, leading(reaper.sweep, name="reaper"), name="reaper")
+            collect = leading(VolumeCollector(runtime.manager).collect, name="volume-gc")
+            supervisor.every(reaper.interval, collect, name="volume-gc")
+            networks = leading(runtime.manager.backend.sweep_networks, name="network-gc")
+            supervisor.every(reaper.interval, networks, name="network-gc")
             pool = runtime.manager.start_pool(functools.partial(supervisor.spawn, name="warm-pool"))
             if pool is not None:  # every replica reaps its own pool (the reaper runs on the leader)
                 supervisor.every(reaper.interval, pool.sweep, name="warm-pool-gc")
             policy = retention_policy(config, _agent_ttl(runtime))
-            supervisor.every(config.retention_interval, _retention(runtime, policy), name="retention")
+            retention = leading(_retention(runtime, policy), name="retention")
+            supervisor.every(config.retention_interval, retention, name="retention")
             supervisor.serving = True
-            log.info("server ready", app_dir=str(settings.app_dir))
+            log.info("server ready", app_dir=str(settings.app_dir), replica_id=cluster.replica_id)
             try:
                 yield
             finally:
                 supervisor.serving = False
                 await _shutdown(runtime, config)
+                with anyio.CancelScope(shield=True):
+                    await cluster.leave()
                 if runtime.manager.pool is not None:  # its unclaimed boxes go with the server
                     await runtime.manager.pool.close()
                 tg.cancel_scope.cancel()

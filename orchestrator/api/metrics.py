@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from orchestrator.api.cluster import Cluster
 from orchestrator.sandbox import SandboxManager
 from orchestrator.sandbox.egress.denials import backend_denials
 
@@ -49,6 +50,26 @@ class _EgressCollector(Collector):
         for mode in ("allow", "bridge", "none"):
             family.add_metric([mode], hub.counts.get(mode, 0) if hub is not None else 0)
         yield family
+
+
+class _ClusterCollector(Collector):
+    """`cage_replica_leader` and `cage_maintenance_runs_total{job}`: whether this replica leads the
+    cluster's upkeep, and how often it ran each leader-only job (zero on the other replicas)."""
+
+    def __init__(self, cluster: Callable[[], Cluster | None]) -> None:
+        self._cluster = cluster
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        cluster = self._cluster()
+        leader = GaugeMetricFamily("cage_replica_leader", "1 while this replica leads the cluster's upkeep.")
+        leader.add_metric([], 1 if cluster is not None and cluster.leader else 0)
+        yield leader
+        runs = CounterMetricFamily(
+            "cage_maintenance_runs", "Leader-only jobs this replica ran, by job.", labels=["job"]
+        )
+        for job in ("reaper", "volume-gc", "network-gc", "retention"):
+            runs.add_metric([job], cluster.runs[job] if cluster is not None else 0)
+        yield runs
 
 
 class Metrics:
@@ -95,9 +116,14 @@ class Metrics:
         )
         r.register(_SandboxCollector(lambda: self._manager))
         r.register(_EgressCollector(lambda: self._manager))
+        self._cluster: Cluster | None = None
+        r.register(_ClusterCollector(lambda: self._cluster))
 
     def watch_sandboxes(self, manager: SandboxManager) -> None:
         self._manager = manager
+
+    def watch_cluster(self, cluster: Cluster) -> None:
+        self._cluster = cluster
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -8,12 +8,15 @@ from typing import Annotated, Any
 import structlog
 import typer
 import uvicorn
+from sqlalchemy.engine import make_url
 
 from orchestrator.api import ApiConfig, create_app
 from orchestrator.api.server import CageServer
 from orchestrator.cli.firstrun import first_contact
 from orchestrator.logs import configure_logging
 from orchestrator.settings import Settings
+from orchestrator.store.database import sqlite_path
+from orchestrator.store.server_lock import ServerLock
 
 
 def serve(
@@ -38,6 +41,7 @@ def serve(
         problem = startup_check(settings)
         if problem:
             structlog.get_logger("cage.serve").error("kubernetes backend not ready", reason=problem)
+    lock = _single_server(settings)
     app = create_app(settings, config=config)
     uvicorn_config = uvicorn.Config(
         app,
@@ -51,4 +55,23 @@ def serve(
         timeout_graceful_shutdown=5,  # the turns have ended by then (CageServer drains first)
         lifespan="on",
     )
-    CageServer(uvicorn_config, app).run()
+    try:
+        CageServer(uvicorn_config, app).run()
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _single_server(settings: Settings) -> ServerLock | None:
+    """On SQLite, this server's exclusive lock on the database file (a second one is refused with
+    the holder's name); None on Postgres, where any number of replicas share the database.
+
+    Raises:
+        UsageError: another `cage serve` holds the SQLite database.
+    """
+    database = sqlite_path(make_url(settings.resolved_database_url()))
+    if database is None:
+        return None
+    lock = ServerLock(database)
+    lock.acquire()
+    return lock

@@ -16,6 +16,7 @@ before the server accepts a turn (`kill_orphaned_turns`, with the turns this ret
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import structlog
@@ -86,12 +87,14 @@ class RecoveredTurn:
     owner: str
 
 
-async def close_unfinished_turns(store: Store) -> list[RecoveredTurn]:
-    """Close every turn left `running`; returns them. A turn that cannot be closed now (the
-    database failing) is logged and left for the next start."""
+async def close_unfinished_turns(store: Store, only: Collection[str] | None = None) -> list[RecoveredTurn]:
+    """Close every turn left `running` (with `only`: those of these ids); returns them. A turn that
+    cannot be closed now (the database failing) is logged and left for the next start."""
     hub = SessionHub(store)
     closed: list[RecoveredTurn] = []
     for turn in await store.turns.unfinished():
+        if only is not None and turn.id not in only:
+            continue
         try:
             if await _close(hub, store, turn.chat_id, turn.id):
                 chat = await store.chats.get(turn.chat_id)

@@ -28,6 +28,10 @@ class Readiness(BaseModel):
     status: str
     database: str
     engine: str
+    replica_id: str | None = None
+    """This process's identity among the replicas sharing the database."""
+    leader: bool = False
+    """Whether this replica runs the cluster's upkeep (reaper, reconcile, dead replicas' turns)."""
 
 
 class Probes:
@@ -76,14 +80,16 @@ async def healthz(request: Request) -> JSONResponse:
 
 
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
-async def readyz(state: StateDep) -> JSONResponse:
+async def readyz(request: Request, state: StateDep) -> JSONResponse:
     """Ready: the database and the engine answer, each within `CAGE_READINESS_TIMEOUT` seconds."""
     rt = state.runtime
     database, engine = await _both(
         _probes.run(state, "database", lambda: rt.store.chats.get("readyz")),
         _probes.run(state, "engine", rt.manager.backend.ping),
     )
-    ready = Readiness(status="ok", database=database, engine=engine)
+    cluster = getattr(request.app.state, "cluster", None)
+    replica = {"replica_id": cluster.replica_id, "leader": cluster.leader} if cluster is not None else {}
+    ready = Readiness(status="ok", database=database, engine=engine, **replica)
     ok = ready.database == "ok" and ready.engine == "ok" and state.supervisor.serving
     body = ready.model_copy(update={"status": "ok" if ok else "unavailable"})
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)

@@ -1,0 +1,129 @@
+"""`Cluster`: this `cage serve` among the replicas sharing its database.
+
+Every replica has an identity (`replica_id`, a uuid per process, in `/readyz` and the start-up log)
+and a lease in `replicas`, renewed by its heartbeat every `CAGE_REPLICA_HEARTBEAT_SECONDS`; the
+turns it runs hold leases that the same heartbeat renews (`orchestrator.store.leases`). At each
+heartbeat the replicas also compete for the `maintenance` leader lease: the one holding it runs the
+cluster's upkeep (the reaper, the volume and network collectors, retention: `leading()`), reconciles
+the engine's sandboxes when it takes the lead, and closes the turns of replicas whose lease ran out
+(a `kill -9`, a lost host) exactly as start-up recovery closes a crashed process's turns
+(`orchestrator_restarted`). When the leader dies, another replica takes the lead within one lease.
+
+SQLite serves one process only: `cage serve` holds an exclusive lock on the database file
+(`orchestrator.store.server_lock`) before any of this starts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+import structlog
+
+from orchestrator.pipeline.recovery import RecoveredTurn, close_unfinished_turns
+from orchestrator.settings import Settings
+from orchestrator.store import Store
+from orchestrator.store.leases import MAINTENANCE
+
+log = structlog.get_logger(__name__)
+
+OnLead = Callable[[], Awaitable[None]]
+OnRecovered = Callable[[list[RecoveredTurn]], Awaitable[None]]
+
+
+class Cluster:
+    """Heartbeat, leader election and the take-over of dead replicas' turns, for one replica."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.replica_id = store.leases.replica_id
+        self.lease_seconds = settings.replica_lease_seconds
+        self.heartbeat_seconds = settings.replica_heartbeat_seconds
+        self.shared = store.dialect != "sqlite"
+        """Several replicas may share the database (Postgres); SQLite has this process alone."""
+        self.leader = False
+        self.runs: Counter[str] = Counter()
+        """Leader-only jobs run by this replica, by name (`cage_maintenance_runs_total{job}`)."""
+        self.on_lead: OnLead | None = None
+        """Called when this replica takes the lead after start-up (reconcile the engine's sandboxes)."""
+        self.on_recovered: OnRecovered | None = None
+        """Called with the dead replicas' turns this replica closed (kill what they left running)."""
+
+    async def join(self) -> None:
+        """Write this replica's lease; its turns are held by the heartbeat from now on."""
+        self.store.leases.bind(lease_seconds=self.lease_seconds)
+        await self.store.leases.join(socket.gethostname(), os.getpid())
+        log.info(
+            "replica joined",
+            replica_id=self.replica_id,
+            database=self.store.dialect,
+            lease_seconds=self.lease_seconds,
+        )
+
+    async def elect(self) -> bool:
+        """Take (or keep) the leader lease; True when this replica leads now. Logs every change."""
+        was = self.leader
+        self.leader = await self.store.leases.claim(MAINTENANCE)
+        if self.leader and not was:
+            log.info("replica leads the cluster's upkeep", replica_id=self.replica_id)
+        elif was and not self.leader:
+            log.warning("replica lost the lead", replica_id=self.replica_id)
+        return self.leader
+
+    async def startup_orphans(self) -> Collection[str] | None:
+        """The unfinished turns start-up recovery closes: on SQLite every one (no other process can
+        run them); on a shared database those no live replica holds (None: all of them)."""
+        if not self.shared:
+            return None
+        return await self.store.leases.orphaned(unheld=True)
+
+    async def heartbeat(self) -> None:
+        """One beat: renew the leases, elect, and as the leader close dead replicas' turns."""
+        if not await self.store.leases.heartbeat():
+            log.warning("replica lease had lapsed (the others may have closed its turns); joining again")
+            await self.store.leases.join(socket.gethostname(), os.getpid())
+        was = self.leader
+        if not await self.elect():
+            return
+        if not was and self.on_lead is not None:
+            await self.on_lead()
+        await self.take_over()
+
+    async def take_over(self) -> list[RecoveredTurn]:
+        """Close the turns whose replica's lease ran out; returns them."""
+        dead = await self.store.leases.orphaned(unheld=False)
+        if not dead:
+            return []
+        closed = await close_unfinished_turns(self.store, dead)
+        if closed:
+            log.warning(
+                "turns of a dead replica closed",
+                replica_id=self.replica_id,
+                turns=[t.turn_id for t in closed],
+            )
+            if self.on_recovered is not None:
+                await self.on_recovered(closed)
+        await self.store.leases.forget_dead()
+        return closed
+
+    def leading(self, job: Callable[[], Awaitable[Any]], *, name: str) -> Callable[[], Awaitable[None]]:
+        """`job` run only while this replica leads (the others skip their tick); counted in `runs`."""
+
+        async def step() -> None:
+            if not self.leader:
+                return
+            self.runs[name] += 1
+            await job()
+
+        return step
+
+    async def leave(self) -> None:
+        """A clean shutdown: remove this replica's lease and give up the lead (its turns ended)."""
+        try:
+            await self.store.leases.leave()
+        except Exception as exc:  # noqa: BLE001 - the lease then simply runs out
+            log.warning("replica lease not removed", error=type(exc).__name__)
+        self.leader = False
