@@ -4,21 +4,24 @@ CageError
 ├── StoreError           reason                  (the database cannot be reached or migrated)
 ├── Conflict
 │   ├── EventSequenceError  session_id, expected, got   (a gap or a duplicate in the event log)
-│   ├── RecordExists        kind, record_id
+│   ├── RecordExists        record_kind, record_id
 │   └── TurnRunning         chat_id, turn_id, replica_id   (the chat runs a turn already)
 └── NotFound
-    └── RecordNotFound      kind, record_id
+    └── RecordNotFound      record_kind, record_id
 
 Messages never contain SQL parameters, memory values or key material.
 """
 
 from __future__ import annotations
 
-from orchestrator.errors import CageError, Conflict, NotFound
+from orchestrator.errors import CageError, Conflict, ErrorKind, NotFound
 
 
 class StoreError(CageError):
     """The database failed: unreachable, locked past the timeout, or a migration broke."""
+
+    code = "store_unavailable"
+    kind = ErrorKind.UNAVAILABLE
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -27,6 +30,8 @@ class StoreError(CageError):
 
 class EventSequenceError(Conflict):
     """Events offered to a session's log do not continue it: `got` is not `expected`."""
+
+    code = "event_sequence_broken"
 
     def __init__(self, session_id: str, *, expected: int, got: int) -> None:
         self.session_id = session_id
@@ -37,8 +42,12 @@ class EventSequenceError(Conflict):
 
 
 class RecordExists(Conflict):
+    """A record with this id exists already."""
+
+    code = "record_exists"
+
     def __init__(self, kind: str, record_id: str) -> None:
-        self.kind = kind
+        self.record_kind = kind
         self.record_id = record_id
         super().__init__(f"{kind} {record_id!r} already exists")
 
@@ -56,7 +65,11 @@ class TurnRunning(Conflict):
 
 
 class RecordNotFound(NotFound):
+    """No record of this kind with this id."""
+
+    code = "record_not_found"
+
     def __init__(self, kind: str, record_id: str) -> None:
-        self.kind = kind
+        self.record_kind = kind
         self.record_id = record_id
         super().__init__(f"{kind} {record_id!r} not found")
