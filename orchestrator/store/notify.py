@@ -7,10 +7,10 @@ on the first `listen()` and kept until the store closes. Every handler runs in t
 must not block; it gets the notice's payload text.
 
 A lost connection (the server restarted, a network cut) is noticed by asyncpg's termination
-callback or by the keep-alive query that runs whenever the channel has been quiet for
-`KEEPALIVE_S`; the listener then reconnects with a growing delay and calls every `on_connect`
-callback after each (re)connect, so its users re-read what they may have missed meanwhile. SQLite
-has no notices: there `enabled` is False, `listen()` registers nothing and `notify` sends nothing.
+callback or by a keep-alive query every `KEEPALIVE_S`; the listener then reconnects with a
+growing delay and calls every `on_connect` callback after each (re)connect, so its users re-read
+what they may have missed meanwhile. SQLite has no notices: there `enabled` is False, `listen()`
+registers nothing and `notify` sends nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ OUTCOMES_CHANNEL = "cage_turn_outcomes"
 CHANNELS = (EVENTS_CHANNEL, COMMANDS_CHANNEL, OUTCOMES_CHANNEL)
 
 KEEPALIVE_S = 5.0
-"""A quiet listener checks its connection this often (a query with the same timeout)."""
+"""The listener checks its connection this often (a query with the same timeout)."""
 CONNECT_TIMEOUT_S = 10.0
 RETRY_MIN_S = 0.2
 RETRY_MAX_S = 5.0
