@@ -40,13 +40,21 @@ OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
 
 
 def error_body(
-    request: Request, kind: str, detail: str, fields: list[dict[str, str]] | None = None
+    request: Request,
+    kind: str,
+    detail: str,
+    fields: list[dict[str, str]] | None = None,
+    *,
+    code: str | None = None,
 ) -> dict[str, Any]:
-    """`{"error": kind, "detail": ...}`; on the OpenAI routes `{"error": {"message", "type", "param"}}`."""
+    """`{"error": kind, "code"?: ..., "detail": ...}`; on the OpenAI routes `{"error": {"message",
+    "type", "param", "code"}}`. `code` is a Cage error's stable code (docs/protocol.md)."""
     if request.url.path.startswith(OPENAI_PATHS):
         param = fields[0]["loc"] if fields else None
-        return {"error": {"message": detail, "type": kind, "param": param, "code": None}}
+        return {"error": {"message": detail, "type": kind, "param": param, "code": code}}
     body: dict[str, Any] = {"error": kind, "detail": detail}
+    if code is not None:
+        body["code"] = code
     if fields is not None:
         body["fields"] = fields
     return body
@@ -73,7 +81,7 @@ async def cage_error_handler(request: Request, exc: Exception) -> JSONResponse:
         headers["Retry-After"] = str(max(1, round(exc.retry_after)))
     if status >= 500:
         log.warning("request failed", error=exc.code, detail=redact(str(exc)), status=status)
-    body = error_body(request, type(exc).__name__, redact(str(exc)))
+    body = error_body(request, type(exc).__name__, redact(str(exc)), code=exc.code)
     return JSONResponse(body, status_code=status, headers=headers)
 
 

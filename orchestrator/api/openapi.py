@@ -32,6 +32,8 @@ class ErrorBody(BaseModel):
     model_config = ConfigDict(frozen=True)
     error: str
     """The error class: `NotFound`, `Conflict`, `Unauthorized`, `RequestValidationError`, ..."""
+    code: str | None = None
+    """A Cage error's stable code (`not_found`, `config_error`, ...: docs/protocol.md, "Error codes")."""
     detail: str | None = None
     """What went wrong, for a person; never a secret."""
     fields: list[FieldError] | None = None

@@ -29,7 +29,8 @@ def _message(response: httpx.Response) -> tuple[str, str]:
             return str(error.get("message") or error), str(error.get("code") or error.get("type") or "")
         detail = body.get("detail")
         if detail is not None:
-            return (detail if isinstance(detail, str) else json.dumps(detail)), str(error or "")
+            text = detail if isinstance(detail, str) else json.dumps(detail)
+            return text, str(body.get("code") or error or "")
     return json.dumps(body)[:500], ""
 
 

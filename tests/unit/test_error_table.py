@@ -4,12 +4,14 @@ module maps errors to numbers, and the docs list every code."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
+from starlette.requests import Request
 
 from orchestrator.api.caps import OwnerCapReached
-from orchestrator.api.errors import KeyRateLimited
+from orchestrator.api.errors import KeyRateLimited, cage_error_handler
 from orchestrator.api.gate import BodyTooLarge
 from orchestrator.error_table import (
     EVENT_CODE_KINDS,
@@ -118,6 +120,28 @@ def test_each_surface_reads_the_kind(
 )
 def test_a_failed_turn_exits_with_its_most_telling_code(codes: list[str], expected: ExitCode) -> None:
     assert turn_exit_code(codes) == expected
+
+
+def _request(path: str) -> Request:
+    return Request({"type": "http", "method": "GET", "path": path, "headers": [], "query_string": b""})
+
+
+async def test_http_bodies_carry_the_stable_code() -> None:
+    missing = await cage_error_handler(_request("/v1/sessions/x"), RecordNotFound("session", "x"))
+    assert missing.status_code == 404
+    assert json.loads(bytes(missing.body)) == {
+        "error": "RecordNotFound",
+        "code": "record_not_found",
+        "detail": "session 'x' not found",
+    }
+    openai = await cage_error_handler(_request("/v1/chat/completions"), Unauthorized("missing API key"))
+    assert openai.status_code == 401 and openai.headers["www-authenticate"] == "Bearer"
+    assert json.loads(bytes(openai.body))["error"] == {
+        "message": "missing API key",
+        "type": "Unauthorized",
+        "param": None,
+        "code": "unauthorized",
+    }
 
 
 def test_event_codes_resolve_to_kinds() -> None:

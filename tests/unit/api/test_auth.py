@@ -35,7 +35,11 @@ async def test_user_key_on_admin_routes_is_403(served: Served) -> None:
         for path in ("/v1/admin/assistants", "/v1/admin/sandboxes", "/v1/admin/audit", "/v1/admin/runners"):
             response = await client.get(path)
             assert response.status_code == 403, path
-            assert response.json() == {"error": "Forbidden", "detail": "this route needs an admin API key"}
+            assert response.json() == {
+                "error": "Forbidden",
+                "code": "forbidden",
+                "detail": "this route needs an admin API key",
+            }
     async with httpx.AsyncClient(base_url=served.url, headers=served.auth("admin")) as client:
         assert (await client.get("/v1/admin/assistants")).status_code == 200
 
@@ -136,7 +140,7 @@ async def test_sandbox_cap_per_owner_answers_429(served: Served) -> None:
         "message": "sandbox limit reached for owner alice: at most 1",
         "type": "CapacityError",
         "param": None,
-        "code": None,
+        "code": "capacity_reached",
     }
     assert same_chat.status_code == 200  # reuses the session's sandbox: no new one needed
     assert bob == 200
