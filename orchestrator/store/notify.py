@@ -34,6 +34,8 @@ OUTCOMES_CHANNEL = "cage_turn_outcomes"
 """Payload `<command id>`: a steering command has its outcome."""
 CHANNELS = (EVENTS_CHANNEL, COMMANDS_CHANNEL, OUTCOMES_CHANNEL)
 
+APPLICATION_NAME = "cage-notices"
+"""The listener connection's `application_name` (what `pg_stat_activity` shows for it)."""
 KEEPALIVE_S = 5.0
 """The listener checks its connection this often (a query with the same timeout)."""
 CONNECT_TIMEOUT_S = 10.0
@@ -107,7 +109,8 @@ class Notices:
         delay = RETRY_MIN_S
         while True:
             try:
-                conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_S)
+                settings = {"application_name": APPLICATION_NAME}
+                conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_S, server_settings=settings)
             except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("notices.connect_failed", error=type(exc).__name__, retry_in_s=delay)
                 await asyncio.sleep(delay)

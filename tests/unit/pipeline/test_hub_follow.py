@@ -11,11 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import pytest
+from sqlalchemy import text
 
 from orchestrator.pipeline import hub as hub_module
 from orchestrator.pipeline.handle import is_root_end
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.store import Store
+from orchestrator.store import notify as notify_module
+from orchestrator.store.notify import APPLICATION_NAME
 from orchestrator.stream import Event, RandomIds, TurnBuilder
 
 pytestmark = pytest.mark.postgres
@@ -154,3 +157,40 @@ async def test_the_owners_own_subscribers_are_not_fed_twice(store: Store, replic
         await _until(lambda: len(got) >= len(published))
     assert got == list(range(1, len(published) + 1))
     assert reads == 0  # its own notices are skipped: the follower read nothing
+
+
+async def _cut_listener(store: Store) -> int:
+    """Terminate the listener connections of this database (what a server restart does to them)."""
+    async with store._db.write() as session:
+        result = await session.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = :name AND datname = current_database()"
+            ),
+            {"name": APPLICATION_NAME},
+        )
+        return int(result.scalar_one())
+
+
+async def test_a_lost_listener_reconnects_and_reads_what_it_missed(
+    store: Store, replica_b: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hub_module, "POLL_S", 3600.0)  # no poll: only the reconnect's re-read
+    monkeypatch.setattr(notify_module, "RETRY_MIN_S", 1.0)  # B stays away while A writes
+    hub_a, hub_b = SessionHub(store), SessionHub(replica_b)
+    got: list[int] = []
+    builder = TurnBuilder(RandomIds())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_collect, hub_b, 0, got)
+        await _until(lambda: hub_b.following() > 0)
+        await _wait_listening(replica_b)
+        await hub_a.begin(CHAT)
+        first = await hub_a.publish(CHAT, TURN, builder.stream_start("hooks.echo"))
+        await _until(lambda: len(got) >= len(first))
+        assert await _cut_listener(store) == 1  # B's listener (A has none: it follows nothing)
+        await _until(lambda: not replica_b.notices.connected.is_set())
+        missed = await hub_a.publish(CHAT, TURN, builder.text("while B was away"))  # no notice reaches B
+        await _wait_listening(replica_b)  # reconnected
+        rest = await hub_a.publish(CHAT, TURN, builder.stream_end())
+        await _until(lambda: len(got) >= len(first + missed + rest))
+    assert got == [e.seq for e in first + missed + rest] == list(range(1, len(got) + 1))
