@@ -29,7 +29,7 @@ from orchestrator.llm.deltas import (
     UsageDelta,
 )
 from orchestrator.llm.engine import AgentLoop
-from orchestrator.llm.event_sink import Emit, EventSink, collecting
+from orchestrator.llm.event_sink import EventSink, collecting
 from orchestrator.llm.loop_state import LoopResult, LoopStop, StepTrace, ToolTrace
 from orchestrator.llm.messages import (
     Block,
@@ -73,7 +73,6 @@ __all__ = [
     "Compaction",
     "CompactionPolicy",
     "Compactor",
-    "Emit",
     "EventSink",
     "JsonFileCheckpoints",
     "LoopResult",

@@ -26,13 +26,13 @@ from orchestrator.llm.checkpoint import Checkpoint, CheckpointSink, Phase
 from orchestrator.llm.client import ModelClient
 from orchestrator.llm.compaction import CompactionPolicy, Compactor
 from orchestrator.llm.deltas import TextDelta, ThinkingDelta, ToolCallArgs, ToolCallStart
-from orchestrator.llm.event_sink import Emit, EventSink
+from orchestrator.llm.event_sink import EventSink
 from orchestrator.llm.loop_state import LoopResult, LoopState, LoopStop, StepTrace, call_signature
 from orchestrator.llm.messages import ChatMessage, ModelOptions, ToolCallBlock, ToolResultBlock
 from orchestrator.llm.tool_batch import BatchSettings, ToolBatch
 from orchestrator.llm.tools.base import ToolBox
 from orchestrator.permissions import PermissionGate
-from orchestrator.stream import TurnBuilder
+from orchestrator.stream import Emit, TurnBuilder
 
 log = structlog.get_logger(__name__)
 

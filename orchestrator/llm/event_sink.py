@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 
-from orchestrator.stream import Event
-
-Emit = Callable[[Sequence[Event]], Awaitable[None]]
-"""Where the loop's events go: the session emitter, a JSONL writer, a test list."""
+from orchestrator.stream import Emit, Event
 
 
 class EventSink:

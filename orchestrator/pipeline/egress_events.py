@@ -13,10 +13,9 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from orchestrator.pipeline.bridge import Emit
 from orchestrator.sandbox.egress.denials import backend_denials
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
-from orchestrator.stream import TurnBuilder
+from orchestrator.stream import Emit, TurnBuilder
 
 SETTLE_SECONDS = 0.3
 

@@ -20,9 +20,8 @@ from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.tap import CallTap
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.store import Store
-from orchestrator.stream import Event, IdSource, TurnBuilder
+from orchestrator.stream import Emit, Event, IdSource, TurnBuilder
 
-Emit = Callable[[Sequence[Event]], Awaitable[None]]
 Authorize = Callable[[str], Awaitable[Assistant]]
 Stage = Literal["start", "history", "sandbox", "create", "runner", "llm", "next", "delegate", "end"]
 

@@ -23,7 +23,7 @@ belong to the caller, which should pass `result.usage` (fallback included) to `s
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -67,11 +67,10 @@ from orchestrator.llm.messages import ImageBlock, TextBlock
 from orchestrator.llm.tools import ToolBox
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.vision_fallback import with_descriptions
-from orchestrator.stream import ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
+from orchestrator.stream import Emit, ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
 
 log = structlog.get_logger(__name__)
 
-Emit = Callable[[Sequence[Event]], Awaitable[None]]
 HANDOFF_STOPS: frozenset[LoopStop] = frozenset({"max_rounds", "tool_loop_terminated", "error"})
 DEFAULT_FALLBACK = "__yao.loop_fallback"
 USE_PREFIX = "use::"

@@ -18,7 +18,7 @@ A cancelled wait (the turn interrupted) resolves the request as denied before it
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -33,11 +33,10 @@ from orchestrator.permissions.rules import WORKSPACE, always_rule, verdict
 from orchestrator.pipeline.permission_answers import Answer, InProcessAnswers, PendingAnswers
 from orchestrator.redaction import redact
 from orchestrator.store import Store
-from orchestrator.stream import Event, TurnBuilder
+from orchestrator.stream import Emit, Event, TurnBuilder
 
 log = structlog.get_logger(__name__)
 
-Emit = Callable[[Sequence[Event]], Awaitable[None]]
 Unattended = Literal["policy", "deny", "allow"]
 """CI mode: who answers an `ask` with no human there: the policy's `default`, or always deny/allow."""
 SESSION_RULES_KEY = "cage.permissions.allow"

@@ -14,18 +14,23 @@ from orchestrator.dsl.option_support import cli_connector, cli_runner_options, r
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import ModelGateway, SandboxAccess
 from orchestrator.permissions import PermissionGate
-from orchestrator.pipeline.bridge import BridgeResult, Emit, TurnLimits, run_runner_turn
+from orchestrator.pipeline.bridge import BridgeResult, StopReason, TurnLimits, run_runner_turn
 from orchestrator.pipeline.child_sessions import StoreChildSessions
 from orchestrator.pipeline.egress_events import egress_events
+from orchestrator.pipeline.loop_watch import LoopWatchdog, stopped_outcome
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.roles import role_models
+from orchestrator.pipeline.sandbox_mcp import sandbox_stdio
+from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
 from orchestrator.pipeline.skills import deliver_skills
+from orchestrator.pipeline.vision_fallback import native_prompt, role_connector
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.sandbox.images import BuildProgress
 from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxManager, SandboxRequest
-from orchestrator.stream import SandboxPhase, TurnBuilder
-from runners.base import HOME_SUBDIR, STATE_SUBDIR, ImagePart, TurnRequest
+from orchestrator.stream import Emit, SandboxPhase, TurnBuilder
+from runners.base import HOME_SUBDIR, STATE_SUBDIR, ImagePart, RunnerAdapter, TurnRequest
+from runners.loop_adapter import LoopAdapter, LoopTurn
 from runners.registry import adapter_for
 
 
@@ -181,11 +186,11 @@ async def run_in_lease(
     assistant = inp.assistant
     spec = assistant.sandbox
     assert spec is not None, "run_in_lease needs a sandbox assistant"
-    if spec.runner.name == "yaocode":  # the native loop runs here; only its tools run in the sandbox
-        from orchestrator.pipeline.yaocode_turn import run_yaocode_turn  # lazy: it imports this module
-
+    adapter = adapter_for(spec.runner.name)
+    if isinstance(adapter, LoopAdapter):  # the loop runs here; only its tools run in the sandbox
         async with egress_events(manager, lease, builder, emit):
-            return await run_yaocode_turn(
+            return await _run_loop(
+                adapter,
                 inp,
                 lease,
                 loader=loader,
@@ -210,13 +215,14 @@ async def run_in_lease(
     )
     try:
         async with egress_events(manager, lease, builder, emit):
-            return await _run_cli(inp, lease, access, manager=manager, resume=resume, builder=builder,
-                                  emit=emit, cancel=cancel, limits=limits, roles=roles)
+            return await _run_cli(adapter, inp, lease, access, manager=manager, resume=resume,
+                                  builder=builder, emit=emit, cancel=cancel, limits=limits, roles=roles)
     finally:
         gateway.revoke(access)
 
 
 async def _run_cli(
+    adapter: RunnerAdapter,
     inp: RunnerTurnInput,
     lease: SandboxLease,
     access: SandboxAccess,
@@ -232,7 +238,6 @@ async def _run_cli(
     assistant = inp.assistant
     spec = assistant.sandbox
     assert spec is not None
-    adapter = adapter_for(spec.runner.name)
     connector = access.connector
     provider = connector.type.value if connector is not None else None
     refuse_options(assistant.path / "package.yao", assistant.package, adapter.name, provider)
@@ -288,6 +293,78 @@ async def _run_cli(
         on_resume=save_resume,
         gate=inp.gate,
     )
+
+
+async def _run_loop(
+    adapter: LoopAdapter,
+    inp: RunnerTurnInput,
+    lease: SandboxLease,
+    *,
+    loader: AppLoader,
+    manager: SandboxManager,
+    resume: ResumeStore,
+    builder: TurnBuilder,
+    emit: Emit,
+    cancel: anyio.Event | None,
+    limits: TurnLimits,
+) -> BridgeResult:
+    """One loop-runner turn: the prompt, skills and the box's tools prepared here, the loop run
+    by the adapter under the watchdog; the resume state stored when the turn completed.
+
+    Raises:
+        ConfigError: the assistant has no usable connector.
+        RunnerError: bad `runner.options`.
+    """
+    assistant = inp.assistant
+    connector = runner_connector(assistant, loader)
+    if connector is None:
+        raise ConfigError(f"the {adapter.name} runner needs a connector", file=assistant.path / "package.yao")
+    light = await anyio.to_thread.run_sync(role_connector, assistant, loader, "light")
+    vision = await anyio.to_thread.run_sync(role_connector, assistant, loader, "vision")
+    prompt = await native_prompt(
+        inp.prompt,
+        inp.images,
+        connector=connector,
+        assistant=assistant,
+        loader=loader,
+        session_id=inp.chat_id,
+        vision=vision,
+    )
+    mount = lease.mount_path.rstrip("/")
+    skills_root = await deliver_skills(
+        LeasedSandbox(manager, lease),
+        adapter.name,
+        assistant.skills,
+        home=f"{mount}/{HOME_SUBDIR}",
+        state_dir=f"{mount}/{STATE_SUBDIR}",
+        workspace_root=mount,
+    )
+    turn = LoopTurn(
+        assistant=assistant,
+        chat_id=inp.chat_id,
+        turn_id=inp.turn_id,
+        prompt=prompt,
+        system=system_prompt(assistant),
+        connector=connector,
+        tools=LeaseToolSandbox(manager, lease),
+        stdio=sandbox_stdio(manager, lease),
+        state_dir=manager.settings.data_dir / adapter.name,
+        light=light,
+        skills_root=skills_root,
+        resume=await resume.get(assistant.id, inp.chat_id, adapter.name),
+        gate=inp.gate,
+        child_sessions=inp.child_sessions,
+    )
+    watch = LoopWatchdog(emit, builder, limits, cancel or anyio.Event(), inp.gate)
+    run = await adapter.run(turn, builder, emit, watch)
+    outcome = stopped_outcome(run.outcome, watch.reason, limits)
+    if outcome.error is not None and watch.reason in (StopReason.TIMEOUT, StopReason.STALLED):
+        await emit(builder.error(outcome.error, f"turn_{watch.reason.value}"))
+    resume_state: dict[str, str] = {}
+    if outcome.status == "completed" and run.resume_state:
+        resume_state = dict(run.resume_state)
+        await resume.put(assistant.id, inp.chat_id, adapter.name, resume_state)
+    return BridgeResult(outcome, exit_code=None, stopped=watch.reason, resume_state=resume_state)
 
 
 def new_chat_id() -> str:

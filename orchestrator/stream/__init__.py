@@ -22,6 +22,7 @@ from orchestrator.stream.content import (
     ToolCallProps,
     ToolStatus,
 )
+from orchestrator.stream.emit import Emit
 from orchestrator.stream.emitter import SessionEmitter
 from orchestrator.stream.encoders import (
     CompletionWithError,
@@ -71,6 +72,7 @@ __all__ = [
     "CountingIds",
     "DeltaAction",
     "EgressDenied",
+    "Emit",
     "Envelope",
     "ErrorEvent",
     "ErrorProps",
