@@ -3,13 +3,13 @@ remove and an on-demand reaper sweep."""
 
 from __future__ import annotations
 
-import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.api.auth import Principal
 from orchestrator.errors import Conflict, SandboxNotFound
 from orchestrator.redaction import redact
 from orchestrator.sandbox import ExecSpec, Reaper, ResourceUsage, SandboxManager
+from orchestrator.sandbox.completion import run_to_end
 from orchestrator.sandbox.registry import TrackedSandbox
 from orchestrator.store import Store
 
@@ -132,28 +132,17 @@ class Fleet:
             workdir=request.workdir,
             stdin=request.stdin.encode() if request.stdin is not None else None,
         )
-        out: list[bytes] = []
-        size = 0
-        truncated = False
-        exit_code: int | None = None
         async with await self._manager.backend.exec(box.ref, spec) as handle:
-            with anyio.move_on_after(request.timeout or self._exec_timeout):
-                async for item in handle:
-                    line = item if isinstance(item, bytes) else b"[line longer than the cap]"
-                    if size + len(line) + 1 > self._output_bytes:
-                        truncated = True
-                        continue
-                    out.append(line)
-                    size += len(line) + 1
-                exit_code = await handle.wait()
-            stderr = handle.stderr
+            done = await run_to_end(
+                handle, timeout=request.timeout or self._exec_timeout, max_output=self._output_bytes
+            )
         await self._store.audit.record(principal.key_id, "sandbox.exec", name, {"argv0": request.argv[0]})
         return ExecResult(
-            exit_code=exit_code,
-            stdout=redact(b"\n".join(out).decode(errors="replace")),
-            stderr=redact(stderr.decode(errors="replace")),
-            truncated=truncated,
-            timed_out=exit_code is None,
+            exit_code=done.exit_code,
+            stdout=redact(done.stdout.removesuffix(b"\n").decode(errors="replace")),
+            stderr=redact(done.stderr.decode(errors="replace")),
+            truncated=done.truncated,
+            timed_out=done.timed_out,
         )
 
     async def stop(self, principal: Principal, name: str) -> SandboxView:

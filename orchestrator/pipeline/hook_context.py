@@ -10,7 +10,7 @@ async hooks (`await ctx.send(...)`) and from sync hooks (`ctx.send(...)`, run in
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
@@ -21,12 +21,14 @@ from orchestrator.pipeline.hook_mcp import HookMcp
 from orchestrator.pipeline.hook_memory import HookMemory
 from orchestrator.pipeline.portal import dual
 from orchestrator.sandbox.backend import ExecSpec, FileEntry
+from orchestrator.sandbox.completion import run_to_end
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
-from orchestrator.stream import Event, TurnBuilder
+from orchestrator.stream import Emit, Event, TurnBuilder
 
-Emit = Callable[[Sequence[Event]], Awaitable[None]]
 MAX_EXEC_OUTPUT = 1 << 20
 """Bytes of stdout an `exec` from a hook keeps; the rest is cut (and says so)."""
+EXEC_TIMEOUT = 300.0
+"""Seconds an `exec` from a hook may run when it names no `timeout`; then it is killed."""
 SANDBOX_UID = 1000
 
 
@@ -84,24 +86,27 @@ class HookSandbox:
 
     @dual
     async def exec(
-        self, command: str | Sequence[str], env: Mapping[str, str] | None = None, workdir: str = ""
+        self,
+        command: str | Sequence[str],
+        env: Mapping[str, str] | None = None,
+        workdir: str = "",
+        timeout: float = EXEC_TIMEOUT,  # noqa: ASYNC109 - the command's limit, not this call's
     ) -> dict[str, JsonValue]:
-        """Run `command` (a shell string or an argv list); returns exit_code, stdout and stderr."""
+        """Run `command` (a shell string or an argv list) for at most `timeout` seconds; returns
+        exit_code (None: killed at the time limit), stdout, stderr and timed_out."""
         argv = ("/bin/sh", "-c", command) if isinstance(command, str) else tuple(command)
         spec = ExecSpec(argv=argv, env=dict(env or {}), workdir=workdir and self._path(workdir))
-        out: list[bytes] = []
-        size = 0
         async with await self._manager.exec(self._lease, spec) as handle:
-            async for item in handle:
-                if isinstance(item, bytes) and size < MAX_EXEC_OUTPUT:
-                    out.append(item)
-                    size += len(item) + 1
-            code = await handle.wait()
-            stderr = handle.stderr
-        stdout = b"\n".join(out).decode("utf-8", errors="replace")
-        if size >= MAX_EXEC_OUTPUT:
+            done = await run_to_end(handle, timeout=timeout, max_output=MAX_EXEC_OUTPUT)
+        stdout = done.stdout.removesuffix(b"\n").decode("utf-8", errors="replace")
+        if done.truncated:
             stdout += "\n[output cut]"
-        return {"exit_code": code, "stdout": stdout, "stderr": stderr.decode("utf-8", errors="replace")}
+        return {
+            "exit_code": done.exit_code,
+            "stdout": stdout,
+            "stderr": done.stderr.decode("utf-8", errors="replace"),
+            "timed_out": done.timed_out,
+        }
 
     @dual
     async def read_file(self, path: str) -> str:

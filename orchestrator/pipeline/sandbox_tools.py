@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import signal
 from collections.abc import Sequence
 
-import anyio
-
-from orchestrator.errors import SandboxError, StreamLimitError, ToolError
+from orchestrator.errors import SandboxError, ToolError
 from orchestrator.llm.tools import ExecResult
-from orchestrator.sandbox.backend import ExecHandle, ExecSpec
+from orchestrator.sandbox.backend import ExecSpec
+from orchestrator.sandbox.completion import run_to_end
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 
 DEFAULT_OUTPUT_CAP = 64 * 1024
 MAX_FILE_BYTES = 16 * 2**20
 """The largest file `read_file` hands to a tool."""
 FILE_TIMEOUT = 60.0
-_KILL_WAIT = 5.0
 
 _READ_SCRIPT = f"""\
 root=$(realpath -e -- "$1") || exit 3
@@ -47,27 +43,6 @@ case "$t" in "$root"/*) ;; *) echo "the path resolves outside the workspace" >&2
 mkdir -p -- "$(dirname -- "$t")" && cat > "$t"
 """
 """argv tail: root, path; the content on stdin. Parent directories are created as needed."""
-
-
-class _Capped:
-    """Keeps at most `cap` bytes of what is added; remembers whether anything was dropped."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.parts: list[bytes] = []
-        self.kept = 0
-        self.dropped = False
-
-    def add(self, data: bytes) -> None:
-        room = self.cap - self.kept
-        if room > 0:
-            self.parts.append(data[:room])
-            self.kept += min(room, len(data))
-        if len(data) > room:
-            self.dropped = True
-
-    def text(self) -> str:
-        return b"".join(self.parts).decode("utf-8", "replace")
 
 
 class LeaseToolSandbox:
@@ -101,29 +76,14 @@ class LeaseToolSandbox:
             handle = await self._manager.exec(self._lease, spec)
         except SandboxError as exc:
             raise ToolError("", f"cannot start {argv[0]!r}: {exc}") from exc
-        out = _Capped(max_output)
-        exit_code: int | None = None
-        try:
-            with anyio.move_on_after(timeout) as scope:
-                async for item in handle:
-                    if isinstance(item, StreamLimitError):
-                        out.dropped = True
-                        continue
-                    out.add(item + b"\n")
-                exit_code = await handle.wait()
-        finally:
-            if exit_code is None:  # timed out, or the tool call was cancelled
-                await _kill(handle)
-            await handle.aclose()
-        err = _Capped(max_output)
-        err.add(handle.stderr)
-        timed_out = scope.cancelled_caught
+        async with handle:
+            done = await run_to_end(handle, timeout=timeout, max_output=max_output)
         return ExecResult(
-            exit_code=None if timed_out else exit_code,
-            stdout=out.text(),
-            stderr=err.text(),
-            truncated=out.dropped or err.dropped,
-            timed_out=timed_out,
+            exit_code=done.exit_code,
+            stdout=done.stdout.decode("utf-8", "replace"),
+            stderr=done.stderr.decode("utf-8", "replace"),
+            truncated=done.truncated,
+            timed_out=done.timed_out,
         )
 
     async def read_file(self, path: str) -> bytes:
@@ -152,13 +112,3 @@ def _reason(result: ExecResult) -> str:
         return "timed out"
     lines = result.stderr.strip().splitlines()
     return lines[-1].removeprefix("sh: ") if lines else f"exit code {result.exit_code}"
-
-
-async def _kill(handle: ExecHandle) -> None:
-    """SIGKILL to the command's process group, bounded and shielded (we may be cancelled)."""
-    with (
-        anyio.CancelScope(shield=True),
-        anyio.move_on_after(_KILL_WAIT),
-        contextlib.suppress(SandboxError),
-    ):
-        await handle.signal(signal.SIGKILL)

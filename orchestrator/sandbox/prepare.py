@@ -16,7 +16,6 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-import anyio
 import structlog
 from anyio import to_thread
 from pydantic import BaseModel, ConfigDict
@@ -25,11 +24,14 @@ from orchestrator.dsl.sandbox import CopyStep, ExecStep, FileStep, PrepareStep
 from orchestrator.errors import PrepareError, SandboxError, SandboxNotFound, WorkspaceError
 from orchestrator.redaction import redact
 from orchestrator.sandbox.backend import ExecSpec, FileEntry, SandboxBackend, SandboxRef
+from orchestrator.sandbox.completion import run_to_end
 from orchestrator.sandbox.limits import SANDBOX_GID, SANDBOX_UID, SANDBOX_USER
 from orchestrator.sandbox.workspace import ensure_inside, host_source, relative_path
 
 log = structlog.get_logger(__name__)
 STDERR_HEAD = 200
+MAX_STEP_OUTPUT = 1 << 20
+"""Bytes of a step's stdout kept (only a background step's pid line is read from it)."""
 MAX_COPY_BYTES = 256 * 2**20
 BACKGROUND_MARK = "cage-background"
 
@@ -208,19 +210,14 @@ async def _exec(backend: SandboxBackend, ctx: PrepareContext, index: int, step: 
         grace_seconds=ctx.grace_seconds,
     )
     limit = step.timeout.total_seconds() if step.timeout else None
-    code: int | None = None
-    out: list[bytes] = []
     async with await backend.exec(ctx.sandbox, spec) as handle:
-        with anyio.move_on_after(limit):
-            out = [item async for item in handle if isinstance(item, bytes)]
-            code = await handle.wait()
-        stderr = handle.stderr
-    if code is None:
+        done = await run_to_end(handle, timeout=limit, max_output=MAX_STEP_OUTPUT)
+    if done.timed_out:
         raise PrepareError(ctx.sandbox.name, index, f"timed out after {limit:g}s")
-    if code != 0:
-        head = redact(stderr[: STDERR_HEAD * 4].decode(errors="replace"))[:STDERR_HEAD]
-        raise PrepareError(ctx.sandbox.name, index, f"exit {code}", stderr_head=head)
-    for line in out if step.background else []:
+    if done.exit_code != 0:
+        head = redact(done.stderr[: STDERR_HEAD * 4].decode(errors="replace"))[:STDERR_HEAD]
+        raise PrepareError(ctx.sandbox.name, index, f"exit {done.exit_code}", stderr_head=head)
+    for line in done.lines() if step.background else []:
         mark, _, pid = line.decode(errors="replace").partition(" ")
         if mark == BACKGROUND_MARK and pid.strip().isdigit():
             return int(pid)

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 
+from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
+from orchestrator.settings import Settings
 from tests.fakes.model_server import FakeModelServer
 from tests.integration.runners.conftest import App, own
+from tests.unit.sandbox.fakes import FakeImageBuilder
 
 PROMPTS = [f"survey area {i}" for i in range(10)]
 TIMES = "times.log"
@@ -47,6 +52,24 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
     "agents": [{"tool": "agent", "args": {"prompts": PROMPTS}, "delay": 0.15}, {"text": "all reports in"}],
     "cancel-me": [{"shell": "sleep 120"}, {"text": "done"}],
 }
+
+
+@pytest.fixture
+async def leased_box(
+    docker_engine: docker.DockerClient, sandbox_image: str, test_run_labels: dict[str, str], tmp_path: Path
+) -> AsyncIterator[tuple[SandboxManager, SandboxLease]]:
+    """A real `yaocode` box leased from a manager over the Docker backend, released after the test."""
+    settings = Settings(data_dir=tmp_path / "cage")
+    manager = SandboxManager(
+        DockerBackend(settings), FakeImageBuilder(tag=sandbox_image), settings, extra_labels=test_run_labels
+    )
+    spec = SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "yaocode"}})
+    request = SandboxRequest(owner="native-it", assistant_id="tests.tools", assistant_dir=tmp_path, spec=spec)
+    lease = await manager.acquire(request)
+    try:
+        yield manager, lease
+    finally:
+        await manager.release(lease)
 
 
 @pytest.fixture(scope="session")

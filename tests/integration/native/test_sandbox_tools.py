@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import anyio
-import docker
 import pytest
 
-from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.errors import ToolError
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
-from orchestrator.sandbox.docker import DockerBackend
-from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
-from orchestrator.settings import Settings
-from tests.unit.sandbox.fakes import FakeImageBuilder
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 
 
 @pytest.fixture
-async def tools(
-    docker_engine: docker.DockerClient, sandbox_image: str, test_run_labels: dict[str, str], tmp_path: Path
-) -> AsyncIterator[LeaseToolSandbox]:
-    settings = Settings(data_dir=tmp_path / "cage")
-    backend = DockerBackend(settings)
-    manager = SandboxManager(
-        backend, FakeImageBuilder(tag=sandbox_image), settings, extra_labels=test_run_labels
-    )
-    spec = SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "yaocode"}})
-    request = SandboxRequest(owner="native-it", assistant_id="tests.tools", assistant_dir=tmp_path, spec=spec)
-    lease = await manager.acquire(request)
-    try:
-        yield LeaseToolSandbox(manager, lease)
-    finally:
-        await manager.release(lease)
+def tools(leased_box: tuple[SandboxManager, SandboxLease]) -> LeaseToolSandbox:
+    return LeaseToolSandbox(*leased_box)
 
 
 async def _ps(tools: LeaseToolSandbox) -> str:
