@@ -93,7 +93,6 @@ class LoopAdapter(Protocol):
         Model, tool and MCP failures end the turn in error; they are never raised.
 
         Raises:
-            RunnerError: bad `runner.options`.
-            ConfigError: options the package sets that the runner refuses.
+            ConfigError: bad `runner.options`, or package options the runner refuses.
         """
         ...

@@ -312,8 +312,7 @@ async def _run_loop(
     by the adapter under the watchdog; the resume state stored when the turn completed.
 
     Raises:
-        ConfigError: the assistant has no usable connector.
-        RunnerError: bad `runner.options`.
+        ConfigError: the assistant has no usable connector, or bad `runner.options`.
     """
     assistant = inp.assistant
     connector = runner_connector(assistant, loader)

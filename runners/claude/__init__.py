@@ -5,7 +5,7 @@
 """
 
 from runners.claude.adapter import INTERRUPT, ClaudeAdapter, user_line
-from runners.claude.options import ClaudeOptions, parse_options
+from runners.claude.options import ClaudeOptions
 from runners.claude.session import session_id, session_id_for
 from runners.claude.translator import INTERRUPT_REQUEST_ID, ClaudeTranslator
 
@@ -19,7 +19,6 @@ __all__ = [
     "ClaudeAdapter",
     "ClaudeOptions",
     "ClaudeTranslator",
-    "parse_options",
     "session_id",
     "session_id_for",
     "user_line",

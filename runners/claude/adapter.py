@@ -30,7 +30,7 @@ from orchestrator.stream import TurnBuilder
 from runners.base import CancelPolicy, FileWrite, ImagePart, RunnerExec, Supports, TurnRequest
 from runners.claude.environment import claude_env
 from runners.claude.mcp import allowlist_hooks, mcp_config, server_name, with_allowlist
-from runners.claude.options import parse_options
+from runners.claude.options import ClaudeOptions
 from runners.claude.permissions import ASKING_MODE, PROMPT_TOOL_FLAGS, permission_settings
 from runners.claude.session import LAUNCHER, LAUNCHER_NAME, session_id
 from runners.claude.translator import INTERRUPT_REQUEST_ID, ClaudeTranslator
@@ -93,7 +93,7 @@ class ClaudeAdapter:
             RunnerError: an OpenAI-type connector, or state folders outside the workspace.
             ConfigError: a bad value in `runner.options`.
         """
-        options = parse_options(turn.options)
+        options = ClaudeOptions.parse(turn.options)
         model = options.model or (turn.connector.model if turn.connector is not None else None) or None
         env, secret = claude_env(
             home=turn.home,

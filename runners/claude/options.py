@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal
 
-import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
-from orchestrator.errors import ConfigError
-
-log = structlog.get_logger(__name__)
+from runners.options import RunnerOptions
 
 PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", "dontAsk", "auto"]
 
 
-class ClaudeOptions(BaseModel):
-    """The `runner.options` of a claude sandbox.yao that Cage maps onto Claude Code flags."""
+class ClaudeOptions(RunnerOptions):
+    """The `runner.options` of a claude sandbox.yao that Cage maps onto Claude Code flags; keys
+    meant for other runners (Yao's files carry them) are ignored."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", use_attribute_docstrings=True)
+    ignores_unknown = True
 
     permission_mode: PermissionMode = "bypassPermissions"
     """`--permission-mode`. Bypassing is safe here: the container is the sandbox, and the CLI runs
@@ -39,20 +36,3 @@ class ClaudeOptions(BaseModel):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
-
-
-def parse_options(options: Mapping[str, Any]) -> ClaudeOptions:
-    """Validate `runner.options`; keys meant for other runners are ignored (logged at debug).
-
-    Raises:
-        ConfigError: a known option has a wrong value (the key path names it).
-    """
-    unknown = sorted(set(options) - set(ClaudeOptions.model_fields))
-    if unknown:
-        log.debug("claude.options_ignored", keys=unknown)
-    try:
-        return ClaudeOptions.model_validate(dict(options))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(first["msg"], file="sandbox.yao", key_path=f"runner.options.{key}") from exc

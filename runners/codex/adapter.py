@@ -34,8 +34,9 @@ class CodexAdapter:
         """The exec for one turn (see `runners.codex.invocation`).
 
         Raises:
-            RunnerError: the connector is not an openai-type one, bad `runner.options`, an MCP
-                server codex cannot use, or an empty prompt.
+            RunnerError: the connector is not an openai-type one, an MCP server codex cannot
+                use, or an empty prompt.
+            ConfigError: bad `runner.options` (the key path named).
         """
         return build_codex_exec(turn)
 

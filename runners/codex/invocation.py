@@ -92,8 +92,8 @@ def build_codex_exec(turn: TurnRequest) -> RunnerExec:
     """The exec for one turn.
 
     Raises:
-        RunnerError: an empty prompt, bad `runner.options`, or a connector/MCP server codex
-            cannot use.
+        RunnerError: an empty prompt, or a connector/MCP server codex cannot use.
+        ConfigError: bad `runner.options` (the key path named).
     """
     if not turn.prompt.strip():
         raise RunnerError("codex", "the prompt is empty")

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from orchestrator.errors import RunnerError
+from runners.options import RunnerOptions
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 ReasoningSummary = Literal["auto", "concise", "detailed", "none"]
 
 
-class CodexOptions(BaseModel):
+class CodexOptions(RunnerOptions):
     """What an assistant may tune for codex. Unknown keys are an error, not silently dropped."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     model: str | None = None
     """Model slug sent to the API instead of the connector's model."""
@@ -26,18 +21,3 @@ class CodexOptions(BaseModel):
     """`model_reasoning_summary`: how much of its thinking the model reports (shown as `thinking`)."""
     web_search: Literal["disabled", "cached", "live"] | None = None
     """codex's hosted `web_search` tool; only providers that implement it can serve it."""
-
-    @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> CodexOptions:
-        """Validate `runner.options`.
-
-        Raises:
-            RunnerError: an unknown key or a bad value, named by its key path.
-        """
-        try:
-            return cls.model_validate(dict(raw))
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"runner.options.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-            )
-            raise RunnerError("codex", problems) from exc

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from orchestrator.errors import RunnerError
+from runners.options import RunnerOptions
 
 
-class NativeOptions(BaseModel):
+class NativeOptions(RunnerOptions):
     """Knobs of one native-loop turn; unknown keys are an error, not silently dropped."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
     max_rounds: int = Field(default=8, ge=1, le=500)
     """Model steps per turn; the turn stops with `max_rounds` after that many."""
     parallel_tools: bool = True
@@ -35,18 +31,3 @@ class NativeOptions(BaseModel):
         if max_turn is None:
             return self.max_rounds
         return min(max_turn, self.max_rounds) if "max_rounds" in self.model_fields_set else max_turn
-
-    @classmethod
-    def parse(cls, runner: str, options: Mapping[str, Any]) -> NativeOptions:
-        """`runner.options` from sandbox.yao as options.
-
-        Raises:
-            RunnerError: an unknown key or a bad value (named in the message).
-        """
-        try:
-            return cls.model_validate(dict(options))
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'options'}: {e['msg']}" for e in exc.errors()
-            )
-            raise RunnerError(runner, f"bad runner.options: {problems}") from exc

@@ -33,7 +33,8 @@ class OpencodeAdapter:
 
     def build_exec(self, turn: TurnRequest) -> RunnerExec:
         """Raises:
-        RunnerError: an empty prompt, bad `runner.options`, no connector or no model.
+        RunnerError: an empty prompt, no connector or no model.
+        ConfigError: bad `runner.options` (the key path named).
         """
         return build_opencode_exec(turn)
 

@@ -151,7 +151,8 @@ def build_opencode_exec(turn: TurnRequest) -> RunnerExec:
     """The exec for one turn.
 
     Raises:
-        RunnerError: an empty prompt, bad `runner.options`, no connector or no model.
+        RunnerError: an empty prompt, no connector or no model.
+        ConfigError: bad `runner.options` (the key path named).
     """
     if not turn.prompt.strip():
         raise RunnerError("opencode", "the prompt is empty")

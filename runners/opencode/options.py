@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from orchestrator.errors import RunnerError
+from runners.options import RunnerOptions
 
 DriveMode = Literal["auto", "run", "serve"]
 
 
-class OpencodeOptions(BaseModel):
+class OpencodeOptions(RunnerOptions):
     """What an assistant may tune for opencode. Unknown keys are an error, not silently dropped."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     model: str | None = None
     """Model id sent to the API instead of the connector's model."""
@@ -37,18 +34,3 @@ class OpencodeOptions(BaseModel):
     permission_mode: str | None = None
     """Yao's key (`bypassPermissions`, ...). Accepted so Yao's sandbox.yao files run, whatever
     the value: Cage's `permissions` policy decides whether opencode asks (it then asks Cage)."""
-
-    @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> OpencodeOptions:
-        """Validate `runner.options`.
-
-        Raises:
-            RunnerError: an unknown key or a bad value, named by its key path.
-        """
-        try:
-            return cls.model_validate(dict(raw))
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"runner.options.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-            )
-            raise RunnerError("opencode", problems) from exc

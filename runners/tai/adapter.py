@@ -65,7 +65,7 @@ def _model(turn: TurnRequest, connector: ConnectorSpec, options: ModelOptions) -
 
 
 def _loop_options(turn: TurnRequest) -> NativeOptions:
-    options = NativeOptions.parse(RUNNER, turn.options)
+    options = NativeOptions.parse(turn.options)
     return options.model_copy(update={"max_rounds": options.rounds(turn.max_turn)})
 
 
@@ -100,8 +100,8 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
     """The stdin document for one turn (no secret in it).
 
     Raises:
-        RunnerError: no connector, an unsupported connector type, bad `runner.options`, or an
-            empty prompt.
+        RunnerError: no connector, an unsupported connector type, or an empty prompt.
+        ConfigError: bad `runner.options` (the key path named).
     """
     if not turn.prompt.strip():
         raise RunnerError(RUNNER, "the prompt is empty")

@@ -97,13 +97,12 @@ class YaocodeAdapter:
         """One turn; never raises for model, tool or MCP failures.
 
         Raises:
-            RunnerError: bad `runner.options`.
-            ConfigError: package options the runner refuses.
+            ConfigError: bad `runner.options`, or package options the runner refuses.
         """
         assistant = turn.assistant
         spec = assistant.sandbox
         assert spec is not None, "yaocode needs a sandbox assistant"
-        options = NativeOptions.parse(RUNNER, spec.runner.options)
+        options = NativeOptions.parse(spec.runner.options)
         checkpoints = JsonFileCheckpoints(turn.state_dir / "checkpoints")
         messages = [*await _history(checkpoints, turn), turn.prompt]
         skills = cards(assistant.skills, root=turn.skills_root)

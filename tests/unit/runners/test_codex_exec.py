@@ -12,7 +12,7 @@ from pydantic import SecretStr
 
 from orchestrator.dsl import ConnectorSpec, McpServerSpec
 from orchestrator.dsl.connectors import ConnectorType, ThinkingConfig
-from orchestrator.errors import RunnerError
+from orchestrator.errors import ConfigError, RunnerError
 from orchestrator.stream import CountingIds, TurnBuilder
 from runners.base import RunnerAdapter, RunnerExec, Translator, TurnRequest
 from runners.codex import CodexAdapter
@@ -210,8 +210,9 @@ def test_options_override_model_and_web_search() -> None:
     [({"max_turns": 3}, "runner.options.max_turns"), ({"reasoning_effort": "huge"}, "reasoning_effort")],
 )
 def test_bad_options_name_the_key(options: dict[str, Any], message: str) -> None:
-    with pytest.raises(RunnerError, match=message):
+    with pytest.raises(ConfigError, match=message) as caught:
         build(options=options)
+    assert str(caught.value.file) == "sandbox.yao"
 
 
 def test_anthropic_connector_is_refused_by_name() -> None:

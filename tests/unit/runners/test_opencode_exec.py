@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
-from orchestrator.errors import RunnerError
+from orchestrator.errors import ConfigError, RunnerError
 from runners.base import RunnerExec, TurnRequest
 from runners.opencode import OpencodeAdapter
 
@@ -211,8 +211,6 @@ def test_options_map_to_flags_and_env() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"options": {"colour": "red"}}, "runner.options.colour"),
-        ({"options": {"serve_port": 80}}, "runner.options.serve_port"),
         ({"connector": None}, "no model connector"),
         ({"prompt": "  "}, "prompt is empty"),
         ({"state_dir": "/elsewhere/.cage-state/runner"}, "inside the workspace"),
@@ -221,6 +219,16 @@ def test_options_map_to_flags_and_env() -> None:
 def test_bad_turns_are_runner_errors(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(RunnerError, match=message):
         _exec(**overrides)
+
+
+@pytest.mark.parametrize(
+    ("options", "key_path"),
+    [({"colour": "red"}, "runner.options.colour"), ({"serve_port": 80}, "runner.options.serve_port")],
+)
+def test_bad_options_are_config_errors_with_the_key(options: dict[str, Any], key_path: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _exec(options=options)
+    assert caught.value.key_path == key_path and str(caught.value.file) == "sandbox.yao"
 
 
 def test_a_custom_mount_moves_every_file() -> None:

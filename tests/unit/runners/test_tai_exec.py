@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from orchestrator.dsl import ConnectorSpec
-from orchestrator.errors import RunnerError
+from orchestrator.errors import ConfigError, RunnerError
 from runners.base import TurnRequest
 from runners.registry import adapter_for
 from runners.tai import TaiAdapter, TaiTurn
@@ -102,10 +102,18 @@ def test_headers_resume_history_and_options() -> None:
     [
         ({"connector": None}, "no connector"),
         ({"prompt": "  "}, "prompt is empty"),
-        ({"options": {"max_rounds": 0}}, "max_rounds"),
-        ({"options": {"turbo": True}}, "turbo"),
     ],
 )
 def test_unusable_turns_are_refused(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(RunnerError, match=message):
         TaiAdapter().build_exec(turn(**changes))
+
+
+@pytest.mark.parametrize(
+    ("options", "key_path"),
+    [({"max_rounds": 0}, "runner.options.max_rounds"), ({"turbo": True}, "runner.options.turbo")],
+)
+def test_bad_options_are_config_errors_with_the_key(options: dict[str, Any], key_path: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        TaiAdapter().build_exec(turn(options=options))
+    assert caught.value.key_path == key_path and str(caught.value.file) == "sandbox.yao"
