@@ -111,7 +111,7 @@ class Notices:
             try:
                 settings = {"application_name": APPLICATION_NAME}
                 conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT_S, server_settings=settings)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:  # noqa: BLE001 - refused, unreachable, bad DSN: try again later
                 log.warning("notices.connect_failed", error=type(exc).__name__, retry_in_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
@@ -131,11 +131,12 @@ class Notices:
                         await asyncio.wait_for(lost.wait(), KEEPALIVE_S)
                         break
                     await conn.execute("SELECT 1", timeout=KEEPALIVE_S)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever broke the connection, listen again
                 log.warning("notices.connection_lost", error=type(exc).__name__)
             finally:
                 self.connected.clear()
                 conn.terminate()
+            log.warning("notices.reconnecting", retry_in_s=delay)
             await asyncio.sleep(delay)
 
     def _dispatch(self, _conn: object, _pid: int, channel: str, payload: str) -> None:
