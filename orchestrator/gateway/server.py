@@ -58,9 +58,23 @@ class GatewayError(CageError):
 class _QuietServer(uvicorn.Server):
     """uvicorn without its signal handlers: a server embedded in a process that has its own."""
 
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.exit_requested = asyncio.Event()
+        """Set with `should_exit`: the main loop wakes at once instead of at its next tick."""
+
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+    async def main_loop(self) -> None:
+        """uvicorn's loop, which looks at `should_exit` every 0.1 s, woken by `exit_requested`
+        too: a `cage run` that ends its turn does not wait for the next tick to stop."""
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.exit_requested.wait(), 0.1)
 
 
 @dataclass(frozen=True)
@@ -83,6 +97,7 @@ class ModelGateway:
         self._address: GatewayAddress | None = None
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
         self._client: httpx.AsyncClient | None = None
         self._lock = anyio.Lock()
 
@@ -98,7 +113,10 @@ class ModelGateway:
         return self._address
 
     async def start(self) -> GatewayAddress:
-        """Bind and serve (idempotent).
+        """Bind and serve (idempotent). It returns as soon as the socket listens, with the address
+        a box's relay needs at creation, so the box is made while uvicorn starts (a connection
+        waits in the socket's backlog meanwhile); `grant()`, which every turn calls before its CLI
+        runs, waits until the server is up.
 
         Raises:
             GatewayError: the address cannot be bound.
@@ -133,16 +151,31 @@ class ModelGateway:
             server = _QuietServer(config)
             self._server = server
             self._task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-            with anyio.move_on_after(_START_TIMEOUT):
-                while not server.started and not self._task.done():  # noqa: ASYNC110 - uvicorn has no event
-                    await anyio.sleep(0.01)
-            if not server.started:
-                await self._stop()
-                sock.close()
-                raise GatewayError("model gateway did not start")
+            self._sock = sock
             self._address = GatewayAddress(self._host, sock.getsockname()[1])
             log.info("gateway.started", host=self._address.host, port=self._address.port)
             return self._address
+
+    async def _serving(self) -> None:
+        """Wait until the server started by `start()` serves.
+
+        Raises:
+            GatewayError: it did not start in time or failed; the gateway is stopped, and the next
+                `start()` binds again.
+        """
+        server, task = self._server, self._task
+        if server is None or task is None or server.started:
+            return
+        with anyio.move_on_after(_START_TIMEOUT):
+            while not server.started and not task.done():  # noqa: ASYNC110 - uvicorn has no event
+                await anyio.sleep(0.01)
+        if server.started:
+            return
+        async with self._lock:
+            if self._server is server:
+                await self._stop()
+                self._address = None
+        raise GatewayError("model gateway did not start")
 
     async def grant(
         self,
@@ -161,6 +194,7 @@ class ModelGateway:
             GatewayError: the gateway could not start.
         """
         address = await self.start()
+        await self._serving()
         upstreams: list[Upstream] = []
         if connector is not None:
             upstreams.append(model_upstream(connector))
@@ -207,9 +241,13 @@ class ModelGateway:
     async def _stop(self) -> None:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
+            self._server.exit_requested.set()
             with anyio.CancelScope(shield=True):
                 await asyncio.wait({self._task})
         self._server = self._task = None
+        if self._sock is not None:
+            self._sock.close()  # uvicorn closes it too once it served; closing twice is harmless
+            self._sock = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None

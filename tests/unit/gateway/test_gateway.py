@@ -200,3 +200,28 @@ async def test_a_client_that_leaves_ends_the_upstream_request(gateway: ModelGate
         while access.grant.requests == 0:  # noqa: ASYNC110 - polling the grant's counter
             await anyio.sleep(0.05)
     assert access.grant.requests == 1  # the relay ended (upstream closed) without waiting for the upstream
+
+
+async def test_start_returns_once_bound_and_a_request_sent_at_once_is_answered(gateway: ModelGateway) -> None:
+    # start() does not wait for uvicorn (the box is created meanwhile): the request below waits in
+    # the socket's backlog until the server runs, and is answered then
+    address = await gateway.start()
+    async with httpx.AsyncClient() as http:
+        reply = await http.post(
+            f"http://127.0.0.1:{address.port}/v1/messages", json={}, headers={"x-api-key": "no-such-token"}
+        )
+    assert reply.status_code == 404 and "not_found_error" in reply.text  # the gateway itself answered
+
+
+async def test_a_closed_gateway_starts_again_on_a_new_socket(
+    gateway: ModelGateway, fake: FakeModelServer
+) -> None:
+    first = await gateway.start()
+    await gateway.aclose()
+    assert gateway.address is None
+    access = await grant(gateway, connector(fake, ConnectorType.ANTHROPIC))  # starts it again
+    assert gateway.address is not None and gateway.address.port != 0
+    async with anthropic.AsyncAnthropic(api_key=access.token, base_url=host_url(access)) as client:
+        hi = [{"role": "user", "content": "hi"}]
+        reply = await client.messages.create(model="m", max_tokens=16, messages=hi)  # type: ignore[arg-type]
+    assert reply.content and first.port != 0
