@@ -38,7 +38,7 @@ from orchestrator.permissions import Decision, PermissionGate
 from orchestrator.permissions.requests import DecidedBy
 from orchestrator.redaction import redact, register_secret
 from orchestrator.sandbox.backend import BatchedExec, ExecHandle, ExecItem, ExecSpec, FileEntry
-from orchestrator.stream import Event, TurnBuilder
+from orchestrator.stream import Emit, Event, TurnBuilder
 from runners.base import (
     ControlRequest,
     ControlSource,
@@ -52,7 +52,6 @@ from runners.base import (
 
 log = structlog.get_logger(__name__)
 
-Emit = Callable[[Sequence[Event]], Awaitable[None]]
 SaveResume = Callable[[dict[str, str]], Awaitable[None]]
 """Persists a runner's resume state (`ResumeStore.put` bound to the turn's assistant, chat, runner)."""
 SANDBOX_UID = 1000
