@@ -7,6 +7,7 @@ the rest of the process. Engine errors are translated here, once (`engine_errors
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import posixpath
@@ -173,10 +174,18 @@ class DockerBackend:
     async def create(self, spec: CreateSpec) -> SandboxRef:
         if spec.egress is None:
             return await self._create_container(spec)
-        network = await self.egress.attach(spec.name, spec.egress, gateway=spec.gateway_relay)
-        try:  # an internal network publishes nothing: the box's ports go through its relay
+        made: list[SandboxRef] = []
+
+        async def make(network: str) -> None:  # while the proxy joins the network
+            # an internal network publishes nothing: the box's ports go through its relay
             box = spec.model_copy(update={"egress": None, "network": network, "ports": ()})
-            ref = await self._create_container(box)
+            made.append(await self._create_container(box))
+
+        try:
+            network = await self.egress.attach(
+                spec.name, spec.egress, gateway=spec.gateway_relay, alongside=make
+            )
+            [ref] = made
             if spec.ports:
                 try:
                     await self.egress.publish(spec.name, network, spec.ports)
@@ -187,6 +196,9 @@ class DockerBackend:
             return ref
         except BaseException:
             with anyio.CancelScope(shield=True):
+                for box in made:
+                    with contextlib.suppress(SandboxError), engine_errors(box.name):
+                        await self._call(self._sync, "remove_container", box.id, force=True, v=True)
                 await self.egress.detach(spec.name)
             raise
 

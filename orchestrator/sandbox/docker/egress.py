@@ -126,10 +126,21 @@ class DockerEgress:
 
     # --- public ------------------------------------------------------------------------------
 
-    async def attach(self, sandbox: str, policy: EgressPolicy, *, gateway: str | None) -> str:
+    async def attach(
+        self,
+        sandbox: str,
+        policy: EgressPolicy,
+        *,
+        gateway: str | None,
+        alongside: Callable[[str], Awaitable[None]] | None = None,
+    ) -> str:
         """Create `sandbox`'s network, join the proxy to it, reconfigure the proxy; the network name.
 
         `gateway` is `host:port` of the model gateway as the proxy reaches it (None: no relay).
+        `alongside(network)` runs while the proxy joins the new network: the box's container
+        needs the network to exist, not the proxy on it, so it is created meanwhile (the join is
+        a fifth of a cold acquire). Its error is raised once both are done; on any error the
+        network is removed, and what `alongside` made is the caller's to remove.
 
         Raises:
             SandboxError: the engine refused (no free subnet, the proxy failed to start).
@@ -143,9 +154,28 @@ class DockerEgress:
                 self._image = None  # removed behind our back, say: look it up again next time
                 raise
             name, subnet = await to_thread.run_sync(self._create_network, sandbox, policy, gateway)
+            errors: list[Exception] = []
+
+            async def join() -> None:
+                try:
+                    await to_thread.run_sync(self._connect, proxy, name)
+                    await to_thread.run_sync(self._reconfigure, proxy, name)
+                except Exception as exc:  # noqa: BLE001 - raised below, once `alongside` is done too
+                    errors.append(exc)
+
+            async def side() -> None:
+                try:
+                    if alongside is not None:
+                        await alongside(name)
+                except Exception as exc:  # noqa: BLE001 - raised below, once the join is done too
+                    errors.append(exc)
+
             try:
-                await to_thread.run_sync(self._connect, proxy, name)
-                await to_thread.run_sync(self._reconfigure, proxy, name)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(side)
+                    await join()
+                if errors:
+                    raise errors[0]
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await to_thread.run_sync(self._remove_network, name)
