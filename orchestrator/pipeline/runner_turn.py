@@ -20,7 +20,6 @@ from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.loop_watch import LoopWatchdog, stopped_outcome
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.roles import role_models
-from orchestrator.pipeline.sandbox_mcp import sandbox_stdio
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
 from orchestrator.pipeline.skills import deliver_skills
 from orchestrator.pipeline.vision_fallback import native_prompt, role_connector
@@ -338,6 +337,9 @@ async def _run_loop(
         state_dir=f"{mount}/{STATE_SUBDIR}",
         workspace_root=mount,
     )
+    # the loop's MCP stack (the mcp SDK) loads with the loop turn, never for a CLI runner's turn
+    from orchestrator.pipeline.sandbox_mcp import sandbox_stdio
+
     turn = LoopTurn(
         assistant=assistant,
         chat_id=inp.chat_id,
