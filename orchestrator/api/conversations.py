@@ -426,6 +426,21 @@ def for_client(chat: ChatRecord, events: Iterable[Event]) -> list[Event]:
     return [for_client_one(chat, event) for event in events]
 
 
-def session_view(conversations: Conversations, chat: ChatRecord) -> SessionView:
-    running = conversations.running(chat.id)
-    return SessionView.of(chat, running.turn_id if running else None)
+async def session_views(conversations: Conversations, chats: Sequence[ChatRecord]) -> list[SessionView]:
+    """The sessions as clients see them, each with the turn running in it here or on another
+    replica (one query for all the chats whose turn, if any, is not here)."""
+    here: dict[str, str | None] = {}
+    for chat in chats:
+        handle = conversations.running(chat.id)
+        if handle is not None:
+            here[chat.id] = handle.turn_id
+        elif conversations.turns.running(chat.id) is not None:
+            here[chat.id] = None  # ended on the wire, persisting
+    elsewhere = await conversations.steering.running_turns([c.id for c in chats if c.id not in here])
+    return [
+        SessionView.of(chat, here[chat.id] if chat.id in here else elsewhere.get(chat.id)) for chat in chats
+    ]
+
+
+async def session_view(conversations: Conversations, chat: ChatRecord) -> SessionView:
+    return (await session_views(conversations, [chat]))[0]

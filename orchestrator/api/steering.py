@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -87,9 +87,13 @@ class Steering:
 
     async def running_turn(self, chat_id: str) -> str | None:
         """The turn running in `chat_id` on any replica (its `running` row); None on SQLite."""
-        if not self.enabled:
-            return None
-        return await self._store.commands.turn_of(chat_id)
+        return (await self.running_turns([chat_id])).get(chat_id)
+
+    async def running_turns(self, chat_ids: Sequence[str]) -> dict[str, str]:
+        """`running_turn` of many chats in one query (chats with none left out); {} on SQLite."""
+        if not self.enabled or not chat_ids:
+            return {}
+        return await self._store.commands.turns_of(chat_ids)
 
     async def send(self, chat_id: str, kind: str, body: dict[str, Any], *, refusal: str) -> dict[str, Any]:
         """Have the replica running `chat_id`'s turn carry out the command; returns its outcome's

@@ -11,6 +11,7 @@ row once it has the outcome (`forget`); rows a dead sender left are swept by lat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -43,14 +44,19 @@ class CommandRepository:
     async def turn_of(self, chat_id: str) -> str | None:
         """The turn running in `chat_id` on whichever replica runs it (its `turns` row is still
         `running`, written as the turn began); None when the chat has none."""
+        return (await self.turns_of([chat_id])).get(chat_id)
+
+    async def turns_of(self, chat_ids: Sequence[str]) -> dict[str, str]:
+        """`turn_of` for many chats in one query: chat id to running turn id (chats with none left out)."""
+        if not chat_ids:
+            return {}
         query = (
-            select(TurnRow.id)
-            .where(TurnRow.chat_id == chat_id, TurnRow.status == RUNNING)
-            .order_by(TurnRow.created_at.desc())
-            .limit(1)
+            select(TurnRow.chat_id, TurnRow.id)
+            .where(TurnRow.chat_id.in_(sorted(set(chat_ids))), TurnRow.status == RUNNING)
+            .order_by(TurnRow.created_at)
         )
         async with self._db.read() as session:
-            return await session.scalar(query)
+            return {chat_id: turn_id for chat_id, turn_id in await session.execute(query)}  # newest wins
 
     async def send(self, chat_id: str, kind: str, body: dict[str, Any]) -> int:
         """Write a command for the turn of `chat_id` and wake the replicas; returns its id."""

@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
-from orchestrator.api.conversations import Conversations, session_view
+from orchestrator.api.conversations import Conversations, session_view, session_views
 from orchestrator.api.dependencies import CallerDep, ConversationsDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.session_socket import SocketParams, serve_session
@@ -42,12 +42,12 @@ async def list_sessions(
 ) -> list[SessionView]:
     """The caller's sessions; `?parent=<id>`: the sub-agent child sessions of that session."""
     chats = await conversations.sessions(principal, limit=limit, parent=parent)
-    return [session_view(conversations, c) for c in chats]
+    return await session_views(conversations, chats)
 
 
 @router.get("/{chat_id}", response_model=SessionView)
 async def get_session(chat_id: ChatId, principal: CallerDep, conversations: ConversationsDep) -> SessionView:
-    return session_view(conversations, await conversations.get(principal, chat_id))
+    return await session_view(conversations, await conversations.get(principal, chat_id))
 
 
 @router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)

@@ -60,6 +60,13 @@ async def _error(client: SessionClient) -> Frame:
             return frame
 
 
+def _view(url: str, chat: str) -> dict[str, Any]:
+    reply = httpx.get(f"{url}/v1/sessions/{chat}", headers=HEADERS, timeout=30)
+    assert reply.status_code == 200, reply.text
+    view: dict[str, Any] = reply.json()
+    return view
+
+
 def _log(url: str, chat: str) -> list[dict[str, Any]]:
     page = httpx.get(f"{url}/v1/sessions/{chat}/events", params={"limit": 10000}, headers=HEADERS, timeout=30)
     assert page.status_code == 200, page.text
@@ -82,6 +89,7 @@ def test_a_websocket_on_b_follows_a_turn_running_on_a_and_interrupts_it(replicas
         on_b = await SessionClient.open(_ws(replicas.b.url), chat, KEY, after_seq=ready_a["last_seq"])
         ready_b = await on_b.control("session.ready")
         assert ready_b["running_turn_id"] == turn_id  # B runs no turn: it asked the database
+        assert _view(replicas.b.url, chat)["running_turn_id"] == turn_id  # and so does its session view
         await _until_text(on_b, "sleeping")  # the replay of what A wrote
 
         await on_b.send(type="interrupt")
@@ -93,6 +101,7 @@ def test_a_websocket_on_b_follows_a_turn_running_on_a_and_interrupts_it(replicas
         assert end_b["props"]["status"] == end_a["props"]["status"] == "cancelled"
         assert [e["seq"] for e in on_b.events] == [e["seq"] for e in on_a.events]
 
+        assert _view(replicas.b.url, chat).get("running_turn_id") is None
         await on_b.send(type="interrupt")  # nothing runs any more, on either replica
         refused = await _error(on_b)
         assert refused["code"] == "no_turn", refused

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
-from orchestrator.api.conversations import session_view
+from orchestrator.api.conversations import session_view, session_views
 from orchestrator.api.dependencies import AdminDep, ConversationsDep
 from orchestrator.api.routers.sessions import EventPage
 from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
@@ -28,14 +28,14 @@ async def list_sessions(
     owner: Annotated[str, Query(min_length=1, description="Whose sessions.")],
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> list[SessionView]:
-    return [session_view(conversations, c) for c in await conversations.sessions(principal, owner, limit)]
+    return await session_views(conversations, await conversations.sessions(principal, owner, limit))
 
 
 @router.get("/{chat_id}", response_model=SessionView)
 async def get_session(
     chat_id: ChatId, owner: Owner, principal: AdminDep, conversations: ConversationsDep
 ) -> SessionView:
-    return session_view(conversations, await conversations.get(principal, chat_id, owner=owner))
+    return await session_view(conversations, await conversations.get(principal, chat_id, owner=owner))
 
 
 @router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
