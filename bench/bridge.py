@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -178,6 +179,7 @@ def raw_cat(container_id: str, path: str) -> float:
 async def main(min_lines: int, runs: int) -> None:
     configure_logging("WARNING")
     transcripts = {runner: transcript(runner, min_lines) for runner in GOLDEN}
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(
         f"translators ({min_lines:,}+ lines each, best of {runs}, CPU time;"
         f" target {TARGET_EVENTS_PER_S:,} events/s per core):"
@@ -232,6 +234,7 @@ async def main(min_lines: int, runs: int) -> None:
             )
     finally:
         await backend.remove(ref, force=True)
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

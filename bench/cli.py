@@ -146,9 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7, help="Timed runs per command (median).")
     parser.add_argument("--turn", action="store_true", help="Also time a claude turn (Docker).")
     args = parser.parse_args(argv)
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     ok = start_up(args.runs)
     if args.turn:
         ok = runner_turn(max(3, args.runs // 2)) and ok
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     return 0 if ok else 1
 
 
