@@ -151,3 +151,29 @@ def test_a_client_reconnecting_on_b_mid_turn_gets_the_rest_without_gap_or_duplic
     log = _log(replicas.a.url, chat)
     assert got == [e["seq"] for e in log][-len(got) :]  # no gap: the log's tail, every seq of it
     assert got[-1] == log[-1]["seq"]
+
+
+def test_the_http_interrupt_of_a_turn_id_on_b_stops_the_turn_on_a(replicas: Replicas) -> None:
+    replicas.start()
+    chat = "cancel-" + uuid.uuid4().hex[:8]
+
+    async def scenario() -> None:
+        on_a = await SessionClient.open(_ws(replicas.a.url), chat, KEY, assistant_id="tests.sleeper")
+        await on_a.control("session.ready")
+        await on_a.send(type="user_message", text="sleep")
+        turn_id = (await on_a.control("session.accepted"))["turn_id"]
+        await _until_text(on_a, "sleeping")
+        async with httpx.AsyncClient(base_url=replicas.b.url, headers=HEADERS, timeout=60) as http:
+            route = f"/v1/chat/completions/{turn_id}/interrupt"
+            reply = await http.post(route, json={"force": True})
+            assert reply.status_code == 202, reply.text
+            assert reply.json()["chat_id"] == chat
+            end = await on_a.until_stream_end()
+            assert end["props"]["status"] == "cancelled"
+            again = await http.post(route, json={"force": True})  # over: refused on B as on A
+            assert again.status_code == 404, again.text
+            unknown = await http.post("/v1/chat/completions/turn-nope/interrupt")
+            assert unknown.status_code == 404, unknown.text
+        await on_a.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), WAIT_S))
