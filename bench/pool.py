@@ -14,6 +14,7 @@ not measured). Prints medians, p95 and the ratios. Everything it makes is labell
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -29,6 +30,7 @@ import docker
 from sandbox import BENCH_LABEL, FixedImages, bench_image, first_line_of_exec, first_line_of_process
 
 from orchestrator.dsl.sandbox import SandboxSpec
+from orchestrator.errors import SandboxError
 from orchestrator.logs import configure_logging
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
@@ -114,6 +116,7 @@ async def main(runs: int, shared_network: bool) -> None:
         "hi",
     ]
     claim, claim_line, cold, cold_line, raw = [], [], [], [], []
+    misses = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
             plain = SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "claude"}})
@@ -145,25 +148,34 @@ async def main(runs: int, shared_network: bool) -> None:
                             await anyio.sleep(0.05)
                     started = time.perf_counter()
                     lease = await warm_manager.acquire(warm_req)
-                    claim.append(time.perf_counter() - started)
+                    took = time.perf_counter() - started
                     await first_line_of_exec(warm_manager, lease)
-                    claim_line.append(time.perf_counter() - started)
-                    assert lease.pooled, "the pool had a box: the acquire must have claimed it"
+                    if lease.pooled:
+                        claim.append(took)
+                        claim_line.append(time.perf_counter() - started)
+                    else:  # the pooled box was gone (removed behind the pool's back): not a claim
+                        misses += 1
                     await warm_manager.release(lease)
 
                     started = time.perf_counter()
                     lease = await cold_manager.acquire(cold_req)
-                    cold.append(time.perf_counter() - started)
-                    await first_line_of_exec(cold_manager, lease)
-                    cold_line.append(time.perf_counter() - started)
+                    took = time.perf_counter() - started
+                    try:
+                        await first_line_of_exec(cold_manager, lease)
+                    except SandboxError:  # removed behind our back (another tool on the engine)
+                        misses += 1
+                    else:
+                        cold.append(took)
+                        cold_line.append(time.perf_counter() - started)
                     await cold_manager.release(lease)
 
                     raw.append(await first_line_of_process(raw_run))
                 await pool.close()
                 tg.cancel_scope.cancel()
     finally:
-        for container in client.containers.list(all=True, filters={"label": f"{BENCH_LABEL}={run_id}"}):
-            container.remove(force=True)
+        for row in client.api.containers(all=True, filters={"label": f"{BENCH_LABEL}={run_id}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.remove_container(row["Id"], force=True)
         for volume in client.volumes.list(filters={"label": f"{BENCH_LABEL}={run_id}"}):
             volume.remove(force=True)
         client.close()
@@ -171,6 +183,8 @@ async def main(runs: int, shared_network: bool) -> None:
     print(
         f"warm pool bench ({runs} runs of each, image {tag}, isolated networks {settings.isolated_networks})"
     )
+    if misses:
+        print(f"{misses} samples found their box removed behind the bench's back (not counted)")
     print(f"{'what':<34}{'median':>12}{'p95':>12}{'vs docker run':>15}")
     rows = [
         ("warm claim (acquire)", claim),

@@ -11,6 +11,7 @@ import os
 import tarfile
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,20 @@ async def run(pending: list[Work]) -> None:
         await pending.pop(0)()
 
 
-def pooled(client: docker.DockerClient, labels: dict[str, str]) -> list[Any]:
-    """This test's containers made for a pool (claimed or not)."""
+@dataclass(frozen=True)
+class Box:
+    id: str
+    name: str
+    status: str
+    labels: dict[str, str]
+
+
+def pooled(client: docker.DockerClient, labels: dict[str, str]) -> list[Box]:
+    """This test's containers made for a pool (claimed or not), read in one engine call (a box removed
+    meanwhile cannot fail the listing)."""
     filters = {"label": [f"{k}={v}" for k, v in labels.items()] + [POOL]}
-    return client.containers.list(all=True, filters=filters)
+    rows = client.api.containers(all=True, filters=filters)
+    return [Box(row["Id"], row["Names"][0].lstrip("/"), row["State"], row["Labels"] or {}) for row in rows]
 
 
 def plant(client: docker.DockerClient, container_id: str, path: str, text: bytes) -> None:
@@ -114,7 +125,6 @@ async def test_claim_hands_out_the_owners_running_box_and_refills(
     warm = await pool_manager.acquire(req)
     assert warm.pooled and not warm.created
     assert warm.ref.id == waiting.id and warm.identity.name == waiting.name
-    docker_engine.containers.get(warm.ref.id).reload()
     assert docker_engine.containers.get(warm.ref.id).status == "running"
     lines, code = await sh(pool_manager, warm, "whoami; cat /workspace/note.txt")
     assert (lines, code) == ([b"sandbox", b"mine"], 0)  # the owner's own workspace, nobody else's
@@ -147,8 +157,7 @@ async def test_a_pooled_box_never_reaches_another_owner_nor_a_second_turn(
     assert (await sh(pool_manager, theirs, "cat /tmp/planted"))[1] != 0
     assert (await sh(pool_manager, theirs, "ls -A /workspace"))[0] == []  # their own, empty workspace
     await pool_manager.release(theirs)
-    waiting.reload()
-    assert waiting.status == "paused"  # still waiting for its owner
+    assert docker_engine.containers.get(waiting.id).status == "paused"  # still waiting for its owner
 
     first = await pool_manager.acquire(mine)
     assert first.pooled and first.ref.id == waiting.id
