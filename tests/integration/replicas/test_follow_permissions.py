@@ -1,11 +1,11 @@
-"""A permission answer sent to replica B unblocks the turn that waits for it on replica A.
+"""Permission and question answers sent to replica B unblock the turn that waits for them on A.
 
 Two real `cage serve` on one Postgres database; the turn is a real `yaocode` turn in a real box,
 its model the fake model server, its policy `ask`: the bash call waits for a user's answer. A
 websocket on B sees the `permission/request` (B follows A's log), answers it there, and the call
 runs on A: the same `permission/resolved` as a local answer, the tool's output reaches the model,
-the turn completes. An answer for the same request again, now decided, is refused on B as it would
-be on A.
+then the agent's question is answered on B too and the answer reaches the model; the turn
+completes. An answer for the same request again, now decided, is refused on B as it would be on A.
 """
 
 from __future__ import annotations
@@ -27,7 +27,11 @@ from tests.unit.api.wsclient import Frame, SessionClient
 pytestmark = [pytest.mark.docker, pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SCENARIO = "replica-ask"
-STEPS = [{"shell": "echo answered-on-b > answered.txt && cat answered.txt"}, {"text": "done"}]
+STEPS = [
+    {"shell": "echo answered-on-b > answered.txt && cat answered.txt"},
+    {"tool": "question", "args": {"question": "Which colour?", "options": ["red", "blue"]}},
+    {"text": "done"},
+]
 MODEL_KEY = "sk-fake-replicas-key-123456"
 WAIT_S = 300
 
@@ -127,6 +131,9 @@ def test_a_permission_answer_on_b_unblocks_the_turn_on_a(
             "allow",
             "user",
         )
+        question = await _next_event(on_b, "question")
+        await on_b.send(type="question_response", request_id=question["props"]["request_id"], answer="blue")
+        await on_b.control("session.ack")
         end_b = await on_b.until_stream_end()
         end_a = await on_a.until_stream_end()
         assert end_a["props"]["status"] == end_b["props"]["status"] == "completed"
@@ -142,4 +149,5 @@ def test_a_permission_answer_on_b_unblocks_the_turn_on_a(
     assert [e["seq"] for e in events_b] == [e["seq"] for e in events_a]
     results: list[Any] = model_server.requests.for_scenario(SCENARIO)[-1].tool_results()
     assert any("answered-on-b" in str(r) for r in results), results  # the call ran on A, after B's answer
+    assert any("blue" in str(r) for r in results), results  # the question's answer, given on B
     assert "steering.done" in replicas.a.log_text()
