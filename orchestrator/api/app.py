@@ -77,6 +77,18 @@ async def _lead(app: FastAPI, state: ApiState) -> None:
     app.state.reconcile = await _reconcile(state)
 
 
+async def _sweep(state: ApiState, reaper: Reaper, shared: bool) -> None:
+    """One reaper pass of the leader; on a shared database it first adopts the boxes other
+    replicas made since, so it reaps those too (never one another replica's turn is using)."""
+    if shared:
+        try:
+            known = await state.catalog.known_ids()
+            await reconcile(state.runtime.manager, known.__contains__, adopt_only=True)
+        except EngineUnavailable as exc:
+            log.warning("sandboxes of other replicas not adopted: no container engine", error=str(exc))
+    await reaper.sweep()
+
+
 async def _kill_orphaned(state: ApiState, recovered: list[RecoveredTurn]) -> None:
     turns = [(t.owner, t.assistant_id, t.chat_id) for t in recovered]
     await kill_orphaned_turns(state.runtime.manager, turns)
@@ -108,9 +120,12 @@ def _lifespan(
             cluster.on_lead = functools.partial(_lead, app, state)
             cluster.on_recovered = functools.partial(_kill_orphaned, state)
             supervisor.every(cluster.heartbeat_seconds, cluster.heartbeat, name="replica-heartbeat")
-            reaper = Reaper(runtime.manager)
+            reaper = Reaper(runtime.manager, fleet=cluster.fleet if cluster.shared else None)
+            if cluster.shared:  # one box per identity across replicas: create, reuse and reap under one lock
+                runtime.manager.cluster_lock = runtime.store.leases.hold
             leading = cluster.leading  # the cluster's upkeep runs on the leader alone
-            supervisor.every(reaper.interval, leading(reaper.sweep, name="reaper"), name="reaper")
+            sweep = functools.partial(_sweep, state, reaper, cluster.shared)
+            supervisor.every(reaper.interval, leading(sweep, name="reaper"), name="reaper")
             collect = leading(VolumeCollector(runtime.manager).collect, name="volume-gc")
             supervisor.every(reaper.interval, collect, name="volume-gc")
             networks = leading(runtime.manager.backend.sweep_networks, name="network-gc")

@@ -5,7 +5,9 @@ and a lease in `replicas`, renewed by its heartbeat every `CAGE_REPLICA_HEARTBEA
 turns it runs hold leases that the same heartbeat renews (`orchestrator.store.leases`). At each
 heartbeat the replicas also compete for the `maintenance` leader lease: the one holding it runs the
 cluster's upkeep (the reaper, the volume and network collectors, retention: `leading()`), reconciles
-the engine's sandboxes when it takes the lead, and closes the turns of replicas whose lease ran out
+the engine's sandboxes when it takes the lead (and, each sweep, adopts the boxes other replicas made,
+reaping them only when no replica's turn uses them: `fleet`), and closes the turns of replicas whose
+lease ran out
 (a `kill -9`, a lost host) exactly as start-up recovery closes a crashed process's turns
 (`orchestrator_restarted`). When the leader dies, another replica takes the lead within one lease.
 
@@ -19,11 +21,15 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from orchestrator.pipeline.recovery import RecoveredTurn, close_unfinished_turns
+from orchestrator.sandbox.labels import CHAT
+from orchestrator.sandbox.reaper import FleetUse
+from orchestrator.sandbox.registry import TrackedSandbox
 from orchestrator.settings import Settings
 from orchestrator.store import Store
 from orchestrator.store.leases import MAINTENANCE
@@ -108,6 +114,25 @@ class Cluster:
                 await self.on_recovered(closed)
         await self.store.leases.forget_dead()
         return closed
+
+    async def fleet(self, boxes: list[TrackedSandbox]) -> dict[str, FleetUse]:
+        """The reaper's view of other replicas' use of `boxes`, from their turns in the database: a
+        box with a chat label is busy while that chat (or a sub-agent chat under it) runs a turn on
+        any replica, any other box while its owner runs one; idle since the chat's (owner's) last
+        turn began or ended."""
+        chats = {c for b in boxes if (c := b.ref.labels.get(CHAT))}
+        seen = await self.store.leases.activity({b.owner for b in boxes}, chats)
+        now = datetime.now(UTC)
+        uses: dict[str, FleetUse] = {}
+        for box in boxes:
+            chat = box.ref.labels.get(CHAT)
+            if chat:
+                busy, when = chat in seen.busy_chats, seen.chat_active.get(chat)
+            else:
+                busy, when = box.owner in seen.busy_owners, seen.owner_active.get(box.owner)
+            idle = None if when is None else max((now - when).total_seconds(), 0.0)
+            uses[box.ref.name] = FleetUse(busy=busy, idle_for=idle)
+        return uses
 
     def leading(self, job: Callable[[], Awaitable[Any]], *, name: str) -> Callable[[], Awaitable[None]]:
         """`job` run only while this replica leads (the others skip their tick); counted in `runs`."""

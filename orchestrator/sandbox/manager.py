@@ -21,7 +21,7 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,8 @@ class SandboxManager:
         self.extra_labels = dict(extra_labels or {})
         """Added to every sandbox and volume, and required by reconcile (deployment or test-run ids)."""
         self.locks = KeyedLocks()
+        self.cluster_lock: Callable[[str], AbstractAsyncContextManager[None]] | None = None
+        """Set by a server whose database other replicas share: a lock across them (`hold`)."""
         self.registry = SandboxRegistry(
             max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner, clock=clock
         )
@@ -266,7 +268,7 @@ class SandboxManager:
         pool_key, size, pooled = self._pool_key(request, identity, digest), 0, False
         if pool_key is not None:
             size = pool_size(spec, self.settings)
-        async with self.locks.hold(identity.name):
+        async with self.hold(identity.name):
             ref, created = await self._reuse(identity, digest)
             if ref is None and self.pool is not None and pool_key is not None and size:
                 ref = await self.pool.claim(pool_key)
@@ -382,6 +384,18 @@ class SandboxManager:
         )
         return await self.backend.exec(lease.ref, full)
 
+    @asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[None]:
+        """The lock of one sandbox identity: this process's, then (`cluster_lock`, on a database
+        several replicas share) the cluster's, so two replicas never create, reuse and reap one box
+        at once."""
+        async with self.locks.hold(name):
+            if self.cluster_lock is None:
+                yield
+                return
+            async with self.cluster_lock(f"sandbox:{name}"):
+                yield
+
     def adopt(self, ref: SandboxRef, labels: SandboxLabels, *, age: float) -> TrackedSandbox:
         """Track a sandbox found in the engine (reconcile); its idle clock starts now."""
         now = self.registry.clock()
@@ -403,7 +417,7 @@ class SandboxManager:
 
     async def retire(self, name: str, *, remove: bool, still: Callable[[TrackedSandbox], bool]) -> bool:
         """Stop or remove a tracked sandbox if, under its lock, `still(box)` holds. True when done."""
-        async with self.locks.hold(name):
+        async with self.hold(name):
             box = self.registry.get(name)
             if box is None or box.busy or not still(box):
                 return False

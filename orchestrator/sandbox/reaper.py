@@ -16,7 +16,8 @@ reuse the box.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
 import structlog
@@ -60,18 +61,44 @@ def _still(action: ReapAction, clock: Callable[[], float]) -> Callable[[TrackedS
     return check
 
 
-class Reaper:
-    """Runs `sweep()` every `interval` seconds until cancelled (put it in the app's task group)."""
+@dataclass(frozen=True)
+class FleetUse:
+    """What other replicas do with one box: a turn of theirs may be in it (`busy`), and how long
+    ago they last used it (None: unknown)."""
 
-    def __init__(self, manager: SandboxManager, *, interval: float | None = None) -> None:
+    busy: bool
+    idle_for: float | None
+
+
+FleetView = Callable[[list[TrackedSandbox]], Awaitable[dict[str, FleetUse]]]
+"""Asked once per sweep, by box name (several replicas on one database: `orchestrator.api.cluster`)."""
+
+
+class Reaper:
+    """Runs `sweep()` every `interval` seconds until cancelled (put it in the app's task group).
+
+    With `fleet` (one elected replica reaps for all), a box another replica's turn may be using is
+    left alone, and its idle clock counts from the latest use on any replica."""
+
+    def __init__(
+        self, manager: SandboxManager, *, interval: float | None = None, fleet: FleetView | None = None
+    ) -> None:
         self.manager = manager
         self.interval = manager.settings.reaper_interval if interval is None else interval
+        self.fleet = fleet
 
     async def sweep(self) -> list[tuple[str, ReapAction]]:
         """One pass over the tracked sandboxes; returns what was done."""
         done: list[tuple[str, ReapAction]] = []
         clock = self.manager.registry.clock
-        for box in self.manager.registry.all():
+        boxes = self.manager.registry.all()
+        elsewhere = await self.fleet(boxes) if self.fleet is not None and boxes else {}
+        for box in boxes:
+            use = elsewhere.get(box.ref.name)
+            if use is not None and use.busy:
+                continue
+            if use is not None and use.idle_for is not None:
+                box.last_used = max(box.last_used, clock() - use.idle_for)
             action = decide(box, clock())
             if action is None:
                 continue

@@ -47,10 +47,12 @@ class ReconcileReport(BaseModel):
 
 
 async def reconcile(
-    manager: SandboxManager, known_assistant: Callable[[str], bool] | None
+    manager: SandboxManager, known_assistant: Callable[[str], bool] | None, *, adopt_only: bool = False
 ) -> ReconcileReport:
     """Adopt or remove every managed sandbox found in the engine. `known_assistant` None means the
-    assistants could not be listed: nothing with an assistant is removed then."""
+    assistants could not be listed: nothing with an assistant is removed then. `adopt_only`: the
+    leader's look at boxes other live replicas made (each sweep): adopt what it may reap, never
+    remove or report anything (a oneshot box there is another replica's running turn)."""
     found = await manager.backend.find({**manager.extra_labels, MANAGED: "true"})
     adopted: list[str] = []
     removed: list[str] = []
@@ -64,6 +66,8 @@ async def reconcile(
         persistent = ref.labels.get(LIFECYCLE) == Lifecycle.PERSISTENT.value
         known = labels is not None and known_assistant is not None and known_assistant(labels.assistant_id)
         keep = labels is not None and labels.name == ref.name and labels.lifecycle is not Lifecycle.ONESHOT
+        if adopt_only and not (labels is not None and keep and known and not persistent):
+            continue
         if labels is not None and keep and not known:
             reason = "assistant unknown" if known_assistant is not None else "assistants could not be listed"
             unclaimed.append(
@@ -100,6 +104,10 @@ async def reconcile(
             log.warning("reconcile could not remove orphan", sandbox=ref.name, error=str(exc))
             continue
         removed.append(ref.name)
+    if adopt_only:
+        if adopted:
+            log.info("sandboxes of other replicas adopted", adopted=len(adopted))
+        return ReconcileReport(adopted=tuple(adopted))
     log.info("sandboxes reconciled", adopted=len(adopted), removed=len(removed), unclaimed=len(unclaimed))
     if unclaimed:
         log.warning("sandboxes left unclaimed (see GET /v1/admin/sandboxes/unclaimed)", count=len(unclaimed))

@@ -18,18 +18,22 @@ the lease (NTP).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import uuid
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Collection
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, or_, select, update
-from sqlalchemy.exc import IntegrityError
+import anyio
+from sqlalchemy import delete, func, or_, select, text, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from orchestrator.store.database import Database, affected
+from orchestrator.store.database import Database, affected, db_errors
 from orchestrator.store.errors import TurnRunning
 from orchestrator.store.lease_tables import LeaderLeaseRow, ReplicaRow, TurnLeaseRow
-from orchestrator.store.tables import TurnRow
+from orchestrator.store.tables import ChatRow, TurnRow
 
 LEASE_SECONDS = 30.0
 """Default `CAGE_REPLICA_LEASE_SECONDS`: a replica silent this long is dead to the others."""
@@ -46,6 +50,17 @@ class TurnLease:
     chat_id: str
     replica_id: str
     expires_at: datetime | None
+
+
+@dataclass
+class Activity:
+    """Turns of every replica, for the owners and chats a reaper asked about (`activity`)."""
+
+    busy_owners: set[str] = field(default_factory=set)
+    busy_chats: set[str] = field(default_factory=set)
+    owner_active: dict[str, datetime] = field(default_factory=dict)
+    """Owner -> the last time one of its chats began or ended a turn."""
+    chat_active: dict[str, datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -169,6 +184,37 @@ class LeaseRepository:
             row = await session.get(LeaderLeaseRow, name)
             return row.replica_id if row is not None and row.expires_at > self._db.clock() else None
 
+    # -- locks across replicas -------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Postgres: a session advisory lock on `key` that every replica's `hold(key)` waits for,
+        on a connection of its own until the block ends (a replica that dies drops it with its
+        connection). SQLite: nothing to do (one process; its own locks suffice).
+
+        Raises:
+            StoreError: the database failed before the lock was taken.
+        """
+        if self._db.dialect != "postgresql":
+            yield
+            return
+        number = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+        with db_errors():
+            conn = await self._db.engine.connect()
+        try:
+            with db_errors():
+                await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": number})
+                await conn.commit()
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": number})
+                    await conn.commit()
+                except DBAPIError:  # a broken connection: closing it drops the lock anyway
+                    await conn.invalidate()
+                await conn.close()
+
     # -- turns -----------------------------------------------------------------------------------
 
     async def turn_of_chat(self, chat_id: str) -> TurnLease | None:
@@ -191,6 +237,47 @@ class LeaseRepository:
         )
         async with self._db.read() as session:
             return {turn_id for turn_id, _ in (await session.execute(query)).all()}
+
+    async def activity(self, owners: Collection[str], chats: Collection[str]) -> Activity:
+        """What every replica's turns are doing for these owners and chats: which run a turn now
+        (a chat counts with its sub-agents' child chats), and when each was last active (a turn
+        began or ended: `chats.updated_at`), for a reaper that sees other replicas' boxes."""
+        result = Activity()
+        if not owners and not chats:
+            return result
+        chat = ChatRow.__table__.alias("chat")
+        running = (
+            select(chat.c.owner, chat.c.id, chat.c.parent_id)
+            .select_from(TurnLeaseRow)
+            .join(chat, chat.c.id == TurnLeaseRow.chat_id)
+            .where(
+                or_(
+                    chat.c.owner.in_(list(owners)),
+                    chat.c.id.in_(list(chats)),
+                    chat.c.parent_id.in_(list(chats)),
+                )
+            )
+        )
+        latest = (
+            select(ChatRow.owner, func.max(ChatRow.updated_at))
+            .where(ChatRow.owner.in_(list(owners)))
+            .group_by(ChatRow.owner)
+        )
+        touched = select(ChatRow.id, ChatRow.parent_id, ChatRow.updated_at).where(
+            or_(ChatRow.id.in_(list(chats)), ChatRow.parent_id.in_(list(chats)))
+        )
+        async with self._db.read() as session:
+            for owner, chat_id, parent_id in (await session.execute(running)).all():
+                result.busy_owners.add(owner)
+                result.busy_chats.update(c for c in (chat_id, parent_id) if c)
+            for owner, when in (await session.execute(latest)).all():
+                if when is not None:
+                    result.owner_active[owner] = when
+            for chat_id, parent_id, when in (await session.execute(touched)).all():
+                for key in (chat_id, parent_id):
+                    if key and (key not in result.chat_active or result.chat_active[key] < when):
+                        result.chat_active[key] = when
+        return result
 
     async def begin_turn(self, session: AsyncSession, chat_id: str, turn_id: str, now: datetime) -> None:
         """Inside `TurnRepository.begin` (the chat row locked): lease `chat_id`'s turn to this replica.

@@ -140,3 +140,49 @@ async def test_concurrent_claims_elect_one(store: Store, other: Store) -> None:
             tg.start_soon(claim, st)
     leader = await store.leases.leader(MAINTENANCE)
     assert winners and set(winners) == {leader}
+
+
+async def test_hold_excludes_the_other_replica_until_released(store: Store, other: Store) -> None:
+    order: list[str] = []
+    held = anyio.Event()
+
+    async def first() -> None:
+        async with store.leases.hold("sandbox:x"):
+            order.append("first in")
+            held.set()
+            await anyio.sleep(0.3)
+            order.append("first out")
+
+    async def second() -> None:
+        await held.wait()
+        async with other.leases.hold("sandbox:x"):
+            order.append("second in")
+        async with other.leases.hold("sandbox:y"):  # another key: never waits for x
+            order.append("other key")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        tg.start_soon(second)
+    if store.dialect == "postgresql":
+        assert order == ["first in", "first out", "second in", "other key"]
+    else:  # one process on SQLite: the manager's own locks do it; hold is a no-op
+        assert order[0] == "first in" and sorted(order) == sorted(
+            ["first in", "first out", "second in", "other key"]
+        )
+
+
+async def test_activity_sees_other_replicas_turns_by_chat_and_owner(
+    store: Store, other: Store, clock: FakeClock
+) -> None:
+    chat = await _chat(store)
+    child = (await store.chats.create("alice", "tests.sub", parent_id=chat)).id
+    quiet = (await store.chats.create("bob", "tests.echo")).id
+    clock.advance(5)
+    await store.turns.begin(child, "t1", "tests.sub", ())  # a sub-agent turn under `chat`
+    seen = await other.leases.activity({"alice", "bob", "carol"}, {chat, quiet})
+    assert seen.busy_owners == {"alice"}
+    assert chat in seen.busy_chats and quiet not in seen.busy_chats
+    assert seen.chat_active[chat] == clock.now  # its child chat's turn began just now
+    assert seen.owner_active["alice"] == clock.now
+    assert seen.owner_active["bob"] < clock.now and "carol" not in seen.owner_active
+    assert await other.leases.activity(set(), set()) == type(seen)()
