@@ -50,6 +50,10 @@ POOL = "cage.pool"
 POOL_NAME_HEX = 8
 """Random bytes (hex) in a pooled box's name, as in a cold `oneshot` box's (`cage-<hex>`)."""
 
+PAUSE_TRIES = 3
+PAUSE_BACKOFF = 0.5
+"""Seconds before the second pause of a new box (twice that before the third)."""
+
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 """Runs a coroutine function in the background (the server's supervised task group)."""
 
@@ -170,6 +174,7 @@ class WarmPool:
         except SandboxError as exc:
             self._registry.drop(box.ref.name)
             log.info("pooled sandbox lost to another claim", sandbox=box.ref.name, error=type(exc).__name__)
+            await self._drop_if_stuck(box.ref)
             return False
         finally:
             box.busy -= 1
@@ -177,6 +182,17 @@ class WarmPool:
         box.last_used = self._registry.clock()
         log.info("pooled sandbox claimed", sandbox=box.ref.name)
         return True
+
+    async def _drop_if_stuck(self, ref: SandboxRef) -> None:
+        """After a failed unpause: a box still paused was not claimed by anyone (the engine could
+        not thaw it), so it is removed rather than left frozen; a running or gone one is not ours."""
+        try:
+            info = await self._backend.inspect(ref.id)
+            if info.ref.status is SandboxStatus.PAUSED:
+                await self._backend.remove(ref, force=True)
+                log.warning("pooled sandbox could not be thawed, removed", sandbox=ref.name)
+        except SandboxError:
+            return
 
     async def _claim_foreign(self, key: PoolKey) -> SandboxRef | None:
         """Claim a paused box of `key` another process made on this engine (several replicas)."""
@@ -250,7 +266,7 @@ class WarmPool:
             ref = await self._backend.create(spec)
             try:
                 await self._backend.start(ref)
-                await self._pausing.pause(ref)
+                await self._pause(ref)
             except BaseException:
                 await self._backend.remove(ref, force=True)
                 raise
@@ -278,6 +294,18 @@ class WarmPool:
         )
         log.info("pooled sandbox ready", sandbox=name, pool=key.digest)
         return True
+
+    async def _pause(self, ref: SandboxRef) -> None:
+        """Pause a new box; the engine's freezer may give up under load (`unable to freeze`), so
+        it is tried `PAUSE_TRIES` times."""
+        for attempt in range(1, PAUSE_TRIES + 1):
+            try:
+                await self._pausing.pause(ref)
+                return
+            except SandboxError:
+                if attempt == PAUSE_TRIES:
+                    raise
+                await anyio.sleep(PAUSE_BACKOFF * attempt)
 
     async def _retire(self, box: TrackedSandbox) -> bool:
         """Claim an unclaimed box, then remove it. True when it was removed here."""
