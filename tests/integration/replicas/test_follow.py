@@ -39,6 +39,14 @@ async def create(ctx: Any, messages: list[dict[str, Any]], options: dict[str, An
 WAIT_S = 60
 
 
+def _start(replicas: Replicas) -> None:
+    """Start both replicas with a long lease: on a loaded machine a server can stall past the
+    fixture's short one, and its turn would be closed as a dead replica's (not what these test)."""
+    for replica in (replicas.a, replicas.b):
+        replica.env["CAGE_REPLICA_LEASE_SECONDS"] = "120"
+    replicas.start()
+
+
 def _ws(url: str) -> str:
     return url.replace("http://", "ws://")
 
@@ -75,7 +83,7 @@ def _log(url: str, chat: str) -> list[dict[str, Any]]:
 
 
 def test_a_websocket_on_b_follows_a_turn_running_on_a_and_interrupts_it(replicas: Replicas) -> None:
-    replicas.start()
+    _start(replicas)
     chat = "follow-" + uuid.uuid4().hex[:8]
 
     async def scenario() -> None:
@@ -119,7 +127,7 @@ def test_a_client_reconnecting_on_b_mid_turn_gets_the_rest_without_gap_or_duplic
     replicas: Replicas,
 ) -> None:
     write_assistant(replicas.app, "tests.ticker", hooks=TICKER)
-    replicas.start()
+    _start(replicas)
     chat = "resume-" + uuid.uuid4().hex[:8]
 
     async def scenario() -> list[int]:
@@ -154,7 +162,7 @@ def test_a_client_reconnecting_on_b_mid_turn_gets_the_rest_without_gap_or_duplic
 
 
 def test_the_http_interrupt_of_a_turn_id_on_b_stops_the_turn_on_a(replicas: Replicas) -> None:
-    replicas.start()
+    _start(replicas)
     chat = "cancel-" + uuid.uuid4().hex[:8]
 
     async def scenario() -> None:

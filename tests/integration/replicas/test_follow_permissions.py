@@ -27,7 +27,7 @@ from tests.unit.api.wsclient import Frame, SessionClient
 pytestmark = [pytest.mark.docker, pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SCENARIO = "replica-ask"
-STEPS = [
+STEPS: list[dict[str, Any]] = [
     {"shell": "echo answered-on-b > answered.txt && cat answered.txt"},
     {"tool": "question", "args": {"question": "Which colour?", "options": ["red", "blue"]}},
     {"text": "done"},
@@ -102,7 +102,7 @@ def test_a_permission_answer_on_b_unblocks_the_turn_on_a(
     assistant = _yaocode_asking(replicas.app, model_server)
     for replica in (replicas.a, replicas.b):
         replica.env["FAKE_MODEL_KEY"] = MODEL_KEY
-        # A box's start can hold a loaded machine's server for seconds: no lease expiry in this test.
+        # A box's start can stall a loaded machine's server past the fixture's short lease.
         replica.env["CAGE_REPLICA_LEASE_SECONDS"] = "120"
         if Path(HOST_CA).is_file():
             replica.env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)
