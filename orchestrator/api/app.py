@@ -103,7 +103,7 @@ def _lifespan(
         async with factory(settings) as runtime, anyio.create_task_group() as tg:
             supervisor = Supervisor(tg)
             await runtime.store.migrate()
-            cluster = Cluster(runtime.store, settings)
+            cluster = Cluster(runtime.store, settings, max_turns_per_owner=config.max_turns_per_owner)
             await cluster.join()
             await cluster.elect()
             recovered = await close_unfinished_turns(runtime.store, await cluster.startup_orphans())

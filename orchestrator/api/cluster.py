@@ -43,8 +43,11 @@ OnRecovered = Callable[[list[RecoveredTurn]], Awaitable[None]]
 class Cluster:
     """Heartbeat, leader election and the take-over of dead replicas' turns, for one replica."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Store, settings: Settings, *, max_turns_per_owner: int | None = None) -> None:
+        """`max_turns_per_owner`: the owner's running-turn cap, counted over every replica when the
+        database is shared (each process counts its own as well, `OwnerCaps`)."""
         self.store = store
+        self.max_turns_per_owner = max_turns_per_owner
         self.replica_id = store.leases.replica_id
         self.lease_seconds = settings.replica_lease_seconds
         self.heartbeat_seconds = settings.replica_heartbeat_seconds
@@ -60,7 +63,8 @@ class Cluster:
 
     async def join(self) -> None:
         """Write this replica's lease; its turns are held by the heartbeat from now on."""
-        self.store.leases.bind(lease_seconds=self.lease_seconds)
+        cap = self.max_turns_per_owner if self.shared else None  # SQLite: this process counts them all
+        self.store.leases.bind(lease_seconds=self.lease_seconds, max_turns_per_owner=cap)
         await self.store.leases.join(socket.gethostname(), os.getpid())
         log.info(
             "replica joined",

@@ -6,6 +6,8 @@ CageError
 │   ├── EventSequenceError  session_id, expected, got   (a gap or a duplicate in the event log)
 │   ├── RecordExists        record_kind, record_id
 │   └── TurnRunning         chat_id, turn_id, replica_id   (the chat runs a turn already)
+├── CapacityError
+│   └── OwnerTurnsRunning   scope, limit   (an owner's running turns, over every replica, at the cap)
 └── NotFound
     └── RecordNotFound      record_kind, record_id
 
@@ -14,7 +16,7 @@ Messages never contain SQL parameters, memory values or key material.
 
 from __future__ import annotations
 
-from orchestrator.errors import CageError, Conflict, ErrorKind, NotFound
+from orchestrator.errors import CageError, CapacityError, Conflict, ErrorKind, NotFound
 
 
 class StoreError(CageError):
@@ -62,6 +64,15 @@ class TurnRunning(Conflict):
         self.turn_id = turn_id
         self.replica_id = replica_id
         super().__init__(f"a turn is already running in chat {chat_id!r}")
+
+
+class OwnerTurnsRunning(CapacityError):
+    """An owner runs as many turns as its cap allows, counted over every replica (429)."""
+
+    code = "owner_turns_running"
+
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(f"owner {owner} (all replicas)", limit, what="concurrent running turn")
 
 
 class RecordNotFound(NotFound):

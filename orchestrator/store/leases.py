@@ -31,7 +31,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.store.database import Database, affected, db_errors
-from orchestrator.store.errors import TurnRunning
+from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
 from orchestrator.store.lease_tables import LeaderLeaseRow, ReplicaRow, TurnLeaseRow
 from orchestrator.store.tables import ChatRow, TurnRow
 
@@ -79,10 +79,14 @@ class LeaseRepository:
         """This process's identity in `replicas`, `turn_leases` and `leader_leases`."""
         self.lease_seconds: float | None = None
         """None until `bind`: turns begun meanwhile get leases no heartbeat renews."""
+        self.max_turns_per_owner: int | None = None
+        """The owner's cap on running turns over every replica (`bind`); None: not counted here."""
 
-    def bind(self, *, lease_seconds: float) -> None:
-        """From now on this store's turns are held by this replica's heartbeat for `lease_seconds`."""
+    def bind(self, *, lease_seconds: float, max_turns_per_owner: int | None = None) -> None:
+        """From now on this store's turns are held by this replica's heartbeat for `lease_seconds`;
+        with `max_turns_per_owner`, a turn begins only while its owner runs fewer, on all replicas."""
         self.lease_seconds = lease_seconds
+        self.max_turns_per_owner = max_turns_per_owner
 
     def _until(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self.lease_seconds or LEASE_SECONDS)
@@ -198,7 +202,7 @@ class LeaseRepository:
         if self._db.dialect != "postgresql":
             yield
             return
-        number = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+        number = _lock_number(key)
         with db_errors():
             conn = await self._db.engine.connect()
         try:
@@ -279,15 +283,20 @@ class LeaseRepository:
                         result.chat_active[key] = when
         return result
 
-    async def begin_turn(self, session: AsyncSession, chat_id: str, turn_id: str, now: datetime) -> None:
+    async def begin_turn(
+        self, session: AsyncSession, chat_id: str, turn_id: str, now: datetime, *, owner: str
+    ) -> None:
         """Inside `TurnRepository.begin` (the chat row locked): lease `chat_id`'s turn to this replica.
 
         Raises:
             TurnRunning: the chat has a running turn already (on any replica).
+            OwnerTurnsRunning: the owner runs `max_turns_per_owner` turns already (on all replicas).
         """
         held = await session.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
         if held is not None:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id)
+        if self.max_turns_per_owner is not None:
+            await self._owner_turn_cap(session, owner, self.max_turns_per_owner)
         expires = None if self.lease_seconds is None else self._until(now)
         session.add(
             TurnLeaseRow(
@@ -299,10 +308,33 @@ class LeaseRepository:
             )
         )
 
+    async def _owner_turn_cap(self, session: AsyncSession, owner: str, limit: int) -> None:
+        """Count the owner's running turns on every replica. Postgres: under a transaction advisory
+        lock on the owner, so two replicas admitting two of its chats at once count one after the
+        other (SQLite's write lock already does that)."""
+        if self._db.dialect == "postgresql":
+            number = int.from_bytes(
+                hashlib.sha256(f"owner:{owner}".encode()).digest()[:8], "big", signed=True
+            )
+            await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": number})
+        running = await session.scalar(
+            select(func.count())
+            .select_from(TurnLeaseRow)
+            .join(ChatRow, ChatRow.id == TurnLeaseRow.chat_id)
+            .where(ChatRow.owner == owner)
+        )
+        if (running or 0) >= limit:
+            raise OwnerTurnsRunning(owner, limit)
+
 
 async def end_turn_lease(session: AsyncSession, turn_id: str) -> None:
     """Inside the transaction that writes a turn's end: its lease goes with it."""
     await session.execute(delete(TurnLeaseRow).where(TurnLeaseRow.turn_id == turn_id))
+
+
+def _lock_number(key: str) -> int:
+    """The 64-bit key of a Postgres advisory lock named `key`."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
 def _lease(row: TurnLeaseRow) -> TurnLease:

@@ -42,6 +42,7 @@ class TurnRepository:
             RecordNotFound: no such chat.
             RecordExists: the turn (or one of the message ids) exists already.
             TurnRunning: the chat runs a turn already, on this replica or another one.
+            OwnerTurnsRunning: the owner runs its cap of turns already, over every replica.
         """
         try:
             await self._begin(chat_id, turn_id, assistant_id, messages)
@@ -56,7 +57,7 @@ class TurnRepository:
     ) -> None:
         async with self._db.write() as session:
             now = self._db.clock()
-            await locked_chat(session, chat_id, now)
+            chat = await locked_chat(session, chat_id, now)
             if await session.get(TurnRow, turn_id) is not None:
                 raise RecordExists("turn", turn_id)
             session.add(
@@ -70,7 +71,7 @@ class TurnRepository:
                 )
             )
             await session.flush()
-            await self._leases.begin_turn(session, chat_id, turn_id, now)
+            await self._leases.begin_turn(session, chat_id, turn_id, now, owner=chat.owner)
             await insert_messages(session, chat_id, turn_id, messages, now)
 
     async def unfinished(self) -> list[TurnRecord]:

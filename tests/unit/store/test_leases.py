@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from orchestrator.store import Store, TurnInput
-from orchestrator.store.errors import TurnRunning
+from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
 from orchestrator.store.leases import MAINTENANCE
 from tests.unit.store.conftest import FakeClock
 
@@ -186,3 +186,32 @@ async def test_activity_sees_other_replicas_turns_by_chat_and_owner(
     assert seen.owner_active["alice"] == clock.now
     assert seen.owner_active["bob"] < clock.now and "carol" not in seen.owner_active
     assert await other.leases.activity(set(), set()) == type(seen)()
+
+
+async def test_an_owners_running_turns_are_capped_over_every_replica(store: Store, other: Store) -> None:
+    for st in (store, other):
+        st.leases.bind(lease_seconds=LEASE, max_turns_per_owner=3)
+    chats = [await _chat(store) for _ in range(8)]
+    bob = (await store.chats.create("bob", "tests.echo")).id
+    won: list[str] = []
+    capped: list[str] = []
+
+    async def begin(st: Store, chat: str, turn_id: str) -> None:
+        try:
+            await st.turns.begin(chat, turn_id, "tests.echo", ())
+            won.append(chat)
+        except OwnerTurnsRunning as exc:
+            assert "at most 3" in str(exc) and exc.code == "owner_turns_running"
+            capped.append(chat)
+
+    async with anyio.create_task_group() as tg:
+        for i, chat in enumerate(chats):
+            tg.start_soon(begin, store if i % 2 else other, chat, f"t{i}")
+    assert len(won) == 3 and len(capped) == 5
+    await other.turns.begin(bob, "t-bob", "tests.echo", ())  # another owner: its own count
+    await store.turns.persist(
+        TurnInput(
+            chat_id=won[0], turn_id=f"t{chats.index(won[0])}", assistant_id="tests.echo", status="completed"
+        )
+    )
+    await other.turns.begin(capped[0], "t-again", "tests.echo", ())  # one ended: room for one more
