@@ -97,7 +97,6 @@ class ModelGateway:
         self._address: GatewayAddress | None = None
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
-        self._sock: socket.socket | None = None
         self._client: httpx.AsyncClient | None = None
         self._lock = anyio.Lock()
 
@@ -113,10 +112,7 @@ class ModelGateway:
         return self._address
 
     async def start(self) -> GatewayAddress:
-        """Bind and serve (idempotent). It returns as soon as the socket listens, with the address
-        a box's relay needs at creation, so the box is made while uvicorn starts (a connection
-        waits in the socket's backlog meanwhile); `grant()`, which every turn calls before its CLI
-        runs, waits until the server is up.
+        """Bind and serve (idempotent).
 
         Raises:
             GatewayError: the address cannot be bound.
@@ -151,31 +147,16 @@ class ModelGateway:
             server = _QuietServer(config)
             self._server = server
             self._task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-            self._sock = sock
+            with anyio.move_on_after(_START_TIMEOUT):
+                while not server.started and not self._task.done():  # noqa: ASYNC110 - uvicorn has no event
+                    await anyio.sleep(0.01)
+            if not server.started:
+                await self._stop()
+                sock.close()
+                raise GatewayError("model gateway did not start")
             self._address = GatewayAddress(self._host, sock.getsockname()[1])
             log.info("gateway.started", host=self._address.host, port=self._address.port)
             return self._address
-
-    async def _serving(self) -> None:
-        """Wait until the server started by `start()` serves.
-
-        Raises:
-            GatewayError: it did not start in time or failed; the gateway is stopped, and the next
-                `start()` binds again.
-        """
-        server, task = self._server, self._task
-        if server is None or task is None or server.started:
-            return
-        with anyio.move_on_after(_START_TIMEOUT):
-            while not server.started and not task.done():  # noqa: ASYNC110 - uvicorn has no event
-                await anyio.sleep(0.01)
-        if server.started:
-            return
-        async with self._lock:
-            if self._server is server:
-                await self._stop()
-                self._address = None
-        raise GatewayError("model gateway did not start")
 
     async def grant(
         self,
@@ -194,7 +175,6 @@ class ModelGateway:
             GatewayError: the gateway could not start.
         """
         address = await self.start()
-        await self._serving()
         upstreams: list[Upstream] = []
         if connector is not None:
             upstreams.append(model_upstream(connector))
@@ -245,9 +225,6 @@ class ModelGateway:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait({self._task})
         self._server = self._task = None
-        if self._sock is not None:
-            self._sock.close()  # uvicorn closes it too once it served; closing twice is harmless
-            self._sock = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None
