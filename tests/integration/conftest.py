@@ -68,12 +68,17 @@ def docker_engine() -> Iterator[docker.DockerClient]:
     removed: set[str] = set()
     for container in client.containers.list(all=True, filters=selector):
         removed.add(container.name)
-        container.remove(force=True)
+        with contextlib.suppress(docker.errors.NotFound):  # its own `cage run` removed it meanwhile
+            container.remove(force=True)
     for volume in client.volumes.list(filters=selector):
-        volume.remove(force=True)
+        # a volume named from a fixed identity (owner, assistant) may be mounted by another session's
+        # box on this engine: "in use" (409) is theirs to clean; the rest of the cleanup goes on
+        with contextlib.suppress(docker.errors.APIError):
+            volume.remove(force=True)
     for container in client.containers.list(all=True, filters={"name": EGRESS_CONTAINER}):
         if container.name == EGRESS_CONTAINER:  # the filter matches substrings: not gw10's for gw1
-            container.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
     _remove_orphan_networks(client, removed)
     client.close()
 

@@ -66,6 +66,7 @@ def test_500_forever_exhausts_retries(server: FakeModelServer) -> None:
     assert len(server.requests) == 3
 
 
+@pytest.mark.serial  # bounds the wall time of three requests: under parallel load they take longer
 def test_429_honours_retry_after_ms(server: FakeModelServer) -> None:
     server.add_scenario(
         "limited", [{"text": "finally", "fail_status": 429, "fail_times": 2, "retry_after_ms": 300}]
