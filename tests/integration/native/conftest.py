@@ -64,7 +64,10 @@ async def leased_box(
         DockerBackend(settings), FakeImageBuilder(tag=sandbox_image), settings, extra_labels=test_run_labels
     )
     spec = SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "yaocode"}})
-    request = SandboxRequest(owner="native-it", assistant_id="tests.tools", assistant_dir=tmp_path, spec=spec)
+    # an owner of its own: a fixed one names one workspace volume for every test (and every session
+    # on the engine), and a file a test made there is in the next one's box
+    owner = f"native-it-{uuid.uuid4().hex[:8]}"
+    request = SandboxRequest(owner=owner, assistant_id="tests.tools", assistant_dir=tmp_path, spec=spec)
     lease = await manager.acquire(request)
     try:
         yield manager, lease
