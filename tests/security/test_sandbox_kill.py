@@ -63,6 +63,7 @@ async def test_detached_writers_are_gone_after_the_turn(make_manager: Any, tmp_p
     await manager.release(after)
 
 
+@pytest.mark.serial  # its 3 s budget covers creating the box too: under parallel load that took longer
 @pytest.mark.parametrize("lifecycle", LIFECYCLES)
 async def test_detached_writers_are_gone_after_cancel(make_manager: Any, tmp_path: Path, lifecycle: str) -> None:
     manager = make_manager()
