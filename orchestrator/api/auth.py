@@ -13,7 +13,7 @@ from typing import Literal
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.api.ratelimit import RateLimiter
+from orchestrator.api.ratelimit import KeyLimiter
 from orchestrator.errors import Forbidden, NotFound, Unauthorized, UsageError
 from orchestrator.redaction import register_secret
 from orchestrator.settings import Settings
@@ -94,7 +94,7 @@ DEV_PRINCIPAL = Principal(key_id="auth-off", name="auth off", owner=DEV_OWNER, r
 class Authenticator:
     """Turns a bearer token into a `Principal`, and applies the per-key rate limit."""
 
-    def __init__(self, store: Store, settings: Settings, limiter: RateLimiter) -> None:
+    def __init__(self, store: Store, settings: Settings, limiter: KeyLimiter) -> None:
         self._store = store
         self._limiter = limiter
         self.enabled = settings.auth.strip().lower() not in ("off", "false", "0", "no")
@@ -139,7 +139,7 @@ class Authenticator:
             if info is None:
                 raise Unauthorized("invalid or revoked API key")
             principal = Principal(key_id=info.id, name=info.name, owner=info.owner, role=info.role)
-        self._limiter.check(principal.key_id)
+        await self._limiter.take(principal.key_id)
         return principal
 
     async def _bootstrap_principal(self, token: str) -> Principal | None:

@@ -1,15 +1,32 @@
 """A token bucket per key (an API key, or a client address for failed requests): `burst`
-requests at once, then `per_minute` sustained."""
+requests at once, then `per_minute` sustained.
+
+`RateLimiter` counts in this process's memory. `SharedRateLimiter` counts in the database's
+`rate_buckets` rows, so every replica on one Postgres database spends one budget per API key
+(`ApiState.build` picks it on Postgres); both are `KeyLimiter`s.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from orchestrator.api.errors import KeyRateLimited
+from orchestrator.store.rate_buckets import RateBucketRepository
 
 _MAX_KEYS = 100_000
+
+
+class KeyLimiter(Protocol):
+    async def take(self, key: str) -> None:
+        """Take one request from `key`'s budget.
+
+        Raises:
+            KeyRateLimited: the budget is spent; `retry_after` is when the next request is allowed.
+        """
+        ...
 
 
 @dataclass
@@ -57,3 +74,33 @@ class RateLimiter:
         if bucket.tokens < 1.0:
             raise KeyRateLimited((1.0 - bucket.tokens) / self._rate, self._subject)
         bucket.tokens -= 1.0
+
+    async def take(self, key: str) -> None:
+        """`check`, as a `KeyLimiter`."""
+        self.check(key)
+
+
+class SharedRateLimiter:
+    """The same bucket as `RateLimiter`, kept in the database: one atomic statement per request
+    (`RateBucketRepository.take`), so replicas sharing the database share each key's budget."""
+
+    def __init__(
+        self, buckets: RateBucketRepository, *, per_minute: float, burst: int, subject: str = "this API key"
+    ) -> None:
+        if per_minute <= 0 or burst < 1:
+            raise ValueError("per_minute must be positive and burst at least 1")
+        self._buckets = buckets
+        self._per_minute = per_minute
+        self._burst = burst
+        self._subject = subject
+
+    async def take(self, key: str) -> None:
+        """Take one token for `key` from its shared row.
+
+        Raises:
+            KeyRateLimited: the bucket is empty; `retry_after` is when the next token arrives.
+            StoreError: the database failed.
+        """
+        result = await self._buckets.take("key:" + key, per_minute=self._per_minute, burst=self._burst)
+        if not result.granted:
+            raise KeyRateLimited((1.0 - result.tokens) * 60.0 / self._per_minute, self._subject)

@@ -171,7 +171,7 @@ class SessionSocket:
                 if not await self._state.auth.still_valid(self._principal):
                     await self._revoked()
                     return
-                self._limiter.check(self._principal.key_id)
+                await self._limiter.take(self._principal.key_id)
                 language = self._ws.headers.get("accept-language")  # the handshake's: the turn's locale
                 handle = await self._conversations.start(
                     self._chat,

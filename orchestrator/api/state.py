@@ -14,7 +14,7 @@ from orchestrator.api.fleet import Fleet
 from orchestrator.api.memories import Memories
 from orchestrator.api.metrics import Metrics
 from orchestrator.api.quota import SandboxQuota
-from orchestrator.api.ratelimit import RateLimiter
+from orchestrator.api.ratelimit import KeyLimiter, RateLimiter, SharedRateLimiter
 from orchestrator.api.runtime import Runtime
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.api.tickets import Tickets
@@ -27,7 +27,7 @@ class ApiState:
     runtime: Runtime
     config: ApiConfig
     metrics: Metrics
-    limiter: RateLimiter
+    limiter: KeyLimiter
     auth: Authenticator
     catalog: Catalog
     tracker: TurnTracker
@@ -44,7 +44,15 @@ class ApiState:
         """Wire the services; `supervisor` runs background work in the app's task group."""
         spawn = supervisor.spawn
         settings = runtime.settings
-        limiter = RateLimiter(per_minute=config.rate_limit_per_minute, burst=config.rate_limit_burst)
+        limiter: KeyLimiter
+        if runtime.store.dialect == "postgresql":  # replicas may share the database: so do the keys' buckets
+            limiter = SharedRateLimiter(
+                runtime.store.rate_buckets,
+                per_minute=config.rate_limit_per_minute,
+                burst=config.rate_limit_burst,
+            )
+        else:
+            limiter = RateLimiter(per_minute=config.rate_limit_per_minute, burst=config.rate_limit_burst)
         catalog = Catalog(runtime.loader, runtime.store, config.api_assistant_policy())
         tracker = TurnTracker(metrics, spawn)
         quota = SandboxQuota(

@@ -19,6 +19,7 @@ from orchestrator.store.leases import LeaseRepository
 from orchestrator.store.memory import MemoryRepository
 from orchestrator.store.messages import MessageRepository
 from orchestrator.store.notify import Notices
+from orchestrator.store.rate_buckets import RateBucketRepository
 from orchestrator.store.records import TurnInput, TurnRecord
 from orchestrator.store.retention import Retention
 from orchestrator.store.schema_version import at_head
@@ -56,6 +57,8 @@ class Store:
         self.retention = Retention(self._db)
         self.audit = AuditLog(self._db)
         self.commands = CommandRepository(self._db)
+        self.rate_buckets = RateBucketRepository(self._db)
+        """API keys' rate buckets shared by the replicas (Postgres; SQLite servers count in memory)."""
         self.notices = Notices(url)
         """Other processes' notices on this database (Postgres; `enabled` is False on SQLite)."""
 

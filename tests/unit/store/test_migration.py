@@ -16,7 +16,7 @@ from orchestrator.store.migration import MIGRATIONS_DIR, current_revision, head_
 from orchestrator.store.tables import Base
 
 TABLES = {"chats", "turns", "messages", "events", "checkpoints", "assistants", "memory", "api_keys", "audit"}
-TABLES |= {"team_members", "turn_commands", "replicas", "turn_leases", "leader_leases"}
+TABLES |= {"team_members", "turn_commands", "replicas", "turn_leases", "leader_leases", "rate_buckets"}
 
 
 async def _tables(url: str) -> set[str]:
@@ -36,7 +36,7 @@ async def test_migrate_creates_every_table_and_is_idempotent(database_url: str) 
         chat = await store.chats.create("alice", "tests.echo")
         await store.migrate()  # the second run changes nothing and loses nothing
         assert await store.chats.get(chat.id) == chat
-    assert await current_revision(url) == head_revision() == "0005_replica_leases"
+    assert await current_revision(url) == head_revision() == "0006_rate_buckets"
     assert await _tables(database_url) == TABLES | {"alembic_version"}
     assert set(Base.metadata.tables) == TABLES
 
@@ -61,6 +61,7 @@ def test_migrations_ship_inside_the_package() -> None:
         "0003_chat_client_ids.py",
         "0004_turn_commands.py",
         "0005_replica_leases.py",
+        "0006_rate_buckets.py",
     ]
     assert not list(Path(MIGRATIONS_DIR).rglob("alembic.ini"))
 
