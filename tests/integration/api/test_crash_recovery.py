@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.fakes.assistants import make_app, write_assistant
+from tests.run_ids import process_run_id
 
 KEY = "cage-bootstrap-crash-0123456789abcdef"
 SLEEPER = """
@@ -60,7 +61,8 @@ class Serve:
             "CAGE_APP_DIR": str(app),
             "CAGE_DATA_DIR": str(tmp_path / "data"),
             "CAGE_BOOTSTRAP_ADMIN_KEY": KEY,
-            "CAGE_SANDBOX_LABELS": json.dumps({"cage.test-run": uuid.uuid4().hex}),
+            # a run id of this run: no worker's start-up sweep takes its boxes for a dead run's
+            "CAGE_SANDBOX_LABELS": json.dumps({"cage.test-run": process_run_id()}),
             "CAGE_LOG_LEVEL": "INFO",
         }
         self.proc: subprocess.Popen[bytes] | None = None

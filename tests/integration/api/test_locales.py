@@ -59,7 +59,7 @@ def _write_app(root: Path, model_url: str) -> None:
 
 @pytest.fixture
 def served(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_run_labels: dict[str, str]
 ) -> Iterator[tuple[ServerThread, dict[str, str], FakeModelServer]]:
     with FakeModelServer("text", host="127.0.0.1") as model:
         _write_app(tmp_path / "app", model.url)
@@ -69,6 +69,7 @@ def served(
             data_dir=tmp_path / "data",
             bootstrap_admin_key=BOOTSTRAP_KEY,
             reaper_interval=3600.0,
+            sandbox_labels=test_run_labels,  # else its start-up reconcile removes every oneshot box on the engine
         )
         keys = create_keys(settings, {"admin": ("admin", "ops"), "dev": ("user", "dev")})
         server = ServerThread(create_app(settings)).start(timeout=60)

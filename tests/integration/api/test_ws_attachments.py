@@ -27,7 +27,7 @@ KEY = "sk-fake-ws-attach-key-000321"
 
 @pytest.fixture
 def served(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_run_labels: dict[str, str]
 ) -> Iterator[tuple[ServerThread, str, FakeModelServer]]:
     root = tmp_path / "app"
     with FakeModelServer("text", host="127.0.0.1") as model:
@@ -54,6 +54,7 @@ def served(
             data_dir=tmp_path / "data",
             bootstrap_admin_key=BOOTSTRAP_KEY,
             reaper_interval=3600.0,
+            sandbox_labels=test_run_labels,  # else its start-up reconcile removes every oneshot box on the engine
         )
         keys = create_keys(settings, {"dev": ("user", "dev")})
         server = ServerThread(create_app(settings)).start(timeout=60)
