@@ -24,7 +24,6 @@ from orchestrator.dsl.option_support import refuse_options
 from orchestrator.errors import ToolError
 from orchestrator.llm import (
     AgentLoop,
-    AgentTool,
     ChatMessage,
     JsonFileCheckpoints,
     LoopResult,
@@ -34,15 +33,13 @@ from orchestrator.llm import (
     package_model,
 )
 from orchestrator.llm.mcp import McpToolset
-from orchestrator.llm.subagent import SUBAGENT_SYSTEM
-from orchestrator.llm.tools import coding_tools
-from orchestrator.llm.tools.question import QuestionTool
-from orchestrator.llm.tools.skills import SkillTool, cards, with_skills
+from orchestrator.llm.tools.skills import cards, with_skills
 from orchestrator.stream import Emit, TurnBuilder
 from runners.base import Supports, TurnOutcome
 from runners.loop_adapter import LoopRun, LoopTurn, LoopWatch
 from runners.native_loop.options import NativeOptions
 from runners.native_loop.outcome import loop_status, summary_events
+from runners.native_loop.tools import native_tools
 
 log = structlog.get_logger(__name__)
 
@@ -112,21 +109,6 @@ class YaocodeAdapter:
         model = model_options(connector, package)
         client = client_for(package_model(connector, package))
         summary_client = client_for(turn.light) if turn.light is not None else None
-        tools = coding_tools(turn.tools, bash_timeout=options.bash_timeout)
-        if options.agent:
-            agent = AgentTool(
-                client,
-                tools,
-                runner=RUNNER,
-                tool_timeout=options.tool_timeout,
-                sessions=turn.child_sessions,
-                system=options.agent_system or SUBAGENT_SYSTEM,
-            )
-            tools.add(agent)
-        if skills:
-            tools.add(SkillTool(skills))
-        if turn.gate is not None:
-            tools.add(QuestionTool())
         servers = AsyncExitStack()  # the MCP servers (stdio ones in the sandbox) live as long as the turn
         try:
             toolset = await servers.enter_async_context(
@@ -138,8 +120,16 @@ class YaocodeAdapter:
                 if summary_client is not None:
                     await summary_client.aclose()
             return await _mcp_failed(builder, emit, exc)
-        for tool in toolset.tools:
-            tools.add(tool)
+        tools = native_tools(
+            client,
+            turn.tools,
+            options,
+            runner=RUNNER,
+            skills=skills,
+            mcp_tools=toolset.tools,
+            asks=turn.gate is not None,
+            sessions=turn.child_sessions,
+        )
         loop = AgentLoop(
             client,
             tools,

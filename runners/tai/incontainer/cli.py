@@ -31,7 +31,6 @@ from orchestrator.dsl import McpServerSpec
 from orchestrator.errors import CageError, ToolError, UsageError
 from orchestrator.llm import (
     AgentLoop,
-    AgentTool,
     ChatMessage,
     ClientSettings,
     JsonFileCheckpoints,
@@ -42,15 +41,14 @@ from orchestrator.llm import (
 from orchestrator.llm.images import MAX_IMAGE_BYTES
 from orchestrator.llm.mcp import McpToolset
 from orchestrator.llm.messages import ImageBlock
-from orchestrator.llm.subagent import SUBAGENT_SYSTEM
-from orchestrator.llm.tools import LocalSandbox, Tool, ToolBox, coding_tools
-from orchestrator.llm.tools.question import QuestionTool
-from orchestrator.llm.tools.skills import SkillTool, cards_from_dir, with_skills
+from orchestrator.llm.tools import LocalSandbox, Tool
+from orchestrator.llm.tools.skills import cards_from_dir, with_skills
 from orchestrator.logs import configure_logging
 from orchestrator.permissions import PermissionGate
 from orchestrator.redaction import redact, register_secret
 from orchestrator.stream import Event, RandomIds, TurnBuilder, event_json
 from runners.native_loop.outcome import loop_status, summary_events
+from runners.native_loop.tools import native_tools
 from runners.tai.incontainer.gate import StdioGate
 from runners.tai.turn import MAX_TURN_BYTES, MCP_ENV_PREFIX, TaiTurn
 
@@ -170,23 +168,16 @@ def build_loop(
     env = {  # tools never see the model's key nor the MCP servers' secrets
         k: v for k, v in os.environ.items() if k not in hidden and not k.startswith(MCP_ENV_PREFIX)
     }
-    tools: ToolBox = coding_tools(LocalSandbox(root, env=env), bash_timeout=options.bash_timeout)
-    if options.agent:
-        agent = AgentTool(
-            client,
-            tools,
-            runner=RUNNER,
-            tool_timeout=options.tool_timeout,
-            system=options.agent_system or SUBAGENT_SYSTEM,
-        )
-        tools.add(agent)
     skills = cards_from_dir(Path(turn.skills_dir)) if turn.skills_dir else ()
-    if skills:
-        tools.add(SkillTool(skills))
-    for tool in mcp_tools:
-        tools.add(tool)
-    if gate is not None:  # the turn asks Cage: before each tool call, and through `question`
-        tools.add(QuestionTool())
+    tools = native_tools(
+        client,
+        LocalSandbox(root, env=env),
+        options,
+        runner=RUNNER,
+        skills=skills,
+        mcp_tools=mcp_tools,
+        asks=gate is not None,  # the turn asks Cage: before each tool call, and through `question`
+    )
     model = turn.model
     return AgentLoop(
         client,
