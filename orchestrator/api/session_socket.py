@@ -245,8 +245,8 @@ def check_origin(origin: str | None, config: ApiConfig, host: str | None = None)
 
 async def _principal(websocket: WebSocket, state: ApiState, ticket: str | None) -> Principal:
     if ticket is not None:
-        principal = state.tickets.redeem(ticket)
-        if principal is None:
+        principal = await state.tickets.redeem(ticket)
+        if principal is None or not await state.auth.still_valid(principal):
             raise Unauthorized(
                 "invalid, used or expired websocket ticket: get a new one (POST /v1/sessions/ws-ticket)"
             )

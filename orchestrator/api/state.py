@@ -17,7 +17,7 @@ from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.ratelimit import KeyLimiter, RateLimiter, SharedRateLimiter
 from orchestrator.api.runtime import Runtime
 from orchestrator.api.supervisor import Supervisor
-from orchestrator.api.tickets import Tickets
+from orchestrator.api.tickets import SharedTickets, Tickets, WsTickets
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.workshop import Workshop
 
@@ -37,7 +37,7 @@ class ApiState:
     memories: Memories
     supervisor: Supervisor
     caps: OwnerCaps
-    tickets: Tickets
+    tickets: WsTickets
 
     @classmethod
     def build(cls, runtime: Runtime, config: ApiConfig, metrics: Metrics, supervisor: Supervisor) -> ApiState:
@@ -53,6 +53,11 @@ class ApiState:
             )
         else:
             limiter = RateLimiter(per_minute=config.rate_limit_per_minute, burst=config.rate_limit_burst)
+        tickets: WsTickets  # replicas may share the database: a ticket from one opens a socket on any
+        if runtime.store.dialect == "postgresql":
+            tickets = SharedTickets(runtime.store.ws_tickets, config.ws_ticket_ttl)
+        else:
+            tickets = Tickets(config.ws_ticket_ttl)
         catalog = Catalog(runtime.loader, runtime.store, config.api_assistant_policy())
         tracker = TurnTracker(metrics, spawn)
         quota = SandboxQuota(
@@ -87,5 +92,5 @@ class ApiState:
             memories=Memories(runtime.store, conversations),
             supervisor=supervisor,
             caps=caps,
-            tickets=Tickets(config.ws_ticket_ttl),
+            tickets=tickets,
         )

@@ -25,6 +25,7 @@ from orchestrator.store.retention import Retention
 from orchestrator.store.schema_version import at_head
 from orchestrator.store.teams import TeamRepository
 from orchestrator.store.turns import TurnRepository
+from orchestrator.store.ws_tickets import WsTicketRepository
 
 
 class Store:
@@ -59,6 +60,8 @@ class Store:
         self.commands = CommandRepository(self._db)
         self.rate_buckets = RateBucketRepository(self._db)
         """API keys' rate buckets shared by the replicas (Postgres; SQLite servers count in memory)."""
+        self.ws_tickets = WsTicketRepository(self._db)
+        """Websocket tickets any replica redeems (Postgres; SQLite servers keep them in memory)."""
         self.notices = Notices(url)
         """Other processes' notices on this database (Postgres; `enabled` is False on SQLite)."""
 

@@ -153,7 +153,7 @@ class WsTicket(BaseModel):
 async def websocket_ticket(principal: CallerDep, state: StateDep) -> WsTicket:
     """Trade the API key (header) for a short-lived, single-use websocket ticket, so a browser never
     puts a key in a URL."""
-    return WsTicket(ticket=state.tickets.issue(principal), expires_in=state.tickets.ttl)
+    return WsTicket(ticket=await state.tickets.issue(principal), expires_in=state.tickets.ttl)
 
 
 @router.websocket("/{chat_id}/ws")

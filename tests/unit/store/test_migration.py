@@ -17,6 +17,7 @@ from orchestrator.store.tables import Base
 
 TABLES = {"chats", "turns", "messages", "events", "checkpoints", "assistants", "memory", "api_keys", "audit"}
 TABLES |= {"team_members", "turn_commands", "replicas", "turn_leases", "leader_leases", "rate_buckets"}
+TABLES |= {"ws_tickets"}
 
 
 async def _tables(url: str) -> set[str]:
@@ -36,7 +37,7 @@ async def test_migrate_creates_every_table_and_is_idempotent(database_url: str) 
         chat = await store.chats.create("alice", "tests.echo")
         await store.migrate()  # the second run changes nothing and loses nothing
         assert await store.chats.get(chat.id) == chat
-    assert await current_revision(url) == head_revision() == "0006_rate_buckets"
+    assert await current_revision(url) == head_revision() == "0007_ws_tickets"
     assert await _tables(database_url) == TABLES | {"alembic_version"}
     assert set(Base.metadata.tables) == TABLES
 
@@ -62,6 +63,7 @@ def test_migrations_ship_inside_the_package() -> None:
         "0004_turn_commands.py",
         "0005_replica_leases.py",
         "0006_rate_buckets.py",
+        "0007_ws_tickets.py",
     ]
     assert not list(Path(MIGRATIONS_DIR).rglob("alembic.ini"))
 
