@@ -56,9 +56,10 @@ log = structlog.get_logger(__name__)
 VERSION = "0.1.0"
 
 
-async def _reconcile(state: ApiState) -> ReconcileReport:
+async def _reconcile(state: ApiState, cluster: Cluster | None = None) -> ReconcileReport:
     """Adopt the previous process's sandboxes. If the assistants cannot be listed, boxes with an
-    assistant are left alone (reported unclaimed) rather than removed as unknown."""
+    assistant are left alone (reported unclaimed) rather than removed as unknown; with `cluster`,
+    what other live replicas use is left alone too."""
     known: set[str] | None
     try:
         known = await state.catalog.known_ids()
@@ -66,15 +67,19 @@ async def _reconcile(state: ApiState) -> ReconcileReport:
         log.error("assistants not listed: no sandbox will be removed as unknown", error=type(exc).__name__)
         known = None
     try:
-        return await reconcile(state.runtime.manager, None if known is None else known.__contains__)
+        return await reconcile(
+            state.runtime.manager,
+            None if known is None else known.__contains__,
+            in_use_elsewhere=cluster.in_use_elsewhere if cluster is not None else None,
+        )
     except EngineUnavailable as exc:
         log.warning("sandboxes not reconciled: no container engine", error=str(exc))
         return ReconcileReport()
 
 
-async def _lead(app: FastAPI, state: ApiState) -> None:
+async def _lead(app: FastAPI, state: ApiState, cluster: Cluster) -> None:
     """This replica took the lead from a dead (or departed) one: adopt the engine's sandboxes."""
-    app.state.reconcile = await _reconcile(state)
+    app.state.reconcile = await _reconcile(state, cluster)
 
 
 async def _sweep(state: ApiState, reaper: Reaper, shared: bool) -> None:
@@ -114,10 +119,10 @@ def _lifespan(
             state.auth.announce()
             app.state.reconcile = ReconcileReport()
             if cluster.leader:  # the other replicas leave the engine's sandboxes to the leader
-                app.state.reconcile = await _reconcile(state)
+                app.state.reconcile = await _reconcile(state, cluster)
             if recovered:  # the dead process's CLIs may still run in the boxes just adopted
                 await _kill_orphaned(state, recovered)
-            cluster.on_lead = functools.partial(_lead, app, state)
+            cluster.on_lead = functools.partial(_lead, app, state, cluster)
             cluster.on_recovered = functools.partial(_kill_orphaned, state)
             supervisor.every(cluster.heartbeat_seconds, cluster.heartbeat, name="replica-heartbeat")
             reaper = Reaper(runtime.manager, fleet=cluster.fleet if cluster.shared else None)

@@ -20,14 +20,16 @@ from __future__ import annotations
 import os
 import socket
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from orchestrator.pipeline.recovery import RecoveredTurn, close_unfinished_turns
-from orchestrator.sandbox.labels import CHAT
+from orchestrator.sandbox.backend import SandboxRef
+from orchestrator.sandbox.labels import CHAT, OWNER
+from orchestrator.sandbox.pool import POOL
 from orchestrator.sandbox.reaper import FleetUse
 from orchestrator.sandbox.registry import TrackedSandbox
 from orchestrator.settings import Settings
@@ -98,9 +100,13 @@ class Cluster:
         was = self.leader
         if not await self.elect():
             return
+        # as at start-up: close the dead replicas' turns, so their boxes are nobody's; then adopt
+        # or remove the engine's boxes (a new leader); then stop what those turns left running
+        closed = await self.take_over()
         if not was and self.on_lead is not None:
             await self.on_lead()
-        await self.take_over()
+        if closed and self.on_recovered is not None:
+            await self.on_recovered(closed)
 
     async def take_over(self) -> list[RecoveredTurn]:
         """Close the turns whose replica's lease ran out; returns them."""
@@ -114,8 +120,6 @@ class Cluster:
                 replica_id=self.replica_id,
                 turns=[t.turn_id for t in closed],
             )
-            if self.on_recovered is not None:
-                await self.on_recovered(closed)
         await self.store.leases.forget_dead()
         return closed
 
@@ -137,6 +141,26 @@ class Cluster:
             idle = None if when is None else max((now - when).total_seconds(), 0.0)
             uses[box.ref.name] = FleetUse(busy=busy, idle_for=idle)
         return uses
+
+    async def in_use_elsewhere(self, refs: Sequence[SandboxRef]) -> set[str]:
+        """Of boxes this replica did not make, those another live replica may be using, which a
+        start-up or take-over reconcile must leave: a box whose chat (else owner) runs a turn on
+        any replica (a oneshot box is its turn's), and, while another replica lives, its warm pool
+        (an unclaimed pooled box is no turn's; its own replica sweeps it)."""
+        if not self.shared or not refs:
+            return set()
+        others = [r for r in await self.store.leases.live_replicas() if r.id != self.replica_id]
+        chats = {c for r in refs if (c := r.labels.get(CHAT))}
+        owners = {o for r in refs if (o := r.labels.get(OWNER))}
+        seen = await self.store.leases.activity(owners, chats)
+        spared: set[str] = set()
+        for ref in refs:
+            chat, owner = ref.labels.get(CHAT), ref.labels.get(OWNER)
+            pooled = POOL in ref.labels and bool(others)
+            busy = chat in seen.busy_chats if chat else owner in seen.busy_owners
+            if pooled or busy:
+                spared.add(ref.name)
+        return spared
 
     def leading(self, job: Callable[[], Awaitable[Any]], *, name: str) -> Callable[[], Awaitable[None]]:
         """`job` run only while this replica leads (the others skip their tick); counted in `runs`."""

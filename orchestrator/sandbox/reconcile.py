@@ -13,7 +13,7 @@ a `persistent` box whatever its labels say.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 import structlog
@@ -21,11 +21,16 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.errors import SandboxError, SandboxNotFound
+from orchestrator.sandbox.backend import SandboxRef
 from orchestrator.sandbox.labels import ASSISTANT, CHAT, HELPER, LIFECYCLE, MANAGED, SANDBOX, SandboxLabels
 from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import SandboxManager
 
 log = structlog.get_logger(__name__)
+
+InUseElsewhere = Callable[[Sequence[SandboxRef]], Awaitable[set[str]]]
+"""Of these boxes, the names another live replica may be using (its running turn's oneshot box,
+its warm pool): reconcile on a shared database never removes those."""
 
 
 class UnclaimedSandbox(BaseModel):
@@ -47,13 +52,22 @@ class ReconcileReport(BaseModel):
 
 
 async def reconcile(
-    manager: SandboxManager, known_assistant: Callable[[str], bool] | None, *, adopt_only: bool = False
+    manager: SandboxManager,
+    known_assistant: Callable[[str], bool] | None,
+    *,
+    adopt_only: bool = False,
+    in_use_elsewhere: InUseElsewhere | None = None,
 ) -> ReconcileReport:
     """Adopt or remove every managed sandbox found in the engine. `known_assistant` None means the
     assistants could not be listed: nothing with an assistant is removed then. `adopt_only`: the
     leader's look at boxes other live replicas made (each sweep): adopt what it may reap, never
-    remove or report anything (a oneshot box there is another replica's running turn)."""
+    remove or report anything (a oneshot box there is another replica's running turn).
+    `in_use_elsewhere`: on a shared database, what live replicas use is never removed."""
     found = await manager.backend.find({**manager.extra_labels, MANAGED: "true"})
+    foreign = [r for r in found if SANDBOX in r.labels and manager.registry.get(r.name) is None]
+    spared = set()
+    if in_use_elsewhere is not None and foreign and not adopt_only:
+        spared = await in_use_elsewhere(foreign)
     adopted: list[str] = []
     removed: list[str] = []
     unclaimed: list[UnclaimedSandbox] = []
@@ -97,6 +111,8 @@ async def reconcile(
             age = (datetime.now(UTC) - info.created_at).total_seconds() if info.created_at else 0.0
             manager.adopt(info.ref, labels, age=max(age, 0.0))
             adopted.append(ref.name)
+            continue
+        if ref.name in spared:  # another live replica's running turn or warm pool
             continue
         try:
             await manager.backend.remove(ref, force=True)
