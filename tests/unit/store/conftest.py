@@ -8,6 +8,7 @@ the run had to start is stopped again at the run's end). Without Postgres the `p
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.exc import ProgrammingError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from orchestrator.store import Store
@@ -75,10 +77,24 @@ async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         async with admin.connect() as conn:
             await conn.execute(text(f'CREATE DATABASE "{name}"'))
         yield base.set(database=name).render_as_string(hide_password=False)
-        async with admin.connect() as conn:
-            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await _drop(admin, name)
     finally:
         await admin.dispose()
+
+
+async def _drop(admin: AsyncEngine, name: str) -> None:
+    """Drop the test's database. FORCE ends the test's own leftover connections, but not an
+    autovacuum worker (the test role may not signal it; more likely under parallel load): while one
+    is in the database the drop is refused, so try again until it has left (at most ~10 s)."""
+    for attempt in range(100):
+        try:
+            async with admin.connect() as conn:
+                await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            return
+        except ProgrammingError as exc:
+            if "pg_signal_backend" not in str(exc) or attempt == 99:
+                raise
+            await asyncio.sleep(0.1)
 
 
 @pytest.fixture
