@@ -139,7 +139,9 @@ def test_the_image_answers_healthz_when_started_like_compose(
     finally:
         container.remove(force=True)
         volume.remove(force=True)
-    assert ready.json() == {"status": "ok", "database": "ok", "engine": "ok"}
+    readiness = ready.json()
+    assert re.fullmatch(r"[0-9a-f]{32}", readiness.pop("replica_id")), readiness  # this process's id
+    assert readiness == {"status": "ok", "database": "ok", "engine": "ok", "leader": True}  # alone: it leads
     assert runners.status_code == 200 and {r["name"] for r in runners.json()} >= {"claude", "tai"}
     assert models.status_code == 401
     assert "cage.db" in listing  # the database lives on the data volume
