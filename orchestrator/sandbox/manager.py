@@ -21,7 +21,7 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -175,7 +175,8 @@ class SandboxManager:
         """Added to every sandbox and volume, and required by reconcile (deployment or test-run ids)."""
         self.locks = KeyedLocks()
         self.cluster_lock: Callable[[str], AbstractAsyncContextManager[None]] | None = None
-        """Set by a server whose database other replicas share: a lock across them (`hold`)."""
+        """Set by a server whose database other replicas share: a lock across them (`hold`), and
+        the caps then count every replica's boxes in the engine (`_reserve`)."""
         self.registry = SandboxRegistry(
             max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner, clock=clock
         )
@@ -485,11 +486,35 @@ class SandboxManager:
     async def _reserve(self, owner: str) -> None:
         """Count a box about to be created; past a cap, an unclaimed pooled box makes room first."""
         try:
+            await self._check_fleet(owner)
             self.registry.reserve(owner)
         except CapacityError:
             if self.pool is None or not await self.pool.evict(owner):
                 raise
+            await self._check_fleet(owner)
             self.registry.reserve(owner)
+
+    async def _check_fleet(self, owner: str) -> None:
+        """With replicas (`cluster_lock` set), the caps count every replica's boxes: the engine's
+        managed sandboxes of this deployment, this process's tracked ones and its creates in flight.
+
+        Raises:
+            CapacityError: the fleet holds `max_sandboxes` boxes, or `max_sandboxes_per_owner` of
+                `owner`'s.
+        """
+        if self.cluster_lock is None:
+            return
+        found = await self.backend.find({**self.extra_labels, MANAGED: "true"})
+        owners = {r.name: r.labels.get(OWNER) for r in found if SANDBOX in r.labels}
+        tracked = self.registry.all()
+        owners.update((b.ref.name, b.owner) for b in tracked)
+        in_flight = self.registry.count() - len(tracked)
+        owner_in_flight = self.registry.count(owner) - sum(1 for b in tracked if b.owner == owner)
+        if len(owners) + in_flight >= self.settings.max_sandboxes:
+            raise CapacityError("all owners, every replica", self.settings.max_sandboxes)
+        mine = sum(1 for o in owners.values() if o == owner) + owner_in_flight
+        if mine >= self.settings.max_sandboxes_per_owner:
+            raise CapacityError(f"owner {owner}, every replica", self.settings.max_sandboxes_per_owner)
 
     async def _create(
         self,
@@ -502,7 +527,17 @@ class SandboxManager:
         pool_key: PoolKey | None = None,
     ) -> SandboxRef:
         spec = request.spec
-        await self._reserve(identity.owner)
+        # with replicas, one owner's creates take turns from the count until the box is in the
+        # engine, so two replicas never both take the owner's last place
+        slot = AsyncExitStack()
+        if self.cluster_lock is not None:
+            await slot.enter_async_context(self.cluster_lock(f"caps:{identity.owner}"))
+        try:
+            await self._reserve(identity.owner)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await slot.aclose()
+            raise
         try:
             scope = workspace_scope(identity)
             mount = await to_thread.run_sync(  # resolves the host path: file system calls
@@ -561,6 +596,8 @@ class SandboxManager:
             if self.pool is not None and pool_key is not None:
                 self.pool.remember(pool_key, create)
             ref = await self.backend.create(create)
+            with anyio.CancelScope(shield=True):
+                await slot.aclose()  # the box is in the engine: every replica counts it now
             try:
                 if legacy is not None:  # now the new volume's root belongs to the sandbox user
                     await self._migrate(legacy, mount.source, image)
@@ -571,6 +608,8 @@ class SandboxManager:
                 raise
         finally:
             self.registry.unreserve(identity.owner)
+            with anyio.CancelScope(shield=True):
+                await slot.aclose()
         now = self.registry.clock()
         self.registry.put(
             TrackedSandbox(
