@@ -55,7 +55,7 @@ from orchestrator.pipeline import (
 from orchestrator.pipeline.permissions import Unattended
 from orchestrator.pipeline.runner_turn import new_chat_id
 from orchestrator.sandbox.checkout import checkout_owner
-from orchestrator.sandbox.labels import MANAGED
+from orchestrator.sandbox.labels import MANAGED, RUN
 from orchestrator.services import Services
 from orchestrator.settings import Settings
 from orchestrator.store import Store
@@ -72,8 +72,6 @@ Output = Literal["text", "jsonl", "github"]
 LOCAL_OWNER = "local"
 """The owner of every `cage run` turn: sandboxes, sessions and memory of local runs share it."""
 MAX_PROMPT_BYTES = 16 * 2**20
-RUN_LABEL = "cage.run"
-"""Label with this run's id on its sandbox: what the final clean-up removes."""
 
 
 def exit_code_for(result: TurnResult, error_codes: Sequence[str], interrupted: bool) -> int:
@@ -188,7 +186,7 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
         EngineUnavailable: no Docker engine (exit 3).
     """
     run_id = uuid.uuid4().hex
-    settings = settings.model_copy(update={"sandbox_labels": {**settings.sandbox_labels, RUN_LABEL: run_id}})
+    settings = settings.model_copy(update={"sandbox_labels": {**settings.sandbox_labels, RUN: run_id}})
     services = Services.from_settings(settings)
     assistant = _prepare(services, opts)
     if assistant.sandbox is not None:
@@ -272,7 +270,7 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
 async def _remove_boxes(services: Services, run_id: str) -> None:
     """Remove every sandbox of this run, whatever state the pipeline left it in (and its processes)."""
     try:
-        for ref in await services.backend.find({MANAGED: "true", RUN_LABEL: run_id}):
+        for ref in await services.backend.find({MANAGED: "true", RUN: run_id}):
             await services.backend.remove(ref, force=True)
     except Exception as exc:  # reported, not hidden: the run must not pretend its box is gone
         sys.stderr.write(f"cage: could not remove the sandbox of this run: {exc}\n")

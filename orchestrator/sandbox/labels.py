@@ -29,6 +29,10 @@ VOLUME = "cage.volume"
 """Set on workspace volumes (value `workspace`), with the owner and scope labels."""
 HELPER = "cage.helper"
 """Set on short-lived helper containers (volume initialisation); they are never adopted."""
+RUN = "cage.run"
+"""Set by `cage run` (a CI job) on its boxes, with its run id: that process removes them as it
+ends, so a server's reconcile leaves them alone (unless `STALE_RUN_AFTER` old: a killed job's)."""
+STALE_RUN_AFTER = 24 * 3600.0
 
 
 def _seconds(value: float | None) -> str:

@@ -8,7 +8,8 @@ boxes and volume-init helpers are removed.
 
 A box whose assistant is unknown is never removed: a missing app mount or a failed listing must not
 wipe every box. It is left alone and reported as `unclaimed` (the admin API lists them), and so is
-a `persistent` box whatever its labels say.
+a `persistent` box whatever its labels say. A `cage run` job's box (`cage.run`) is that job's to
+remove, so a server on the same engine leaves it alone unless it is a day old (a killed job's).
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.errors import SandboxError, SandboxNotFound
 from orchestrator.sandbox.backend import SandboxRef
-from orchestrator.sandbox.labels import ASSISTANT, CHAT, HELPER, LIFECYCLE, MANAGED, SANDBOX, SandboxLabels
+from orchestrator.sandbox.labels import (
+    ASSISTANT,
+    CHAT,
+    HELPER,
+    LIFECYCLE,
+    MANAGED,
+    RUN,
+    SANDBOX,
+    STALE_RUN_AFTER,
+    SandboxLabels,
+)
 from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import SandboxManager
 
@@ -114,6 +125,8 @@ async def reconcile(
             continue
         if ref.name in spared:  # another live replica's running turn or warm pool
             continue
+        if RUN in ref.labels and RUN not in manager.extra_labels and not await _stale_run(manager, ref):
+            continue  # a `cage run` job's box on the same engine: that process removes it
         try:
             await manager.backend.remove(ref, force=True)
         except SandboxError as exc:
@@ -155,3 +168,14 @@ async def kill_orphaned_turns(manager: SandboxManager, turns: Iterable[tuple[str
     if swept:
         log.warning("processes of crashed turns killed in adopted sandboxes", sandboxes=swept)
     return swept
+
+
+async def _stale_run(manager: SandboxManager, ref: SandboxRef) -> bool:
+    """A `cage run` box older than `STALE_RUN_AFTER`: its job was killed before its clean-up."""
+    try:
+        info = await manager.backend.inspect(ref.id)
+    except SandboxNotFound:
+        return False
+    if info.created_at is None:
+        return False
+    return (datetime.now(UTC) - info.created_at).total_seconds() > STALE_RUN_AFTER

@@ -6,6 +6,7 @@ import posixpath
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import TracebackType
 from typing import Self
 
@@ -120,6 +121,8 @@ class FakeBox:
     ref: SandboxRef
     spec: CreateSpec
     files: dict[str, bytes] = field(default_factory=dict)
+    created_at: datetime | None = None
+    """What `inspect` reports as the engine's creation time (unknown unless a test sets it)."""
 
 
 class FakeBackend:
@@ -164,7 +167,7 @@ class FakeBackend:
 
     async def inspect(self, sandbox_id: str) -> SandboxInfo:
         box = self._box(sandbox_id)
-        return SandboxInfo(ref=box.ref, image=box.spec.image, user=box.spec.user)
+        return SandboxInfo(ref=box.ref, image=box.spec.image, user=box.spec.user, created_at=box.created_at)
 
     async def create(self, spec: CreateSpec) -> SandboxRef:
         if any(b.ref.name == spec.name for b in self.boxes.values()):

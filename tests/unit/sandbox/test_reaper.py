@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.sandbox.backend import CreateSpec, SandboxRef
 from orchestrator.sandbox.identity import identity_for
-from orchestrator.sandbox.labels import SandboxLabels, sandbox_labels
+from orchestrator.sandbox.labels import RUN, STALE_RUN_AFTER, SandboxLabels, sandbox_labels
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
 from orchestrator.sandbox.reaper import ReapAction, Reaper, decide
 from orchestrator.sandbox.reconcile import reconcile
@@ -150,6 +151,31 @@ async def test_reconcile_adopts_known_and_removes_orphans(tmp_path: Path) -> Non
     }
     box = manager.registry.get(kept.name)
     assert box is not None and box.idle_timeout == 7.0 and box.lifecycle is Lifecycle.SESSION
+
+
+async def test_reconcile_leaves_a_cage_run_jobs_box_to_that_job_unless_it_is_a_day_old() -> None:
+    """A server and CI jobs on one engine: a `cage run` box is its job's to remove (the job may be
+    running right now); one older than `STALE_RUN_AFTER` is a killed job's leftover."""
+    backend = FakeBackend()
+    extra = {"cage.test-run": "r1"}
+
+    async def make(assistant: str) -> SandboxRef:
+        ident = identity_for(
+            Lifecycle.ONESHOT, owner="local", assistant_id=assistant, chat_id=None, workspace_id=None
+        )
+        labels = sandbox_labels(
+            ident, config_hash="h" * 64, idle_timeout=None, max_lifetime=None, extra={**extra, RUN: "job"}
+        )
+        return await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))
+
+    running = await make("ci.running")
+    killed = await make("ci.killed")
+    backend.boxes[running.id].created_at = datetime.now(UTC) - timedelta(minutes=5)
+    backend.boxes[killed.id].created_at = datetime.now(UTC) - timedelta(seconds=STALE_RUN_AFTER + 60)
+    manager = SandboxManager(backend, FakeImageBuilder(), Settings(), extra_labels=extra)
+    report = await reconcile(manager, lambda assistant: True)
+    assert report.removed == (killed.name,)
+    assert {b.ref.name for b in backend.boxes.values()} == {running.name}
 
 
 def test_labels_round_trip() -> None:
