@@ -29,13 +29,16 @@ class Services:
         from orchestrator.sandbox.docker.builder import DockerImageBuilder
 
         backend: SandboxBackend
-        if settings.backend == "kubernetes":  # images are still built locally, then pushed
+        images: ImageBuilder
+        if settings.backend == "kubernetes":  # images pushed by `cage images push`, looked up there
             from orchestrator.sandbox.kubernetes.backend import KubernetesBackend
+            from orchestrator.sandbox.kubernetes.registry_images import RegistryImageResolver
 
             backend = KubernetesBackend.from_settings(settings)
+            images = RegistryImageResolver(settings)
         else:
             backend = DockerBackend.from_settings(settings)
-        images = DockerImageBuilder(settings)
+            images = DockerImageBuilder(settings)
         return cls(
             settings=settings,
             loader=AppLoader(settings.app_dir, cache_size=settings.assistant_cache_size),

@@ -130,6 +130,14 @@ class Settings(BaseSettings):
     """uid (and gid) of sandbox pods when the spec names its user by name (runner images: `sandbox`, 1000)."""
     k8s_image_pull_secret: str | None = None
     """Secret the sandbox pods pull images with (a private registry)."""
+    k8s_images_manifest: Path | None = None
+    """JSON file `cage images push --manifest` wrote: the base image ids the runner image tags are
+    computed from on Kubernetes (no Docker engine there). Required with `backend=kubernetes`."""
+    k8s_registry_auth_file: Path | None = None
+    """Docker config JSON (`.dockerconfigjson` of a pull Secret) with the registry's credentials,
+    used to look the runner images up; None: anonymous."""
+    k8s_registry_plain_http: bool = False
+    """Talk to the registry over plain HTTP (a registry inside the cluster without TLS)."""
     k8s_egress_selector: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "cage", "app.kubernetes.io/component": "egress"}
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -75,30 +76,50 @@ def push(
     registry: Annotated[
         str | None, typer.Option("--registry", help="Target registry (default: CAGE_K8S_REGISTRY).")
     ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest",
+            help="Write the images manifest (tags and base image id) the Kubernetes backend resolves with "
+            "(CAGE_K8S_IMAGES_MANIFEST).",
+        ),
+    ] = None,
 ) -> None:
     """Build (or find) runner images, tag them `<registry>/<tag>` and push them there: the images
-    the Kubernetes backend's pods pull (`docs/deploy.md`)."""
+    the Kubernetes backend's pods pull (`docs/deploy.md`). `--manifest FILE` also writes what those
+    pods need to find them without Docker."""
     from orchestrator.errors import CageError
     from orchestrator.sandbox.docker.builder import build_all
-    from orchestrator.sandbox.docker.push import push_images
+    from orchestrator.sandbox.docker.push import base_image_id, push_images
+    from orchestrator.sandbox.images import ImagesManifest
 
     settings = Settings()
     target = registry if registry is not None else settings.k8s_registry
     console = Console(stderr=True)
     display = BuildDisplay(console)
 
-    async def run() -> list[str]:
+    async def run() -> tuple[list[str], list[str], str]:
         with display.live:
             refs = await build_all(settings, display, names=list(runners) if runners else None)
-        return await push_images(settings, [ref.tag for ref in refs], target)
+        tags = [ref.tag for ref in refs]
+        pushed = await push_images(settings, tags, target)
+        return tags, pushed, await base_image_id(settings, settings.base_image)
 
     try:
-        pushed = anyio.run(run)
+        tags, pushed, base_id = anyio.run(run)
     except CageError as exc:
         console.print(f"[red]cage images push: {exc}[/red]")
         raise typer.Exit(1) from None
     for ref in pushed:
         typer.echo(ref)
+    if manifest is not None:
+        document = ImagesManifest(
+            registry=target,
+            base_images={settings.base_image: base_id},
+            images=dict(zip(tags, pushed, strict=True)),
+        )
+        manifest.write_text(document.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        console.print(f"images manifest written to {manifest} (CAGE_K8S_IMAGES_MANIFEST)")
 
 
 @app.command("list")

@@ -170,6 +170,24 @@ class BuildPlan(BaseModel):
     """Labels the builder adds on top of the Dockerfile's own."""
 
 
+IMAGES_MANIFEST_KIND: Literal["cage.images/v1"] = "cage.images/v1"
+
+
+class ImagesManifest(BaseModel):
+    """What `cage images push --manifest FILE` writes and the registry resolver reads: the pushed
+    tags and the id of each base image they were built on (the one hash input only an engine knows).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["cage.images/v1"] = IMAGES_MANIFEST_KIND
+    registry: str
+    """Registry prefix the images were pushed under (`CAGE_K8S_REGISTRY`)."""
+    base_images: Mapping[str, str]
+    """Base image reference (`CAGE_BASE_IMAGE`) -> its image id (`sha256:...`), as Docker had it."""
+    images: Mapping[str, str] = Field(default_factory=dict)
+    """Pushed tag (`cage/<name>:<hash12>`) -> the reference pods pull (`<registry>/<tag>`)."""
+
+
 ProgressCallback = Callable[[BuildProgress], Awaitable[None]]
 
 

@@ -37,6 +37,34 @@ def _push_one(api: docker.APIClient, source: str, target: str) -> list[str]:
     return lines
 
 
+async def base_image_id(settings: Settings, ref: str) -> str:
+    """The engine's id (`sha256:...`) of the base image `ref` the runner images were built on:
+    what the Kubernetes backend's registry resolver needs to compute their tags without Docker.
+
+    Raises:
+        SandboxError: the engine does not have `ref`.
+        EngineUnavailable: no engine answers.
+    """
+
+    def inspect() -> str:
+        client = (
+            docker.DockerClient(base_url=settings.docker_host) if settings.docker_host else docker.from_env()
+        )
+        try:
+            return str(client.images.get(ref).id)
+        finally:
+            client.close()
+
+    try:
+        return await to_thread.run_sync(inspect)
+    except docker.errors.ImageNotFound:
+        raise SandboxError(ref, "base image not in the engine") from None
+    except docker.errors.APIError as exc:
+        raise SandboxError(ref, f"inspect failed: {exc.explanation or exc}") from None
+    except docker.errors.DockerException as exc:
+        raise EngineUnavailable(str(exc)) from None
+
+
 async def push_images(
     settings: Settings, tags: Sequence[str], registry: str, on_line: OnLine | None = None
 ) -> list[str]:
