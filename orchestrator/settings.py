@@ -138,6 +138,9 @@ class Settings(BaseSettings):
     used to look the runner images up; None: anonymous."""
     k8s_registry_plain_http: bool = False
     """Talk to the registry over plain HTTP (a registry inside the cluster without TLS)."""
+    k8s_pod_ip: str = ""
+    """This orchestrator pod's IP (the chart sets it from `status.podIP`): sandbox pods reach the
+    model gateway of the replica running their turn there. Required in-cluster with `kubernetes`."""
     k8s_egress_selector: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "cage", "app.kubernetes.io/component": "egress"}
     )
@@ -148,7 +151,7 @@ class Settings(BaseSettings):
             "app.kubernetes.io/component": "orchestrator",
         }
     )
-    """Pod labels of the orchestrator replicas, whose model gateway the `cage-gateway` Service reaches."""
+    """Pod labels of the orchestrator replicas (the headless `cage-gateway` Service's endpoints)."""
 
     @field_validator("extra_ca_certs", mode="before")
     @classmethod

@@ -16,7 +16,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from orchestrator.sandbox.network import gateway_base_url
+from orchestrator.sandbox.network import gateway_base_url, replica_gateway_url
 
 BRIDGE_INTERFACE = "docker0"
 """Docker's default bridge on a Linux host."""
@@ -40,13 +40,17 @@ class GatewayAddress:
         return f"http://{host}:{self.port}"
 
 
-def sandbox_base_url(address: GatewayAddress, *, isolated: bool = False) -> str:
+def sandbox_base_url(address: GatewayAddress, *, isolated: bool = False, pod_ip: str = "") -> str:
     """The gateway's root URL as seen from inside a sandbox.
 
-    An isolated sandbox (a network of its own behind the egress proxy) reaches it as
+    On Kubernetes (`pod_ip`, the orchestrator pod's own address) a sandbox pod reaches this
+    replica's gateway directly, by its DNS name under the headless `cage-gateway` Service. An
+    isolated Docker sandbox (a network of its own behind the egress proxy) reaches it as
     `cage-gateway:8089`, the proxy's relay to `address`; one on Docker's shared bridge through the
     host-gateway alias.
     """
+    if pod_ip:
+        return replica_gateway_url(pod_ip, address.port)
     if isolated:
         return gateway_base_url()
     return f"http://{CONTAINER_HOST_ALIAS}:{address.port}"

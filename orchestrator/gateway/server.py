@@ -90,8 +90,11 @@ class SandboxAccess:
 class ModelGateway:
     """The credential-injecting reverse proxy for model connectors and HTTP MCP servers."""
 
-    def __init__(self, *, host: str = "", port: int = 0, token_ttl: float = DEFAULT_TTL) -> None:
+    def __init__(
+        self, *, host: str = "", port: int = 0, token_ttl: float = DEFAULT_TTL, pod_ip: str = ""
+    ) -> None:
         self._host = host or default_bind_host()
+        self._pod_ip = pod_ip
         self._port = port
         self.registry = GrantRegistry(ttl=token_ttl)
         self._address: GatewayAddress | None = None
@@ -103,7 +106,10 @@ class ModelGateway:
     @classmethod
     def from_settings(cls, settings: Settings) -> ModelGateway:
         return cls(
-            host=settings.gateway_host, port=settings.gateway_port, token_ttl=settings.gateway_token_ttl
+            host=settings.gateway_host,
+            port=settings.gateway_port,
+            token_ttl=settings.gateway_token_ttl,
+            pod_ip=settings.k8s_pod_ip if settings.backend == "kubernetes" else "",
         )
 
     @property
@@ -182,7 +188,7 @@ class ModelGateway:
         token, grant = self.registry.issue(
             sandbox=sandbox, owner=owner, assistant_id=assistant_id, turn_id=turn_id, upstreams=upstreams
         )
-        root = sandbox_base_url(address, isolated=isolated)
+        root = sandbox_base_url(address, isolated=isolated, pod_ip=self._pod_ip)
         return SandboxAccess(
             token=token,
             grant=grant,

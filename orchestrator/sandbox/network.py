@@ -39,8 +39,9 @@ PROXY_ALIAS = "cage-egress"
 """The forward proxy's name inside every sandbox network."""
 PROXY_PORT = 3128
 
-NO_PROXY = ("localhost", "127.0.0.1", "::1", GATEWAY_ALIAS)
-"""Hosts a CLI reaches directly: its own loopback and the gateway relay."""
+NO_PROXY = ("localhost", "127.0.0.1", "::1", GATEWAY_ALIAS, f".{GATEWAY_ALIAS}")
+"""Hosts a CLI reaches directly: its own loopback and the gateway relay (on Kubernetes one
+replica's gateway, `<pod-ip>.cage-gateway`: the leading dot is the suffix form every client reads)."""
 
 BLOCKED_RANGES: tuple[str, ...] = (
     "0.0.0.0/8",
@@ -138,6 +139,13 @@ def proxy_env() -> Mapping[str, str]:
 def gateway_base_url() -> str:
     """The model gateway's root URL as seen from inside an isolated sandbox."""
     return f"http://{GATEWAY_ALIAS}:{GATEWAY_PORT}"
+
+
+def replica_gateway_url(pod_ip: str, port: int) -> str:
+    """The model gateway of one orchestrator pod as a sandbox pod reaches it: the DNS name the
+    cluster DNS gives that pod as an endpoint of the headless `cage-gateway` Service (its IP with
+    dashes, `10-1-2-3.cage-gateway`), so a turn's calls reach the replica holding its token."""
+    return f"http://{pod_ip.replace('.', '-').replace(':', '-')}.{GATEWAY_ALIAS}:{port}"
 
 
 def in_ranges(address: str, ranges: tuple[str, ...]) -> bool:

@@ -75,6 +75,10 @@ NEEDED = (
     ("create", "networkpolicies", ""),
 )
 """(verb, resource, subresource) the service account must have in the namespace for `ping`."""
+POD_IP_MISSING = (
+    "CAGE_K8S_POD_IP is not set: sandbox pods reach the model gateway of the replica running their"
+    " turn at this pod's IP (set it from the downward API, `fieldRef: status.podIP`, as the chart does)"
+)
 _GROUPS = {"networkpolicies": "networking.k8s.io"}
 
 
@@ -193,7 +197,13 @@ class KubernetesBackend:
             ) from None
 
     async def ping(self) -> None:
-        """The API server answers and RBAC lets this identity run sandboxes in the namespace."""
+        """The API server answers and RBAC lets this identity run sandboxes in the namespace, and
+        (in-cluster) the pod knows its own IP, where its sandboxes reach its model gateway."""
+        pod_ip = self._settings.k8s_pod_ip
+        if _in_cluster() and not pod_ip:
+            raise EngineUnavailable(POD_IP_MISSING)
+        if pod_ip and not _is_ip(pod_ip):
+            raise EngineUnavailable(f"CAGE_K8S_POD_IP is not an IP address: {pod_ip!r}")
         client = _k8s()
         api, _ = await self._clients()
         auth = client.AuthorizationV1Api(api)
@@ -593,6 +603,16 @@ def _k8s() -> Any:
 
 def _untyped(module: object) -> Any:
     return module
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _in_cluster() -> bool:

@@ -51,7 +51,7 @@ class KubeTarget(BaseModel):
     egress_selector: Mapping[str, str]
     gateway_selector: Mapping[str, str]
     gateway_port: int = GATEWAY_PORT
-    """The model gateway's port on the orchestrator pods (the `cage-gateway` Service's target)."""
+    """The model gateway's port on the orchestrator pods (sandboxes reach a replica's pod directly)."""
 
 
 def _digest(text: str, n: int = 10) -> str:
@@ -216,7 +216,7 @@ def pod_manifest(spec: CreateSpec, target: KubeTarget) -> Manifest:
     if spec.extra_hosts:
         by_ip: dict[str, list[str]] = {}
         for host, ip in sorted(spec.extra_hosts.items()):
-            if ip != "host-gateway":  # no pod equivalent of Docker's host gateway: the Service is
+            if ip != "host-gateway":  # no pod equivalent of Docker's host gateway: cage-gateway is
                 by_ip.setdefault(ip, []).append(host)
         if by_ip:
             pod_spec["hostAliases"] = [{"ip": ip, "hostnames": names} for ip, names in by_ip.items()]
@@ -308,18 +308,26 @@ def isolated_pod(pod: Manifest) -> Manifest:
 
 def services_manifests(target: KubeTarget) -> list[Manifest]:
     """The two Services every isolated sandbox reaches by name: `cage-gateway` (the orchestrator's
-    model gateway) and `cage-egress` (the forward proxy). The Helm chart ships the same two."""
+    model gateway) and `cage-egress` (the forward proxy). The Helm chart ships the same two.
+
+    `cage-gateway` is headless and publishes not-ready pods: it balances nothing, it gives each
+    orchestrator pod the DNS name `<ip-with-dashes>.cage-gateway` by which a sandbox reaches the
+    gateway of the replica that runs its turn (the one holding the turn's token), also while that
+    replica's `/readyz` fails mid-turn.
+    """
     gateway = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": GATEWAY_ALIAS, "namespace": target.namespace},
         "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
             "selector": dict(target.gateway_selector),
             "ports": [
                 {
                     "name": "gateway",
                     "protocol": "TCP",
-                    "port": GATEWAY_PORT,
+                    "port": target.gateway_port,
                     "targetPort": target.gateway_port,
                 }
             ],

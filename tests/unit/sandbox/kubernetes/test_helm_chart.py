@@ -65,3 +65,19 @@ def test_only_plain_substitutions_are_accepted(tmp_path: Path) -> None:
     (tmp_path / "templates" / "x.yaml").write_text("kind: X\nv: {{ .Values.a.c }}\n")
     with pytest.raises(ValueError, match=r"no value '\.a\.c'"):
         render(chart=tmp_path)
+
+
+def test_each_replica_is_reached_directly_through_the_headless_gateway_service() -> None:
+    kinds = by_kind(render(OVERRIDES))
+    (deployment,) = kinds["Deployment"]
+    (box,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in box["env"]}
+    assert env["CAGE_K8S_POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    (gateway,) = [s for s in kinds["Service"] if s["metadata"]["name"] == "cage-gateway"]
+    spec = gateway["spec"]
+    assert spec["clusterIP"] == "None" and spec["publishNotReadyAddresses"] is True
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert spec["selector"].items() <= labels.items()
+    port = int(env["CAGE_GATEWAY_PORT"]["value"])
+    assert [(p["port"], p["targetPort"]) for p in spec["ports"]] == [(port, port)]
+    assert {"name": "gateway", "containerPort": port, "protocol": "TCP"} in box["ports"]

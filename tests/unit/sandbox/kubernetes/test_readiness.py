@@ -40,3 +40,19 @@ async def test_an_unreachable_api_server_is_not_ready_and_the_token_stays_out(tm
 def test_the_serve_start_check_names_the_reason(tmp_path: Path) -> None:
     problem = startup_check(Settings(data_dir=tmp_path, k8s_kubeconfig=tmp_path / "absent.yaml"))
     assert problem is not None and "no Kubernetes credentials" in problem
+
+
+async def test_in_cluster_without_the_pod_ip_is_not_ready_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    backend = KubernetesBackend(Settings(data_dir=tmp_path, k8s_pod_ip=""))
+    with pytest.raises(EngineUnavailable, match=r"CAGE_K8S_POD_IP is not set.*status\.podIP"):
+        await backend.ping()
+
+
+async def test_a_pod_ip_that_is_no_address_is_refused(tmp_path: Path) -> None:
+    backend = KubernetesBackend(Settings(data_dir=tmp_path, k8s_pod_ip="cage-0"))
+    with pytest.raises(EngineUnavailable, match="CAGE_K8S_POD_IP is not an IP address: 'cage-0'"):
+        await backend.ping()
