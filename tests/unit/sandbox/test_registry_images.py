@@ -287,3 +287,19 @@ def test_split_reference() -> None:
     assert split_reference("host:5000/cage/cage/claude:abc") == ("host:5000", "cage/cage/claude", "abc")
     with pytest.raises(UsageError):
         split_reference("claude")
+
+
+def test_the_chart_mounts_the_images_manifest_where_the_resolver_reads_it() -> None:
+    from tests.golden.k8s.chart import render
+
+    (deployment,) = [
+        o for o in render({"sandboxes": {"imagesConfigMap": "team-images"}}) if o["kind"] == "Deployment"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    (box,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in box["env"]}
+    manifest = Path(env["CAGE_K8S_IMAGES_MANIFEST"])
+    (mount,) = [m for m in box["volumeMounts"] if m["name"] == "images"]
+    assert manifest.parent == Path(mount["mountPath"]) and mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "images"]
+    assert volume["configMap"]["name"] == "team-images"
