@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
+from pathlib import Path
 
 from orchestrator.sandbox.kubernetes.exec import PGID_MARKER, exit_code, signal_argv, wrap_argv
 
@@ -35,8 +37,29 @@ def test_signal_argv_reaches_the_whole_group() -> None:
         pgid = int(proc.stdout.readline().split()[1])
         subprocess.run(signal_argv(pgid, signal.SIGKILL), check=True)
         assert proc.wait(timeout=30) != 0
-    states = subprocess.run(["ps", "-o", "stat=", "-g", str(pgid)], capture_output=True, check=False).stdout
-    assert [s for s in states.split() if not s.startswith(b"Z")] == []  # killed (zombies wait for init)
+    # every member killed: none left but zombies waiting for init (a killed process may still be
+    # exiting for a moment on a loaded machine, so look until none is, or 30 s have passed)
+    deadline = time.monotonic() + 30
+    while (alive := living_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive == []
+
+
+def living_members(pgid: int) -> list[int]:
+    """Processes of group `pgid` that are not zombies, read from /proc (`ps -g` selects by session
+    or effective group, not by process group)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        state, _ppid, group = stat.rsplit(")", 1)[1].split()[:3]
+        if int(group) == pgid and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def test_status_messages_give_the_exit_code() -> None:
