@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -29,10 +30,12 @@ SCENARIO = "browser"
 # Each turn runs one shell step, then answers in Markdown. The step waits while `slow` exists in
 # the workspace, so a turn can be caught, reloaded and interrupted in the middle of its tool.
 STEPS: list[dict[str, Any]] = [
-    {"parts": [
-        {"thinking": "The user wants a line in turns.txt."},
-        {"shell": "while [ -f slow ]; do sleep 0.2; done; echo turn >> turns.txt; seq 1 60"},
-    ]},
+    {
+        "parts": [
+            {"thinking": "The user wants a line in turns.txt."},
+            {"shell": "while [ -f slow ]; do sleep 0.2; done; echo turn >> turns.txt; seq 1 60"},
+        ]
+    },
     {"tool": "Write", "args": {"file_path": "/workspace/notes.md", "content": "# Notes\nturn one\n"}},
     {"text": "**Done**: one line added to `turns.txt`."},
 ]
@@ -64,7 +67,11 @@ def served(app: App, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServerTh
 
 
 def wait(browser: webdriver.Chrome, what: Callable[[webdriver.Chrome], T | None], timeout: float = 120) -> T:
-    return cast(T, WebDriverWait(browser, timeout, poll_frequency=0.2).until(lambda b: what(b) or None))
+    """Poll `what` until it holds; an element the page re-rendered meanwhile is looked up again."""
+    waiter = WebDriverWait(
+        browser, timeout, poll_frequency=0.2, ignored_exceptions=[StaleElementReferenceException]
+    )
+    return cast(T, waiter.until(lambda b: what(b) or None))
 
 
 def turns(browser: webdriver.Chrome) -> list[WebElement]:
@@ -107,8 +114,12 @@ def assert_no_duplicates(state: dict[str, Any]) -> None:
 
 def click(browser: webdriver.Chrome, css: str) -> None:
     """Find and click in one step (the admin tables are re-rendered every few seconds)."""
-    wait(browser, lambda b: b.execute_script(
-        "const el = document.querySelector(arguments[0]); if (el) el.click(); return Boolean(el);", css))
+    wait(
+        browser,
+        lambda b: b.execute_script(
+            "const el = document.querySelector(arguments[0]); if (el) el.click(); return Boolean(el);", css
+        ),
+    )
 
 
 def send(browser: webdriver.Chrome, text: str) -> None:
@@ -150,7 +161,10 @@ def test_watch_steer_and_administer_a_session(
     assert first.get_attribute("data-status") == "completed", first.text
     card, write = first.find_elements(By.CSS_SELECTOR, ".card.tool")
     assert write.get_attribute("data-tool") == "Write"
-    assert [line.text for line in write.find_elements(By.CSS_SELECTOR, ".diff .add")] == ["+ # Notes", "+ turn one"]
+    assert [line.text for line in write.find_elements(By.CSS_SELECTOR, ".diff .add")] == [
+        "+ # Notes",
+        "+ turn one",
+    ]
     thinking = first.find_element(By.CSS_SELECTOR, "details.thinking")
     assert thinking.get_attribute("open") is None  # collapsed until asked
     thinking.find_element(By.TAG_NAME, "summary").click()
@@ -172,8 +186,11 @@ def test_watch_steer_and_administer_a_session(
     # -- a second turn caught in its tool: reload mid-turn, drop the socket, interrupt -------
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         (box,) = http.get("/v1/sandboxes", headers=user).json()
+
         def run(*argv: str) -> dict[str, Any]:
-            answer = http.post(f"/v1/admin/sandboxes/{box['name']}/exec", headers=admin, json={"argv": list(argv)})
+            answer = http.post(
+                f"/v1/admin/sandboxes/{box['name']}/exec", headers=admin, json={"argv": list(argv)}
+            )
             result: dict[str, Any] = answer.json()
             return result
 
@@ -207,12 +224,15 @@ def test_watch_steer_and_administer_a_session(
         wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".conn").text == "live", 30)
 
         browser.find_element(By.ID, "interrupt").click()
-        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "article.turn:nth-of-type(2)[data-status=cancelled]"), 60)
+        wait(
+            browser,
+            lambda b: b.find_elements(By.CSS_SELECTOR, "article.turn:nth-of-type(2)[data-status=cancelled]"),
+            60,
+        )
         browser.save_screenshot(str(shots / "06-interrupted.png"))
         browser.set_window_size(1280, 1500)  # the two turns whole, for the docs
         browser.execute_script("window.scrollTo(0, 0)")
         browser.save_screenshot(str(shots / "07-session-two-turns.png"))
-
 
         final = timeline_state(browser)
         assert_no_duplicates(final)
@@ -261,7 +281,9 @@ def test_watch_steer_and_administer_a_session(
         assert any(r["target"] == box["name"] and "stop" in r["action"] for r in audit)
 
 
-def test_narrow_screen_and_keyboard(served: tuple[ServerThread, dict[str, str]], browser: webdriver.Chrome, shots: Path) -> None:
+def test_narrow_screen_and_keyboard(
+    served: tuple[ServerThread, dict[str, str]], browser: webdriver.Chrome, shots: Path
+) -> None:
     """On a 390 px wide screen nothing scrolls sideways; the key form works from the keyboard alone."""
     server, keys = served
     browser.set_window_size(390, 844)
