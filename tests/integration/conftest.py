@@ -66,7 +66,7 @@ def docker_engine() -> Iterator[docker.DockerClient]:
     yield client
     selector = {"label": f"{TEST_RUN_LABEL}={TEST_RUN_ID}"}
     removed: set[str] = set()
-    for container in client.containers.list(all=True, filters=selector):
+    for container in client.containers.list(all=True, filters=selector, ignore_removed=True):
         removed.add(container.name)
         with contextlib.suppress(docker.errors.NotFound):  # its own `cage run` removed it meanwhile
             container.remove(force=True)
@@ -75,7 +75,9 @@ def docker_engine() -> Iterator[docker.DockerClient]:
         # box on this engine: "in use" (409) is theirs to clean; the rest of the cleanup goes on
         with contextlib.suppress(docker.errors.APIError):
             volume.remove(force=True)
-    for container in client.containers.list(all=True, filters={"name": EGRESS_CONTAINER}):
+    for container in client.containers.list(
+        all=True, filters={"name": EGRESS_CONTAINER}, ignore_removed=True
+    ):
         if container.name == EGRESS_CONTAINER:  # the filter matches substrings: not gw10's for gw1
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
@@ -113,7 +115,8 @@ def remove_leftovers(
     `stale_after` seconds. In CI (`stale_after=0`) no other test session runs on the engine, so
     every other run's leftover is stale. Returns the names removed."""
     gone: list[str] = []
-    for container in client.containers.list(all=True, filters={"label": label}):
+    # another worker's container may go between the listing and its inspect: skip it then
+    for container in client.containers.list(all=True, filters={"label": label}, ignore_removed=True):
         if _stale(container.labels.get(label, ""), container.attrs.get("Created"), stale_after):
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True)
