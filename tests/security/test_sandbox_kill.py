@@ -87,6 +87,7 @@ async def test_no_world_writable_control_files(make_manager: Any, tmp_path: Path
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # copying a 100 MB binary and starting two servers passed its 60 s under four workers
 async def test_opencodes_resident_server_survives_and_a_lookalike_does_not(
     docker_engine: docker.DockerClient, tmp_path: Path, case_labels: dict[str, str]
 ) -> None:
