@@ -49,12 +49,15 @@ lint: venv
 # together on one worker), then the `serial` ones alone. Each pass may select nothing (exit 5), but
 # not both: a run that tests nothing fails. TEST_WORKERS=0 runs the first pass without xdist.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+TEST_LOGS := .cage/test-logs
 test: setup lint images chromium
-	@rc=0; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS); p=$$?; \
-	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS); s=$$?; \
+	@mkdir -p $(TEST_LOGS); rc=0; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/parallel.log; p=$${PIPESTATUS[0]}; \
+	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/serial.log; s=$${PIPESTATUS[0]}; \
 	for c in $$p $$s; do [ $$c -eq 0 ] || [ $$c -eq 5 ] || rc=1; done; \
 	[ $$p -eq 5 ] && [ $$s -eq 5 ] && { echo "make test: no test selected" >&2; rc=5; }; \
+	echo "make test: what failed, from both passes (whole logs in $(TEST_LOGS)/):" >&2; \
+	grep -hE '^(FAILED|ERROR) |^=+ .*(passed|failed|error).* =+$$' $(TEST_LOGS)/parallel.log $(TEST_LOGS)/serial.log >&2 || true; \
 	echo "make test: parallel pass exit $$p, serial pass exit $$s" >&2; exit $$rc
 
 unit: venv
