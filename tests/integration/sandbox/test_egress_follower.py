@@ -14,9 +14,7 @@ from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.settings import Settings
 
 
-def test_the_follower_ends_when_the_proxy_is_gone(
-    docker_engine: docker.DockerClient, tmp_path: Path
-) -> None:
+def test_the_follower_ends_when_the_proxy_is_gone(docker_engine: docker.DockerClient, tmp_path: Path) -> None:
     proxy = f"cage-egress-gone-{uuid.uuid4().hex[:8]}"
     settings = Settings(data_dir=tmp_path / "cage", egress_container=proxy)
     egress = DockerEgress(lambda: docker_engine.api, settings)
