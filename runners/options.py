@@ -1,29 +1,24 @@
 """`RunnerOptions`: the base of every runner's `runner.options` model (sandbox.yao), and its one
-parser. A bad value (and, unless the runner ignores them, an unknown key) is a `ConfigError`
-naming `sandbox.yao` and the key path, as `cage validate` reports it."""
+parser. A bad value or an unknown key is a `ConfigError` naming `sandbox.yao` and the key path,
+as `cage validate` reports it: an option Cage accepts always has an effect."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
-import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.errors import ConfigError, ConfigErrors
-
-log = structlog.get_logger(__name__)
 
 FILE = "sandbox.yao"
 PREFIX = "runner.options"
 
 
 class RunnerOptions(BaseModel):
-    """Frozen, documented per field; unknown keys are an error unless a runner sets
-    `ignores_unknown` (they are then logged at debug and dropped)."""
+    """Frozen, documented per field; unknown keys are an error."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-    ignores_unknown: ClassVar[bool] = False
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Self:
@@ -33,14 +28,8 @@ class RunnerOptions(BaseModel):
             ConfigError: a bad value or an unknown key, its key path named (`ConfigErrors` when
                 there are several).
         """
-        values = dict(raw)
-        if cls.ignores_unknown:
-            unknown = sorted(set(values) - set(cls.model_fields))
-            if unknown:
-                log.debug("runner.options_ignored", options=cls.__name__, keys=unknown)
-                values = {k: v for k, v in values.items() if k in cls.model_fields}
         try:
-            return cls.model_validate(values)
+            return cls.model_validate(dict(raw))
         except ValidationError as exc:
             errors = [
                 ConfigError(

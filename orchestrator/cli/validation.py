@@ -16,9 +16,20 @@ from orchestrator.dsl.assistant import read_document
 from orchestrator.dsl.diagnostics import flatten, validate
 from orchestrator.dsl.option_support import check_options
 from orchestrator.errors import ConfigError
+from runners.claude.options import ClaudeOptions
+from runners.codex.options import CodexOptions
 from runners.native_loop.options import NativeOptions
+from runners.opencode.options import OpencodeOptions
+from runners.options import RunnerOptions
 
-NATIVE_RUNNERS = ("yaocode", "tai")
+OPTIONS: dict[str, type[RunnerOptions]] = {
+    "claude": ClaudeOptions,
+    "codex": CodexOptions,
+    "opencode": OpencodeOptions,
+    "yaocode": NativeOptions,
+    "tai": NativeOptions,
+}
+"""Each runner's `runner.options` model: the one its adapter parses at the turn."""
 
 STRICT_HELP = "Treat warnings (keys that have no effect in Cage) as errors."
 
@@ -56,7 +67,7 @@ def turn_refusals(app_dir: Path, report: LoadReport) -> list[ConfigError]:
         else:
             conn_id, file, key = assistant.connector, "package.yao", "connector"
         refusals.extend(_option_refusals(app_dir, report, assistant, conn_id))
-        refusals.extend(_native_option_refusals(app_dir, assistant))
+        refusals.extend(_runner_option_refusals(app_dir, assistant))
         err = report.connector_errors.get(conn_id) if conn_id else None
         if err is None:
             continue
@@ -83,11 +94,12 @@ def _option_refusals(
     return []
 
 
-def _native_option_refusals(app_dir: Path, assistant: Assistant) -> list[ConfigError]:
-    """The `runner.options` a `yaocode`/`tai` turn would refuse (an unknown key, a bad value such
-    as a non-string `agent_system`), with their lines in sandbox.yao."""
+def _runner_option_refusals(app_dir: Path, assistant: Assistant) -> list[ConfigError]:
+    """The `runner.options` the assistant's runner would refuse at the turn (an unknown key, a bad
+    value), with their lines in sandbox.yao."""
     spec = assistant.sandbox
-    if spec is None or spec.runner.name not in NATIVE_RUNNERS:
+    model = OPTIONS.get(spec.runner.name) if spec is not None else None
+    if spec is None or model is None:
         return []
     path = assistant.path / "sandbox.yao"
     prefix: tuple[str, ...] = ("runner", "options")
@@ -95,7 +107,7 @@ def _native_option_refusals(app_dir: Path, assistant: Assistant) -> list[ConfigE
         path, prefix = assistant.path / "package.yao", ("sandbox", *prefix)
     shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
     try:
-        validate(NativeOptions, dict(spec.runner.options), read_document(path, shown), prefix)
+        validate(model, dict(spec.runner.options), read_document(path, shown), prefix)
     except ConfigError as exc:
         return flatten(exc)
     return []

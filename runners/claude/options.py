@@ -12,10 +12,8 @@ PermissionMode = Literal["default", "acceptEdits", "bypassPermissions", "plan", 
 
 
 class ClaudeOptions(RunnerOptions):
-    """The `runner.options` of a claude sandbox.yao that Cage maps onto Claude Code flags; keys
-    meant for other runners (Yao's files carry them) are ignored."""
-
-    ignores_unknown = True
+    """The `runner.options` of a claude sandbox.yao that Cage maps onto Claude Code flags (Yao's
+    four keys and `model`). An unknown key is an error naming its key path, as for every runner."""
 
     permission_mode: PermissionMode = "bypassPermissions"
     """`--permission-mode`. Bypassing is safe here: the container is the sandbox, and the CLI runs

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from runners.options import RunnerOptions
 
@@ -31,6 +31,18 @@ class OpencodeOptions(RunnerOptions):
     """Default timeout of the agent's bash tool (`OPENCODE_EXPERIMENTAL_BASH_DEFAULT_TIMEOUT_MS`)."""
     context_window: int = Field(default=200_000, ge=1024)
     """The model's context window, used by opencode to decide when to compact."""
-    permission_mode: str | None = None
-    """Yao's key (`bypassPermissions`, ...). Accepted so Yao's sandbox.yao files run, whatever
-    the value: Cage's `permissions` policy decides whether opencode asks (it then asks Cage)."""
+    permission_mode: Literal["bypassPermissions"] | None = None
+    """Yao's key. Only `bypassPermissions`, what Yao's headless opencode runs with and what Cage
+    does without a policy, is accepted: opencode never asks on its own here. Whether it asks (Cage,
+    never its terminal) is the `permissions` policy of sandbox.yao, so another value is refused
+    rather than silently dropped."""
+
+    @field_validator("permission_mode", mode="before")
+    @classmethod
+    def _bypass_only(cls, value: Any) -> Any:
+        if value is not None and value != "bypassPermissions":
+            raise ValueError(
+                f"{value!r}: opencode runs with bypassPermissions only; to have it ask before a "
+                "tool runs, set `permissions` in sandbox.yao (Cage asks the client)"
+            )
+        return value

@@ -82,3 +82,31 @@ def test_a_bad_native_runner_option_is_named_with_its_line(tmp_path: Path) -> No
     sandbox_file.write_text(json.dumps(sandbox, indent=1))
     accepted = validate(app, CAGE_TEST_KEY_UNSET="sk-set")
     assert accepted.returncode == 0, accepted.stderr
+
+
+def test_a_cli_runners_unknown_or_bad_option_is_named_with_its_line(tmp_path: Path) -> None:
+    """claude, codex and opencode options are checked by validate as their adapters check them at
+    the turn: an unknown key (claude used to drop it) or a value the runner cannot honour
+    (opencode's permission_mode other than bypassPermissions) is an error with its line."""
+    app = app_with(tmp_path, {})
+    sandbox_file = app / "assistants" / "t" / "x" / "sandbox.yao"
+    cases = [
+        ("claude", {"max_turns": 3, "sandbox_mode": "x"}, "sandbox_mode", "unknown key"),
+        ("opencode", {"permission_mode": "acceptEdits"}, "permission_mode", "`permissions` in sandbox.yao"),
+        ("codex", {"reasoning_effort": "loud"}, "reasoning_effort", "Input should be"),
+    ]
+    for runner, options, key, message in cases:
+        sandbox = {"version": "2.0", "runner": {"name": runner, "options": options}}
+        sandbox_file.write_text(json.dumps(sandbox, indent=1))
+        refused = validate(app, CAGE_TEST_KEY_UNSET="sk-set")
+        assert refused.returncode == 2, (runner, refused.stdout)
+        line = next(n for n, text in enumerate(sandbox_file.read_text().splitlines(), 1) if key in text)
+        assert f"assistants/t/x/sandbox.yao:{line}: runner.options.{key}:" in refused.stderr, refused.stderr
+        assert message in refused.stderr, refused.stderr
+    sandbox = {
+        "version": "2.0",
+        "runner": {"name": "opencode", "options": {"permission_mode": "bypassPermissions"}},
+    }
+    sandbox_file.write_text(json.dumps(sandbox, indent=1))
+    accepted = validate(app, CAGE_TEST_KEY_UNSET="sk-set")
+    assert accepted.returncode == 0, accepted.stderr

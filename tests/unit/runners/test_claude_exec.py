@@ -191,17 +191,12 @@ def test_options_map_to_flags(options: dict[str, Any], flag: str, values: list[s
     assert _values(flags, flag) == values
 
 
-def test_options_for_other_runners_are_ignored() -> None:
-    flags = _flags(ClaudeAdapter().build_exec(_turn(options={"sandbox_mode": "x", "max_turns": 3})))
-    assert _values(flags, "--max-turns") == ["3"]
-    assert "--allowedTools" not in flags and "--max-turns" in flags
-
-
 @pytest.mark.parametrize(
     ("options", "key_path"),
     [
         ({"permission_mode": "yolo"}, "runner.options.permission_mode"),
         ({"max_turns": 0}, "runner.options.max_turns"),
+        ({"sandbox_mode": "x", "max_turns": 3}, "runner.options.sandbox_mode"),
     ],
 )
 def test_bad_options_are_config_errors_with_the_key(options: dict[str, Any], key_path: str) -> None:
@@ -211,7 +206,9 @@ def test_bad_options_are_config_errors_with_the_key(options: dict[str, Any], key
 
 
 def test_system_prompt_goes_to_a_file_under_the_state_dir() -> None:
-    spec = ClaudeAdapter().build_exec(_turn(system_prompt="Be brief.", state_dir="/workspace/.cage-state/runner"))
+    spec = ClaudeAdapter().build_exec(
+        _turn(system_prompt="Be brief.", state_dir="/workspace/.cage-state/runner")
+    )
     assert _values(_flags(spec), "--append-system-prompt-file") == [
         "/workspace/.cage-state/runner/claude/system-prompt.md"
     ]

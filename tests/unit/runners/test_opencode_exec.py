@@ -223,12 +223,22 @@ def test_bad_turns_are_runner_errors(overrides: dict[str, Any], message: str) ->
 
 @pytest.mark.parametrize(
     ("options", "key_path"),
-    [({"colour": "red"}, "runner.options.colour"), ({"serve_port": 80}, "runner.options.serve_port")],
+    [
+        ({"colour": "red"}, "runner.options.colour"),
+        ({"serve_port": 80}, "runner.options.serve_port"),
+        ({"permission_mode": "acceptEdits"}, "runner.options.permission_mode"),
+    ],
 )
 def test_bad_options_are_config_errors_with_the_key(options: dict[str, Any], key_path: str) -> None:
     with pytest.raises(ConfigError) as caught:
         _exec(options=options)
     assert caught.value.key_path == key_path and str(caught.value.file) == "sandbox.yao"
+
+
+def test_yaos_bypass_permission_mode_is_accepted_and_another_is_refused_with_the_policy_named() -> None:
+    assert _exec(options={"permission_mode": "bypassPermissions"}).argv
+    with pytest.raises(ConfigError, match=r"set `permissions` in sandbox\.yao"):
+        _exec(options={"permission_mode": "default"})
 
 
 def test_a_custom_mount_moves_every_file() -> None:
