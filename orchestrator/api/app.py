@@ -108,6 +108,7 @@ def _lifespan(
         async with factory(settings) as runtime, anyio.create_task_group() as tg:
             supervisor = Supervisor(tg)
             await runtime.store.migrate()
+            runtime.store.chats.bind(max_per_owner=config.max_chats_per_owner)
             cluster = Cluster(runtime.store, settings, max_turns_per_owner=config.max_turns_per_owner)
             await cluster.join()
             await cluster.elect()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.api.policy import ApiAssistantPolicy
@@ -31,6 +32,9 @@ class ApiConfig(BaseSettings):
     """SSE follows (`GET /v1/sessions/{id}/stream`) one owner may hold open at once."""
     max_turns_per_owner: int = 16
     """Turns one owner may have running at once, over all its chats."""
+    max_chats_per_owner: int = Field(default=10_000, ge=1)
+    """Chats (sessions, sub-agent child sessions included) one owner may have, over every replica;
+    a new one past it is refused with 429 until some are deleted or expire (`session_ttl_seconds`)."""
     resume_per_minute: float = 30.0
     """`resume` frames (each replays the log) one websocket may send per minute."""
     revocation_check_interval: float = 5.0

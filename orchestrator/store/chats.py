@@ -4,6 +4,10 @@ Chat ids are per owner: a client names its chat by `client_id`, unique only amon
 chats, and the row's primary key `id` is internal: `internal_chat_id(owner, client_id)`, so two
 owners using the same client id get two unrelated chats and neither can detect or squat the other's.
 Everything keyed by chat (events, turns, messages, memory, sandboxes) uses the internal id.
+
+`cage serve` caps the chats one owner may have (`bind`, `CAGE_MAX_CHATS_PER_OWNER`): `create`
+counts the owner's chats and inserts in one transaction, under SQLite's write lock or a Postgres
+advisory lock on the owner, so concurrent creates on any number of replicas never pass the cap.
 """
 
 from __future__ import annotations
@@ -15,12 +19,12 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from orchestrator.store.database import Database, affected
-from orchestrator.store.errors import RecordExists, RecordNotFound
+from orchestrator.store.database import Database, affected, transaction_lock
+from orchestrator.store.errors import OwnerChatsFull, RecordExists, RecordNotFound
 from orchestrator.store.records import ChatRecord
 from orchestrator.store.tables import ChatRow, CheckpointRow, TurnRow
 
@@ -77,9 +81,21 @@ def merged_keys(current: Mapping[str, Any], changes: Mapping[str, JsonValue]) ->
     return merged
 
 
+async def _chats_of(session: AsyncSession, owner: str, limit: int) -> int:
+    """How many chats `owner` has, counted up to `limit` (the owner index, never more rows)."""
+    some = select(ChatRow.id).where(ChatRow.owner == owner).limit(limit).subquery()
+    return int(await session.scalar(select(func.count()).select_from(some)) or 0)
+
+
 class ChatRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.max_per_owner: int | None = None
+        """The most chats one owner may have (`bind`); None: no cap (`cage run`, tests)."""
+
+    def bind(self, *, max_per_owner: int | None) -> None:
+        """From now on `create` refuses an owner's chat past `max_per_owner` (child chats count)."""
+        self.max_per_owner = max_per_owner
 
     async def create(
         self,
@@ -100,6 +116,7 @@ class ChatRepository:
 
         Raises:
             RecordExists: the owner has a chat with this client id, or the internal id is taken.
+            OwnerChatsFull: the owner has `max_per_owner` chats already (nothing was written).
         """
         now = self._db.clock()
         internal = chat_id or (internal_chat_id(owner, client_id) if client_id else uuid.uuid4().hex)
@@ -118,10 +135,22 @@ class ChatRepository:
         )
         try:
             async with self._db.write() as session:
+                if self.max_per_owner is not None:
+                    await self._room_for(session, owner, internal, self.max_per_owner)
                 session.add(row)
         except IntegrityError as err:
             raise RecordExists("chat", row.id) from err
         return chat_record(row)
+
+    async def _room_for(self, session: AsyncSession, owner: str, internal: str, limit: int) -> None:
+        """Inside `create`'s transaction: refuse the owner's chat past `limit`, except that a chat
+        which exists already (a concurrent create of the same id won) is `RecordExists`."""
+        await transaction_lock(session, f"chats:{owner}")
+        if await _chats_of(session, owner, limit) < limit:
+            return
+        if await session.get(ChatRow, internal) is not None:
+            raise RecordExists("chat", internal)
+        raise OwnerChatsFull(owner, limit)
 
     async def get(self, chat_id: str) -> ChatRecord | None:
         async with self._db.read() as session:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import event, exc
+from sqlalchemy import event, exc, text
 from sqlalchemy.engine import URL, Connection, CursorResult, Result, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
@@ -44,6 +45,19 @@ def affected(result: Result[Any]) -> int:
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def lock_number(key: str) -> int:
+    """The 64-bit key of a Postgres advisory lock named `key`."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+
+
+async def transaction_lock(session: AsyncSession, key: str) -> None:
+    """Postgres: wait for the transaction advisory lock named `key`, held until this transaction
+    ends, so every replica's transactions that count and then write under `key` take turns.
+    SQLite: nothing to do (a write transaction holds the database's write lock already)."""
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_number(key)})
 
 
 def sqlite_path(url: URL) -> Path | None:

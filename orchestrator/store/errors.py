@@ -7,7 +7,8 @@ CageError
 │   ├── RecordExists        record_kind, record_id
 │   └── TurnRunning         chat_id, turn_id, replica_id   (the chat runs a turn already)
 ├── CapacityError
-│   └── OwnerTurnsRunning   scope, limit   (an owner's running turns, over every replica, at the cap)
+│   ├── OwnerTurnsRunning   scope, limit   (an owner's running turns, over every replica, at the cap)
+│   └── OwnerChatsFull      scope, limit   (an owner has as many chats as the server allows)
 └── NotFound
     └── RecordNotFound      record_kind, record_id
 
@@ -73,6 +74,15 @@ class OwnerTurnsRunning(CapacityError):
 
     def __init__(self, owner: str, limit: int) -> None:
         super().__init__(f"owner {owner} (all replicas)", limit, what="concurrent running turn")
+
+
+class OwnerChatsFull(CapacityError):
+    """An owner has as many chats as `CAGE_MAX_CHATS_PER_OWNER` allows; no chat was created (429)."""
+
+    code = "owner_chats_full"
+
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(f"owner {owner}", limit, what="chat")
 
 
 class RecordNotFound(NotFound):

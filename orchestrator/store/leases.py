@@ -19,7 +19,6 @@ the lease (NTP).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from sqlalchemy import delete, func, or_, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from orchestrator.store.database import Database, affected, db_errors
+from orchestrator.store.database import Database, affected, db_errors, lock_number, transaction_lock
 from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
 from orchestrator.store.lease_tables import LeaderLeaseRow, ReplicaRow, TurnLeaseRow
 from orchestrator.store.tables import ChatRow, TurnRow
@@ -202,7 +201,7 @@ class LeaseRepository:
         if self._db.dialect != "postgresql":
             yield
             return
-        number = _lock_number(key)
+        number = lock_number(key)
         with db_errors():
             conn = await self._db.engine.connect()
         try:
@@ -312,11 +311,7 @@ class LeaseRepository:
         """Count the owner's running turns on every replica. Postgres: under a transaction advisory
         lock on the owner, so two replicas admitting two of its chats at once count one after the
         other (SQLite's write lock already does that)."""
-        if self._db.dialect == "postgresql":
-            number = int.from_bytes(
-                hashlib.sha256(f"owner:{owner}".encode()).digest()[:8], "big", signed=True
-            )
-            await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": number})
+        await transaction_lock(session, f"owner:{owner}")
         running = await session.scalar(
             select(func.count())
             .select_from(TurnLeaseRow)
@@ -330,11 +325,6 @@ class LeaseRepository:
 async def end_turn_lease(session: AsyncSession, turn_id: str) -> None:
     """Inside the transaction that writes a turn's end: its lease goes with it."""
     await session.execute(delete(TurnLeaseRow).where(TurnLeaseRow.turn_id == turn_id))
-
-
-def _lock_number(key: str) -> int:
-    """The 64-bit key of a Postgres advisory lock named `key`."""
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
 def _lease(row: TurnLeaseRow) -> TurnLease:
