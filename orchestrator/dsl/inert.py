@@ -40,20 +40,20 @@ AGENT: Mapping[KeyPath, str] = {
     **{("uses", key): reason for key, reason in USES.items()},
     ("store", "connector"): "chats live in Cage's own database (CAGE_DATABASE_URL)",
     ("store", "optional"): "chats live in Cage's own database (CAGE_DATABASE_URL)",
-    ("store", "ttl"): "Cage does not expire chats",
-    ("store", "expiration"): "Yao does not read it either (its key is store.ttl); Cage does not expire chats",
+    ("store", "expiration"): "Yao does not read it either (its key is store.ttl)",
     ("cache",): "Cage keeps no agent cache store",
     ("models",): "Cage takes model capabilities from the connector's capabilities",
     ("kb",): "Cage has no knowledge bases",
     ("search",): _NO_SEARCH,
-    **{("system", key): _NO_SYSTEM_AGENT for key in ("keyword", "querydsl", "title", "prompt",
-                                                     "robot_prompt", "needsearch", "entity")},
+    **{("system", key): _NO_SYSTEM_AGENT for key in ("keyword", "querydsl", "prompt", "robot_prompt",
+                                                     "needsearch", "entity")},
 }
 """`agent.yml` (or `agent/agent.yml`)."""
 
 PACKAGE: Mapping[KeyPath, str] = {
     **{("uses", key): reason for key, reason in USES.items()},
-    ("connector_options",): "Cage offers no connector choice to users; the package's connector is used",
+    ("connector_options", "optional"): "a request may always pick one of connector_options.connectors",
+    ("connector_options", "filters"): "Cage does not filter connector_options.connectors by capability",
     ("modes",): "Cage has no chat/task modes",
     ("default_mode",): "Cage has no chat/task modes",
     ("share",): "Cage has no teams; `public` decides who may use an API-created assistant",

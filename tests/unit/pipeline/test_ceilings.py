@@ -15,8 +15,10 @@ from orchestrator.errors import UsageError
 from orchestrator.pipeline import TurnOptions
 from orchestrator.pipeline.options import tightened
 from orchestrator.store import Store
-from tests.fakes.assistants import write_assistant
+from tests.fakes.assistants import write_assistant, write_connector
+from tests.fakes.model_server import FakeModelServer
 from tests.pipeline_rig import Rig
+from tests.unit.sandbox.fakes import FakeBackend
 
 CONNECTOR = '{"type": "openai", "options": {"model": "m", "key": "k", "host": "http://127.0.0.1:9"}}'
 HOOK = "async def create(ctx, messages, options):\n    await ctx.send('picked ' + str(options.get('connector')))\n"
@@ -44,6 +46,37 @@ async def test_an_unoffered_connector_is_refused_before_the_turn_starts(
 
     ran = await rig.run("hooks.picky", "hi", chat_id="chat-p2", options=TurnOptions(connector="mock-b"))
     assert ran.texts() == ["picked mock-b"]
+
+
+async def test_an_llm_turn_runs_on_the_offered_connector_the_request_picks(
+    store: Store, app_root: Path, tmp_path: Path
+) -> None:
+    """`connector_options.connectors` has an effect: the model call goes to the one picked."""
+    with FakeModelServer("text", host="127.0.0.1") as server:
+        server.add_scenario("own", [{"text": "from the own connector"}])
+        server.add_scenario("picked", [{"text": "from the picked connector"}])
+        for name in ("own", "picked"):
+            write_connector(
+                app_root,
+                name,
+                kind="openai",
+                model=f"fake-model@{name}",
+                host=server.url + "/v1",
+                key_env="K",
+            )
+        package = {"name": "llm", "connector": "own", "connector_options": {"connectors": ["picked"]}}
+        write_assistant(app_root, "llm.picky", package=package, prompts="- role: system\n  content: Hi.\n")
+        rig = Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": "sk-fake-000"})
+        try:
+            picked = await rig.run(
+                "llm.picky", "hi", chat_id="chat-l1", options=TurnOptions(connector="picked")
+            )
+            own = await rig.run("llm.picky", "hi", chat_id="chat-l2")
+        finally:
+            await rig.service.aclose()
+        asked = [r.scenario for r in server.requests.all() if r.api == "openai-chat"]
+    assert picked.texts() == ["from the picked connector"] and own.texts() == ["from the own connector"]
+    assert asked == ["picked", "own"]
 
 
 async def test_an_assistant_without_connector_options_takes_no_other_connector(rig: Rig) -> None:

@@ -30,7 +30,9 @@ def server() -> Iterator[FakeModelServer]:
         yield running
 
 
-def _rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, *, light: bool) -> Rig:
+def _rig(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, *, light: bool, agent: str = ""
+) -> Rig:
     write_connector(
         app_root, "fake", kind="openai", model="fake-model@text", host=server.url + "/v1", key_env="K"
     )
@@ -38,7 +40,9 @@ def _rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, 
         app_root, "small", kind="openai", model="fake-model@titles", host=server.url + "/v1", key_env="K"
     )
     if light:
-        (app_root / "agent.yml").write_text("roles:\n  light: small\n")
+        agent = "roles:\n  light: small\n" + agent
+    if agent:
+        (app_root / "agent.yml").write_text(agent)
     write_assistant(app_root, "llm.plain", package={"name": "llm", "connector": "fake"}, prompts=PROMPTS)
     return Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
 
@@ -86,6 +90,25 @@ async def test_no_light_or_default_connector_means_no_title_job(
     assert [r.scenario for r in server.requests.all() if r.api == "openai-chat"] == ["text"]
     chat = await store.chats.get("chat-untitled")
     assert chat is not None and chat.title == ""
+
+
+async def test_system_title_picks_the_title_jobs_connector(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Yao's per-agent override: `system.title` names the connector of the title job, over the
+    light role's connector that `__yao.title` names."""
+    server.add_scenario("named", [{"text": "Named by the override"}])
+    write_connector(
+        app_root, "namer", kind="openai", model="fake-model@named", host=server.url + "/v1", key_env="K"
+    )
+    rig = _rig(app_root, store, server, tmp_path, light=True, agent="system:\n  title: namer\n")
+    try:
+        ran = await rig.run("llm.plain", "hello model", chat_id="chat-system-title")
+        assert ran.result.status == "completed"
+        assert await _title_of(store, "chat-system-title") == "Named by the override"
+    finally:
+        await rig.service.aclose()
+    assert [r.scenario for r in server.requests.all() if r.api == "openai-chat"] == ["text", "named"]
 
 
 def test_a_title_is_one_clean_line() -> None:
