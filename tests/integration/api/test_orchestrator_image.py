@@ -124,6 +124,8 @@ def test_the_image_answers_healthz_when_started_like_compose(
                 time.sleep(0.5)
         assert health is not None and health.json() == {"status": "ok"}, container.logs()[-2000:]
         ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+        check = docker_engine.images.get(orchestrator_image).attrs["Config"]["Healthcheck"]["Test"]
+        checked = container.exec_run(check[1:])  # the image's own HEALTHCHECK, as Docker runs it
         probe = "from orchestrator.sandbox.images import default_images_dir as d; print((d() / 'claude' / 'Dockerfile').is_file())"
         found = container.exec_run(["/opt/cage/bin/python", "-c", probe])
         assert found.output.decode().strip() == "True", found.output  # the image contexts, through the symlink
@@ -142,6 +144,8 @@ def test_the_image_answers_healthz_when_started_like_compose(
     readiness = ready.json()
     assert re.fullmatch(r"[0-9a-f]{32}", readiness.pop("replica_id")), readiness  # this process's id
     assert readiness == {"status": "ok", "database": "ok", "engine": "ok", "leader": True}  # alone: it leads
+    assert check[0] == "CMD" and "/readyz" in check[-1], check
+    assert checked.exit_code == 0, checked.output  # python3 is there and the ready server passes it
     assert runners.status_code == 200 and {r["name"] for r in runners.json()} >= {"claude", "tai"}
     assert models.status_code == 401
     assert "cage.db" in listing  # the database lives on the data volume
