@@ -35,10 +35,19 @@ async def egress_events(
             async for denial in received:
                 await emit(builder.egress_denied(denial.host, denial.port, denial.method))
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pump)
-            try:
-                yield
-                await anyio.sleep(SETTLE_SECONDS)
-            finally:
-                tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump)
+                try:
+                    yield
+                    await anyio.sleep(SETTLE_SECONDS)
+                finally:
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The task group wraps the turn's own error (a `SandboxNotFound` when the box went
+            # away, say): give it back unwrapped, so the turn fails with that error, not as a
+            # crash inside the orchestrator.
+            if len(group.exceptions) != 1:
+                raise
+            inner = group.exceptions[0]
+            raise inner from inner.__cause__
