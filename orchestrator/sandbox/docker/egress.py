@@ -48,7 +48,7 @@ from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
 from orchestrator.sandbox.docker.timestamps import engine_age
 from orchestrator.sandbox.egress.denials import EgressDenials
-from orchestrator.sandbox.egress.squid import SandboxNet, render
+from orchestrator.sandbox.egress.squid import EgressClient, render
 from orchestrator.sandbox.images import EGRESS_IMAGE
 from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS, EgressPolicy
 from orchestrator.settings import Settings
@@ -393,8 +393,8 @@ class DockerEgress:
                 proxies.append(container_id)
         return proxies
 
-    def _sandbox_nets(self) -> list[SandboxNet]:
-        nets: list[SandboxNet] = []
+    def _sandbox_nets(self) -> list[EgressClient]:
+        nets: list[EgressClient] = []
         for net in self._api().networks(filters={"label": f"{EGRESS_LABEL}=network"}):
             labels = net.get("Labels") or {}
             configs = (net.get("IPAM") or {}).get("Config") or []
@@ -405,9 +405,9 @@ class DockerEgress:
             except ValueError:
                 policy = EgressPolicy(mode="none")  # unreadable: the safe reading
             nets.append(
-                SandboxNet(
+                EgressClient(
                     name=str(net["Name"]),
-                    subnet=str(configs[0]["Subnet"]),
+                    sources=(str(configs[0]["Subnet"]),),
                     policy=policy,
                     gateway=labels.get(GATEWAY_LABEL) or None,
                 )
@@ -422,8 +422,8 @@ class DockerEgress:
         except (docker.errors.DockerException, OSError):  # the engine is away: try with the next line
             return None
         for net in nets:
-            if ip in ipaddress.ip_network(net.subnet):
-                return net.name.removesuffix(NETWORK_SUFFIX), net.subnet, net.policy.mode
+            if ip in ipaddress.ip_network(net.sources[0]):
+                return net.name.removesuffix(NETWORK_SUFFIX), net.sources[0], net.policy.mode
         return None
 
     def _sweep(self) -> list[str]:
@@ -461,7 +461,7 @@ class DockerEgress:
         api = self._api()
         lock = self._settings.data_dir / "locks" / "egress.lock"
         with _flock(lock), engine_errors(self._settings.egress_container):
-            text = render(self._sandbox_nets(), pool=str(self._pool))
+            text = render(self._sandbox_nets(), never=(str(self._pool),))
             if f"# {network}:" not in text:
                 raise SandboxError(network, "the network vanished before the proxy was configured")
             api.put_archive(proxy, str(Path(SQUID_CONF).parent), _conf_tar(text))

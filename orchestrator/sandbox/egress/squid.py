@@ -1,7 +1,8 @@
-"""Render the egress proxy's squid.conf from the isolated sandbox networks that exist.
+"""Render the egress proxy's squid.conf from the isolated sandboxes that exist.
 
-Pure text: no engine, no I/O. Each sandbox network has a subnet of its own, so squid tells
-sandboxes apart by client address (`src` ACL on the subnet) and applies that sandbox's policy:
+Pure text: no engine, no I/O. Squid tells sandboxes apart by client address: each sandbox is an
+`EgressClient` with the source ranges its requests come from (on Docker its network's subnet, on
+Kubernetes its pod's IPs as /32 or /128), a `src` ACL on them, and that sandbox's policy:
 
 - Port `PROXY_PORT` (forward proxy): `none` allows nothing; `bridge` allows any destination whose
   addresses are all outside `BLOCKED_RANGES`; an allowlist allows exactly its entries (`dstdomain -n`
@@ -37,13 +38,13 @@ _SAFE = re.compile(r"[^a-z0-9]")
 
 
 @dataclass(frozen=True)
-class SandboxNet:
-    """One isolated sandbox network as the proxy sees it."""
+class EgressClient:
+    """One isolated sandbox as the proxy sees it: where its requests come from, what they may reach."""
 
     name: str
-    """The engine's network name (readable in the config, for debugging)."""
-    subnet: str
-    """The network's only subnet (CIDR): the sandbox's client addresses."""
+    """The engine's name for it (a Docker network, a pod): readable in the config, and unique."""
+    sources: tuple[str, ...]
+    """Its client addresses (CIDRs): a Docker network's only subnet, or a pod's IPs."""
     policy: EgressPolicy
     gateway: str | None = None
     """`host:port` of the model gateway as the proxy reaches it; None: no relay for this sandbox."""
@@ -77,9 +78,10 @@ def _entry_acls(sb: str, index: int, entry: AllowEntry) -> tuple[list[str], list
     return lines, names
 
 
-def render(nets: Iterable[SandboxNet], *, pool: str) -> str:
-    """squid.conf for `nets`; `pool` is the CIDR all sandbox subnets come from (never a destination)."""
-    nets = sorted(nets, key=lambda n: n.name)
+def render(clients: Iterable[EgressClient], *, never: Iterable[str]) -> str:
+    """squid.conf for `clients`; `never` are the CIDRs every sandbox's address comes from (Docker:
+    the subnet pool; Kubernetes: every sandbox pod's IP), never a destination."""
+    nets = sorted(clients, key=lambda n: n.name)
     out = [
         "# Rendered by Cage (orchestrator.sandbox.egress.squid); rewritten on every sandbox network change.",
         "pid_filename /run/squid/squid.pid",
@@ -102,7 +104,7 @@ def render(nets: Iterable[SandboxNet], *, pool: str) -> str:
         "acl gateway myportname gateway",
         "acl CONNECT method CONNECT",
         f"acl cage_gateway_name dstdomain -n {GATEWAY_ALIAS}",
-        f"acl cage_never dst {' '.join((*ALWAYS_BLOCKED, pool))}",
+        f"acl cage_never dst {' '.join((*ALWAYS_BLOCKED, *never))}",
         f"acl cage_blocked dst {' '.join(BLOCKED_RANGES)}",
     ]
     peers: dict[str, str] = {}
@@ -112,7 +114,7 @@ def render(nets: Iterable[SandboxNet], *, pool: str) -> str:
     for net in nets:
         sb = _acl_id(net.name)
         out.append(f"# {net.name}: {net.policy.key()}")
-        out.append(f"acl {sb} src {net.subnet}")
+        out.append(f"acl {sb} src {' '.join(net.sources)}")
         if net.gateway is not None:
             peer = peers.setdefault(net.gateway, f"gw_{_SAFE.sub('_', net.gateway.lower())}")
             relay.append(f"cache_peer_access {peer} allow gateway {sb}")

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from orchestrator.dsl.sandbox import ComputerSpec, NetworkAllowlist, SandboxSpec, parse_allow_entry
 from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
-from orchestrator.sandbox.egress.squid import SandboxNet, render
+from orchestrator.sandbox.egress.squid import EgressClient, render
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
 from orchestrator.sandbox.network import (
     EgressPolicy,
@@ -98,12 +98,17 @@ def _config() -> str:
     allow = egress_policy(NetworkAllowlist(allow=("allowed.test:8080", "*.example.com", "203.0.113.7")))
     return render(
         [
-            SandboxNet("a-net", "10.213.0.16/28", allow, "host.docker.internal:4000"),
-            SandboxNet("b-net", "10.213.0.32/28", egress_policy("bridge"), "host.docker.internal:4000"),
-            SandboxNet("c-net", "10.213.0.48/28", egress_policy("none")),
+            EgressClient("a-net", ("10.213.0.16/28",), allow, "host.docker.internal:4000"),
+            EgressClient("b-net", ("10.213.0.32/28",), egress_policy("bridge"), "host.docker.internal:4000"),
+            EgressClient("c-net", ("10.213.0.48/28",), egress_policy("none")),
         ],
-        pool="10.213.0.0/16",
+        never=("10.213.0.0/16",),
     )
+
+
+def test_the_docker_render_is_unchanged() -> None:
+    golden = Path(__file__).parents[2] / "golden" / "egress" / "squid-docker.conf"
+    assert _config() == golden.read_text()
 
 
 def test_render_gives_each_subnet_its_own_rules() -> None:
