@@ -10,7 +10,8 @@ from __future__ import annotations
 import enum
 import re
 import signal
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Literal, Protocol, Self, runtime_checkable
@@ -264,6 +265,18 @@ class BatchedExec(Protocol):
     (the runner bridge). A handle is iterated once: either by item or by batch."""
 
     def batches(self) -> AsyncIterator[Sequence[ExecItem]]: ...
+
+
+ClusterLock = Callable[[str], AbstractAsyncContextManager[None]]
+"""A lock on a key that every replica sharing the database waits for (`LeaseRepository.hold`)."""
+
+
+@runtime_checkable
+class FleetStateBackend(Protocol):
+    """A backend keeping engine state that every replica writes (the Kubernetes egress proxies'
+    configuration): the manager hands it the fleet's lock when replicas share the database."""
+
+    def use_cluster_lock(self, lock: ClusterLock) -> None: ...
 
 
 class SandboxBackend(Protocol):

@@ -21,7 +21,7 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,11 @@ from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.errors import CapacityError, SandboxError
 from orchestrator.redaction import register_secret
 from orchestrator.sandbox.backend import (
+    ClusterLock,
     CreateSpec,
     ExecHandle,
     ExecSpec,
+    FleetStateBackend,
     Mount,
     SandboxBackend,
     SandboxRef,
@@ -174,9 +176,7 @@ class SandboxManager:
         self.extra_labels = dict(extra_labels or {})
         """Added to every sandbox and volume, and required by reconcile (deployment or test-run ids)."""
         self.locks = KeyedLocks()
-        self.cluster_lock: Callable[[str], AbstractAsyncContextManager[None]] | None = None
-        """Set by a server whose database other replicas share: a lock across them (`hold`), and
-        the caps then count every replica's boxes in the engine (`_reserve`)."""
+        self._cluster_lock: ClusterLock | None = None
         self.registry = SandboxRegistry(
             max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner, clock=clock
         )
@@ -193,6 +193,19 @@ class SandboxManager:
         """Lease id -> the pool to top up when it is released. Not before: a box created on a still
         empty volume gets the image's mount point copied over the volume's root (root-owned) until
         its own ownership step runs, so a refill racing its turn could refuse that turn's writes."""
+
+    @property
+    def cluster_lock(self) -> ClusterLock | None:
+        """Set by a server whose database other replicas share: a lock across them (`hold`), and
+        the caps then count every replica's boxes in the engine (`_reserve`). A backend with state
+        every replica writes (`FleetStateBackend`) is given it too."""
+        return self._cluster_lock
+
+    @cluster_lock.setter
+    def cluster_lock(self, lock: ClusterLock | None) -> None:
+        self._cluster_lock = lock
+        if lock is not None and isinstance(self.backend, FleetStateBackend):
+            self.backend.use_cluster_lock(lock)
 
     def start_pool(self, spawn: Spawn) -> WarmPool | None:
         """Turn the warm pool on, refills running through `spawn`; None when the backend cannot

@@ -3,7 +3,10 @@
 Without KUBECONFIG every test here is skipped with that reason (no cluster can run where the
 rest of the suite runs). Knobs: CAGE_K8S_NAMESPACE (must exist; default `cage-test`),
 CAGE_K8S_TEST_IMAGE (an image the cluster can pull with sh, setsid, tar and base64; default
-`debian:bookworm-slim`), CAGE_K8S_STORAGE_CLASS, CAGE_K8S_RUNTIME_CLASS.
+`debian:bookworm-slim`), CAGE_K8S_STORAGE_CLASS, CAGE_K8S_RUNTIME_CLASS; for the egress test
+CAGE_K8S_EGRESS_IMAGE (the cage/egress image `cage images push` pushed; it runs as the chart's
+`cage-egress` Deployment unless the namespace has one), CAGE_K8S_EGRESS_HOST and
+CAGE_K8S_EGRESS_OTHER_HOST (two hosts the cluster reaches over HTTP; `example.com`, `example.org`).
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.sandbox.backend import CreateSpec, ResourceLimits, SandboxRef, VolumeMount
 from orchestrator.sandbox.kubernetes.backend import KubernetesBackend
-from orchestrator.sandbox.network import EgressPolicy
+from orchestrator.sandbox.kubernetes.manifests import services_manifests
+from orchestrator.sandbox.kubernetes.proxy import proxy_deployment, proxy_network_policy
+from orchestrator.sandbox.network import PROXY_ALIAS, EgressPolicy, proxy_env
 from orchestrator.settings import Settings
 
 NO_CLUSTER = "no KUBECONFIG set: the Kubernetes contract runs with `KUBECONFIG=... make test-k8s`"
@@ -56,9 +63,11 @@ def run_labels() -> dict[str, str]:
     return {"cage.managed": "true", "cage.test-run": uuid.uuid4().hex[:12]}
 
 
-@pytest.fixture
-async def box(backend: KubernetesBackend, run_labels: dict[str, str]) -> AsyncIterator[SandboxRef]:
-    """A running hardened pod with a fresh workspace PVC and a `none` egress policy."""
+@asynccontextmanager
+async def sandbox(
+    backend: KubernetesBackend, run_labels: dict[str, str], policy: EgressPolicy
+) -> AsyncIterator[SandboxRef]:
+    """A running hardened pod with a fresh workspace PVC and the egress `policy`."""
     name = f"cage-k8s-{uuid.uuid4().hex[:10]}"
     volume = f"{name}-ws"
     await backend.ensure_volume(volume, run_labels)
@@ -68,13 +77,14 @@ async def box(backend: KubernetesBackend, run_labels: dict[str, str]) -> AsyncIt
             name=name,
             command=("sleep", "infinity"),
             labels={**run_labels, "cage.sandbox": name},
+            env=proxy_env(),
             user="1000:1000",
             workdir="/workspace",
             mounts=(VolumeMount(source=volume, target="/workspace", owner=(1000, 1000)),),
             limits=ResourceLimits(memory_bytes=256 * 2**20, nano_cpus=500_000_000),
             read_only=True,
             tmpfs={"/tmp": "rw,size=64m"},
-            egress=EgressPolicy(mode="none"),
+            egress=policy,
         )
     )
     try:
@@ -83,3 +93,45 @@ async def box(backend: KubernetesBackend, run_labels: dict[str, str]) -> AsyncIt
     finally:
         await backend.remove(ref, force=True)
         await backend.remove_volume(volume)
+
+
+@pytest.fixture
+async def box(backend: KubernetesBackend, run_labels: dict[str, str]) -> AsyncIterator[SandboxRef]:
+    """A running hardened pod with a fresh workspace PVC and a `none` egress policy."""
+    async with sandbox(backend, run_labels, EgressPolicy(mode="none")) as ref:
+        yield ref
+
+
+@pytest.fixture
+async def egress_proxy(backend: KubernetesBackend, settings: Settings) -> AsyncIterator[None]:
+    """The chart's egress proxy objects in the namespace (left alone when it has them already)."""
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    image = os.environ.get("CAGE_K8S_EGRESS_IMAGE")
+    api = await config.new_client_from_config(config_file=str(settings.k8s_kubeconfig))
+    apps, core, net = client.AppsV1Api(api), client.CoreV1Api(api), client.NetworkingV1Api(api)
+    namespace = settings.k8s_namespace
+    made: list[tuple[Any, str]] = []
+    try:
+        try:
+            await apps.read_namespaced_deployment(PROXY_ALIAS, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            if not image:
+                pytest.skip("set CAGE_K8S_EGRESS_IMAGE: the cage/egress image `cage images push` pushed")
+            target = backend.target
+            await apps.create_namespaced_deployment(
+                namespace, proxy_deployment(target, image=image, replicas=1)
+            )
+            made.append((apps.delete_namespaced_deployment, PROXY_ALIAS))
+            await net.create_namespaced_network_policy(namespace, proxy_network_policy(target))
+            made.append((net.delete_namespaced_network_policy, PROXY_ALIAS))
+            await core.create_namespaced_service(namespace, services_manifests(target)[1])
+            made.append((core.delete_namespaced_service, PROXY_ALIAS))
+        yield
+    finally:
+        for delete, name in reversed(made):
+            await delete(name, namespace)
+        await api.close()

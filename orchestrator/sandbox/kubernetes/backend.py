@@ -1,7 +1,9 @@
 """`KubernetesBackend`: the `SandboxBackend` on a Kubernetes namespace (`CAGE_BACKEND=kubernetes`).
 
 A sandbox is a Pod (`manifests.pod_manifest`), a workspace volume a PersistentVolumeClaim, an
-isolated sandbox's egress policy a NetworkPolicy of its own. Exec and file transfer go over the
+isolated sandbox's egress policy a NetworkPolicy of its own, and (`bridge`, allowlists) an entry in
+the egress proxies' configuration (`egress.KubeEgress`), written when its pod runs and dropped when
+it goes. Exec and file transfer go over the
 pods/exec websocket (`exec.KubeExecHandle`); files are tar streams extracted by the sandbox user
 inside the pod, never by the host. `kubernetes_asyncio` is imported here only, lazily (the Docker
 deployment never loads it).
@@ -30,6 +32,7 @@ import yaml
 
 from orchestrator.errors import EngineUnavailable, SandboxError, SandboxNotFound
 from orchestrator.sandbox.backend import (
+    ClusterLock,
     CreateSpec,
     ExecSpec,
     FileEntry,
@@ -41,8 +44,17 @@ from orchestrator.sandbox.backend import (
 )
 from orchestrator.sandbox.docker.archive import files_tar, read_single_file
 from orchestrator.sandbox.docker.backend import PS_SCRIPT, PUT_SCRIPT, _process
+from orchestrator.sandbox.kubernetes.egress import (
+    EGRESS_CONTAINER,
+    WRITE_SCRIPT,
+    KubeEgress,
+    ProxyPod,
+    SandboxPod,
+    needs_proxy,
+)
 from orchestrator.sandbox.kubernetes.exec import PROTOCOLS, KubeExecHandle, signal_argv, wrap_argv
 from orchestrator.sandbox.kubernetes.manifests import (
+    EGRESS_ANNOTATION,
     MAIN_CONTAINER,
     NAME_ANNOTATION,
     POLICY_LABEL,
@@ -134,6 +146,19 @@ class KubernetesBackend:
         self._lock = anyio.Lock()
         self._made: dict[str, Manifest] = {}
         """Pod name -> the manifest it was created from (`start` re-creates a stopped box)."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(self.target.egress_selector.items()))
+        self._proxy_selector = selector
+        self.egress = KubeEgress(
+            self.namespace,
+            sandboxes=self._sandbox_pods,
+            proxies=self._proxy_pods,
+            write=self._write_proxy,
+            selector=selector,
+        )
+
+    def use_cluster_lock(self, lock: ClusterLock) -> None:
+        """Replicas share the database: their writes of the proxies' configuration take turns."""
+        self.egress.use_cluster_lock(lock)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KubernetesBackend:
@@ -272,7 +297,7 @@ class KubernetesBackend:
             raise SandboxError(spec.name, str(exc)) from None
         name = pod["metadata"]["name"]
         if spec.egress is not None:
-            pod = isolated_pod(pod)
+            pod = isolated_pod(pod, spec.egress)
             policy = network_policy_manifest(spec, spec.egress, self.target)
             client = _k8s()
             api, _ = await self._clients()
@@ -323,14 +348,66 @@ class KubernetesBackend:
             raise SandboxError(
                 ref.name or ref.id, f"pod is {pod.status.phase if pod.status else 'unknown'}, not running"
             )
+        meta = pod.metadata
+        policy_key = (meta.annotations or {}).get(EGRESS_ANNOTATION)
+        if POLICY_LABEL in (meta.labels or {}) and needs_proxy(policy_key):
+            await self.egress.admit(meta.name)  # before its first exec: it has its IP now
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
         await self._delete_pod(ref, grace=max(0, int(timeout)), wait=True)
+        await self._refresh_egress()
 
     async def remove(self, ref: SandboxRef, *, force: bool = False) -> None:
         await self._delete_pod(ref, grace=0 if force else None, wait=False)
         self._made.pop(ref.id, None)
         await self._remove_policy(ref.id)
+        await self._refresh_egress()
+
+    async def _refresh_egress(self) -> None:
+        """Drop pods that went away from the proxies' configuration (their IPs will be reused);
+        a failure is left to the next refresh (the leader's network sweep)."""
+        try:
+            await self.egress.refresh()
+        except SandboxError as exc:
+            log.warning("egress.k8s.refresh_failed", error=str(exc))
+
+    async def _sandbox_pods(self) -> list[SandboxPod]:
+        core = await self._core()
+        async with self._errors("pods"):
+            pods = await core.list_namespaced_pod(self.namespace, label_selector=POLICY_LABEL)
+        return [_sandbox_pod(pod) for pod in pods.items]
+
+    async def _proxy_pods(self) -> list[ProxyPod]:
+        core = await self._core()
+        async with self._errors("egress proxy pods"):
+            pods = await core.list_namespaced_pod(self.namespace, label_selector=self._proxy_selector)
+        return [
+            ProxyPod(
+                name=pod.metadata.name,
+                running=_container_running(pod, EGRESS_CONTAINER),
+                ready=_container_ready(pod, EGRESS_CONTAINER),
+            )
+            for pod in pods.items
+        ]
+
+    async def _write_proxy(self, proxy: str, conf: bytes) -> tuple[int, str]:
+        """Run `WRITE_SCRIPT` in proxy pod `proxy` with `conf` on its stdin."""
+        argv = ["sh", "-c", WRITE_SCRIPT]
+        ws = await self._open_exec(SandboxRef(id=proxy, name=proxy), argv, container=EGRESS_CONTAINER)
+        handle = KubeExecHandle(
+            sandbox_id=proxy,
+            ws=ws,
+            send_signal=_no_signal,
+            max_line_bytes=self._settings.max_line_bytes,
+            stderr_keep_bytes=4096,
+            grace=1.0,
+        )
+        async with handle:
+            await handle.write_stdin(conf)
+            await handle.close_stdin()
+            with anyio.fail_after(60):
+                code = await handle.wait()
+        return code, handle.stderr.decode(errors="replace")
 
     async def _delete_pod(self, ref: SandboxRef, *, grace: int | None, wait: bool) -> None:
         core = await self._core()
@@ -384,7 +461,7 @@ class KubernetesBackend:
             raise
         return handle
 
-    async def _open_exec(self, ref: SandboxRef, argv: list[str]) -> Any:
+    async def _open_exec(self, ref: SandboxRef, argv: list[str], *, container: str = MAIN_CONTAINER) -> Any:
         client = _k8s()
         _, ws_api = await self._clients()
         async with self._errors(ref.name or ref.id):
@@ -392,7 +469,7 @@ class KubernetesBackend:
                 ref.id,
                 self.namespace,
                 command=argv,
-                container=MAIN_CONTAINER,
+                container=container,
                 stdin=True,
                 stdout=True,
                 stderr=True,
@@ -528,6 +605,7 @@ class KubernetesBackend:
             if name not in alive and name not in self._made:
                 await self._remove_policy(name)
                 removed.append(name)
+        await self._refresh_egress()  # pods gone behind Cage's back, proxies that restarted
         return removed
 
     async def copy_volume(self, source: str, target: str, *, image: str, owner: tuple[int, int]) -> None:
@@ -631,11 +709,44 @@ def _message(body: object) -> str:
     return str(data.get("message", ""))[:300] if isinstance(data, dict) else ""
 
 
-def _main_state(pod: Any) -> Any:
+def _main_state(pod: Any, container: str = MAIN_CONTAINER) -> Any:
     for status in (pod.status and pod.status.container_statuses) or []:
-        if status.name == MAIN_CONTAINER:
+        if status.name == container:
             return status.state
     return None
+
+
+def _container_running(pod: Any, container: str) -> bool:
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    return getattr(_main_state(pod, container), "running", None) is not None
+
+
+def _container_ready(pod: Any, container: str) -> bool:
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    statuses = (pod.status and pod.status.container_statuses) or []
+    return any(status.name == container and bool(status.ready) for status in statuses)
+
+
+def _sandbox_pod(pod: Any) -> SandboxPod:
+    status = pod.status
+    ips: tuple[str, ...] = ()
+    if status is not None:
+        ips = tuple(item.ip for item in status.pod_ips or () if item.ip) or (
+            (status.pod_ip,) if status.pod_ip else ()
+        )
+    phase = (status.phase if status is not None else "") or ""
+    return SandboxPod(
+        name=pod.metadata.name,
+        ips=ips,
+        policy_key=(pod.metadata.annotations or {}).get(EGRESS_ANNOTATION),
+        gone=pod.metadata.deletion_timestamp is not None or phase in ("Succeeded", "Failed"),
+    )
+
+
+async def _no_signal(pgid: int, sig: signals.Signals) -> None:
+    """A proxy's configuration write has no process group to signal: closing its stream ends it."""
 
 
 def _waiting_reason(pod: Any) -> str:

@@ -29,6 +29,9 @@ NAME_ANNOTATION = "cage.name"
 """The Cage name of a pod or a PVC (its engine name may be rewritten by `pod_name`)."""
 POLICY_LABEL = "cage.egress-policy"
 """On a NetworkPolicy: the pod name it isolates (the reaper removes policies whose pod is gone)."""
+EGRESS_ANNOTATION = "cage.egress"
+"""On an isolated pod and its NetworkPolicy: the sandbox's `EgressPolicy.key()`, which the egress
+proxies' configuration is rendered from (`orchestrator.sandbox.kubernetes.egress`)."""
 MAIN_CONTAINER = "sandbox"
 _MAX_NAME = 63
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
@@ -256,6 +259,18 @@ def pvc_manifest(
     }
 
 
+DNS_RULE: Manifest = {
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ],
+    "ports": [{"protocol": "UDP", "port": _DNS_PORT}, {"protocol": "TCP", "port": _DNS_PORT}],
+}
+"""An egress rule to the cluster DNS (CoreDNS, labelled `k8s-app: kube-dns` in kube-system)."""
+
+
 def _peer(selector: Mapping[str, str], port: int) -> Manifest:
     return {
         "to": [{"podSelector": {"matchLabels": dict(selector)}}],
@@ -270,16 +285,7 @@ def network_policy_manifest(spec: CreateSpec, policy: EgressPolicy, target: Kube
     `none` is complete here: with no route to the proxy, the box reaches nothing but the gateway.
     """
     name = pod_name(spec.name)
-    dns: Manifest = {
-        "to": [
-            {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-            }
-        ],
-        "ports": [{"protocol": "UDP", "port": _DNS_PORT}, {"protocol": "TCP", "port": _DNS_PORT}],
-    }
-    egress = [dns, _peer(target.gateway_selector, target.gateway_port)]
+    egress = [DNS_RULE, _peer(target.gateway_selector, target.gateway_port)]
     if policy.mode != "none":
         egress.append(_peer(target.egress_selector, PROXY_PORT))
     return {
@@ -289,7 +295,7 @@ def network_policy_manifest(spec: CreateSpec, policy: EgressPolicy, target: Kube
             "name": name,
             "namespace": target.namespace,
             "labels": {**k8s_labels(spec.labels), POLICY_LABEL: name},
-            "annotations": {NAME_ANNOTATION: spec.name, "cage.egress": policy.key()[:4096]},
+            "annotations": {NAME_ANNOTATION: spec.name, EGRESS_ANNOTATION: policy.key()[:4096]},
         },
         "spec": {
             "podSelector": {"matchLabels": {POLICY_LABEL: name}},
@@ -300,10 +306,13 @@ def network_policy_manifest(spec: CreateSpec, policy: EgressPolicy, target: Kube
     }
 
 
-def isolated_pod(pod: Manifest) -> Manifest:
-    """`pod` carrying the label its NetworkPolicy selects."""
-    labels = {**pod["metadata"]["labels"], POLICY_LABEL: pod["metadata"]["name"]}
-    return {**pod, "metadata": {**pod["metadata"], "labels": labels}}
+def isolated_pod(pod: Manifest, policy: EgressPolicy) -> Manifest:
+    """`pod` carrying the label its NetworkPolicy selects and its policy, whole (the proxies'
+    configuration is rendered from the pods)."""
+    meta = pod["metadata"]
+    labels = {**meta["labels"], POLICY_LABEL: meta["name"]}
+    notes = {**meta["annotations"], EGRESS_ANNOTATION: policy.key()}
+    return {**pod, "metadata": {**meta, "labels": labels, "annotations": notes}}
 
 
 def services_manifests(target: KubeTarget) -> list[Manifest]:

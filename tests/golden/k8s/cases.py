@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrator.dsl.sandbox import NetworkAllowlist
 from orchestrator.sandbox.backend import CreateSpec, PortBinding, ResourceLimits, VolumeMount
+from orchestrator.sandbox.kubernetes.egress import SandboxPod, render_pods
 from orchestrator.sandbox.kubernetes.manifests import (
     KubeTarget,
     isolated_pod,
@@ -16,9 +17,11 @@ from orchestrator.sandbox.kubernetes.manifests import (
     pvc_manifest,
     services_manifests,
 )
+from orchestrator.sandbox.kubernetes.proxy import proxy_deployment, proxy_network_policy
 from orchestrator.sandbox.network import EgressPolicy, egress_policy, proxy_env
 
 HERE = Path(__file__).parent
+EGRESS_IMAGE = "registry.example:5000/cage/cage/egress:16c739ef412e"
 TARGET = KubeTarget(
     namespace="cage",
     registry="registry.example:5000/cage",
@@ -70,14 +73,36 @@ def cases() -> dict[str, Any]:
     assert HARDENED.egress is not None and ALLOWLIST.egress is not None
     gateway, proxy = services_manifests(TARGET)
     return {
-        "pod-hardened.json": isolated_pod(pod_manifest(HARDENED, TARGET)),
-        "pod-allowlist.json": isolated_pod(pod_manifest(ALLOWLIST, TARGET)),
+        "pod-hardened.json": isolated_pod(pod_manifest(HARDENED, TARGET), HARDENED.egress),
+        "pod-allowlist.json": isolated_pod(pod_manifest(ALLOWLIST, TARGET), ALLOWLIST.egress),
         "pvc-workspace.json": pvc_manifest("cage-ws-alice-0123", LABELS, TARGET),
         "networkpolicy-none.json": network_policy_manifest(HARDENED, HARDENED.egress, TARGET),
         "networkpolicy-allowlist.json": network_policy_manifest(ALLOWLIST, ALLOWLIST.egress, TARGET),
         "service-gateway.json": gateway,
         "service-egress.json": proxy,
+        "deployment-egress.json": proxy_deployment(TARGET, image=EGRESS_IMAGE),
+        "networkpolicy-egress.json": proxy_network_policy(TARGET),
     }
+
+
+SANDBOX_PODS = (
+    SandboxPod(
+        "cage-codex-1", ("10.244.1.17",), "allow:api.github.com,*.pypi.org,203.0.113.0/24,example.com:8443"
+    ),
+    SandboxPod("cage-claude-2", ("10.244.2.5", "fd00:10:244:2::5"), "bridge"),
+    SandboxPod("cage-tai-3", ("10.244.1.30",), "none"),
+    SandboxPod("cage-old-4", ("10.244.1.31",), "bridge", gone=True),
+    SandboxPod("cage-pending-5", (), "bridge"),
+    SandboxPod("cage-odd-6", ("10.244.3.9",), "allow:"),
+)
+"""Isolated sandbox pods as the proxies' configuration sees them: an allowlist, a dual-stack
+bridge, a `none` (no client, but never a destination), a terminating pod and one without an IP
+yet (neither in it), an unreadable policy (`none`)."""
+SQUID_GOLDEN = "squid-pods.conf"
+
+
+def squid_case() -> str:
+    return render_pods(SANDBOX_PODS)
 
 
 def render(obj: Any) -> str:
