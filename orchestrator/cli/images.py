@@ -80,17 +80,24 @@ def push(
         Path | None,
         typer.Option(
             "--manifest",
-            help="Write the images manifest (tags and base image id) the Kubernetes backend resolves with "
+            help="Write the images manifest (tags and base image ids) the Kubernetes backend resolves with "
             "(CAGE_K8S_IMAGES_MANIFEST).",
         ),
     ] = None,
+    bases: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--base",
+            help="A base image (a `computer.image`) to build and push the runner images on; repeat it for "
+            "several (default: CAGE_BASE_IMAGE only). A base labelled cage.runner is pushed as is.",
+        ),
+    ] = None,
 ) -> None:
-    """Build (or find) runner images, tag them `<registry>/<tag>` and push them there: the images
-    the Kubernetes backend's pods pull (`docs/deploy.md`). `--manifest FILE` also writes what those
-    pods need to find them without Docker."""
+    """Build (or find) runner images on each base, tag them `<registry>/<tag>` and push them there:
+    the images the Kubernetes backend's pods pull (`docs/deploy.md`). `--manifest FILE` also writes
+    what those pods need to find them without Docker: the pushed tags and every base's image id."""
     from orchestrator.errors import CageError
-    from orchestrator.sandbox.docker.builder import build_all
-    from orchestrator.sandbox.docker.push import base_image_id, push_images
+    from orchestrator.sandbox.docker.push import PushSet, images_for_bases, push_images
     from orchestrator.sandbox.images import ImagesManifest
 
     settings = Settings()
@@ -98,25 +105,29 @@ def push(
     console = Console(stderr=True)
     display = BuildDisplay(console)
 
-    async def run() -> tuple[list[str], list[str], str]:
+    async def run() -> tuple[PushSet, dict[str, str]]:
         with display.live:
-            refs = await build_all(settings, display, names=list(runners) if runners else None)
-        tags = [ref.tag for ref in refs]
-        pushed = await push_images(settings, tags, target)
-        return tags, pushed, await base_image_id(settings, settings.base_image)
+            found = await images_for_bases(
+                settings,
+                bases or [settings.base_image],
+                names=list(runners) if runners else None,
+                on_progress=display,
+            )
+        return found, await push_images(settings, found.tags, target)
 
     try:
-        tags, pushed, base_id = anyio.run(run)
+        found, pushed = anyio.run(run)
     except CageError as exc:
         console.print(f"[red]cage images push: {exc}[/red]")
         raise typer.Exit(1) from None
-    for ref in pushed:
+    for ref in pushed.values():
         typer.echo(ref)
     if manifest is not None:
         document = ImagesManifest(
             registry=target,
-            base_images={settings.base_image: base_id},
-            images=dict(zip(tags, pushed, strict=True)),
+            base_images=found.base_images,
+            ready_images=found.ready_images,
+            images=pushed,
         )
         manifest.write_text(document.model_dump_json(indent=2) + "\n", encoding="utf-8")
         console.print(f"images manifest written to {manifest} (CAGE_K8S_IMAGES_MANIFEST)")

@@ -183,7 +183,11 @@ class ImagesManifest(BaseModel):
     registry: str
     """Registry prefix the images were pushed under (`CAGE_K8S_REGISTRY`)."""
     base_images: Mapping[str, str]
-    """Base image reference (`CAGE_BASE_IMAGE`) -> its image id (`sha256:...`), as Docker had it."""
+    """Base image reference (`CAGE_BASE_IMAGE`, each `cage images push --base`) -> its image id
+    (`sha256:...`), as Docker had it."""
+    ready_images: Mapping[str, str] = Field(default_factory=dict)
+    """Base reference -> the runner it is a ready image of (labelled `cage.runner`): a
+    `computer.image` that names it runs that runner on it as is (`ready_image`)."""
     images: Mapping[str, str] = Field(default_factory=dict)
     """Pushed tag (`cage/<name>:<hash12>`) -> the reference pods pull (`<registry>/<tag>`)."""
 

@@ -1,15 +1,26 @@
-"""`cage images push`: tag the locally built runner images for a registry and push them there
-(the registry a Kubernetes cluster pulls sandbox images from, `Settings.k8s_registry`)."""
+"""`cage images push`: build the runner images on each base, tag them for a registry and push them
+there (the registry a Kubernetes cluster pulls sandbox images from, `Settings.k8s_registry`), and
+what the images manifest records of those bases."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 import docker
 import docker.errors
 from anyio import to_thread
 
 from orchestrator.errors import EngineUnavailable, SandboxError
+from orchestrator.sandbox.docker.builder import DockerImageBuilder, build_all
+from orchestrator.sandbox.images import (
+    RUNNER_IMAGES,
+    RUNNER_LABEL,
+    BaseImage,
+    ImageRef,
+    ProgressCallback,
+    runner_image,
+)
 from orchestrator.sandbox.kubernetes.manifests import image_ref
 from orchestrator.settings import Settings
 
@@ -45,13 +56,25 @@ async def base_image_id(settings: Settings, ref: str) -> str:
         SandboxError: the engine does not have `ref`.
         EngineUnavailable: no engine answers.
     """
+    return (await base_image(settings, ref)).id
 
-    def inspect() -> str:
+
+async def base_image(settings: Settings, ref: str) -> BaseImage:
+    """The base image `ref` as the engine has it (id and labels).
+
+    Raises:
+        SandboxError: the engine does not have `ref`.
+        EngineUnavailable: no engine answers.
+    """
+
+    def inspect() -> BaseImage:
         client = (
             docker.DockerClient(base_url=settings.docker_host) if settings.docker_host else docker.from_env()
         )
         try:
-            return str(client.images.get(ref).id)
+            found = client.images.get(ref)
+            labels = (found.attrs.get("Config") or {}).get("Labels") or {}
+            return BaseImage(ref=ref, id=str(found.id), labels=dict(labels))
         finally:
             client.close()
 
@@ -65,12 +88,63 @@ async def base_image_id(settings: Settings, ref: str) -> str:
         raise EngineUnavailable(str(exc)) from None
 
 
+@dataclass
+class PushSet:
+    """The images `cage images push` pushes and what the images manifest records of their bases."""
+
+    tags: list[str] = field(default_factory=list)
+    """Local tags to push (runner images; a ready image's own reference), each once."""
+    base_images: dict[str, str] = field(default_factory=dict)
+    """Base reference -> its image id."""
+    ready_images: dict[str, str] = field(default_factory=dict)
+    """Base reference -> the runner it is a ready image of."""
+
+    def add(self, ref: ImageRef) -> None:
+        if ref.tag not in self.tags:
+            self.tags.append(ref.tag)
+
+
+async def images_for_bases(
+    settings: Settings,
+    bases: Sequence[str],
+    *,
+    names: Sequence[str] | None = None,
+    on_progress: ProgressCallback | None = None,
+    builder: DockerImageBuilder | None = None,
+) -> PushSet:
+    """Build (or find) the images of `names` (None: every runner) on each of `bases`, as a sandbox
+    whose `computer.image` names that base gets them: on `CAGE_BASE_IMAGE` also the egress proxy's
+    image (with every runner); a base labelled `cage.runner` is that runner's image itself.
+
+    Raises:
+        ImageBuildError: a base is missing and cannot be pulled, or a build failed.
+        EngineUnavailable: no engine answers.
+    """
+    builder = builder or DockerImageBuilder(settings)
+    found = PushSet()
+    for base in dict.fromkeys(bases):
+        if base == settings.base_image:
+            refs = await build_all(settings, on_progress, names=list(names) if names else None)
+        else:
+            runners = [runner_image(n).runner for n in names] if names else list(RUNNER_IMAGES)
+            refs = [await builder.ensure(r, base=base, on_progress=on_progress) for r in runners]
+        for ref in refs:
+            found.add(ref)
+        image = await base_image(settings, base)
+        found.base_images[base] = image.id
+        runner = image.labels.get(RUNNER_LABEL)
+        if runner:
+            found.ready_images[base] = runner
+    return found
+
+
 async def push_images(
     settings: Settings, tags: Sequence[str], registry: str, on_line: OnLine | None = None
-) -> list[str]:
+) -> dict[str, str]:
     """Push `tags` as `<registry>/<tag>` (the name the Kubernetes backend's pods use); returns
-    the pushed references. Registry credentials come from the engine client's own config
-    (`docker login`).
+    each pushed tag's reference there. A reference already naming a registry (a ready image such as
+    `ghcr.io/org/img:1`) is pulled from there by the pods: it is not pushed, and not returned.
+    Registry credentials come from the engine client's own config (`docker login`).
 
     Raises:
         SandboxError: the registry refused an image (the message names it).
@@ -88,10 +162,12 @@ async def push_images(
         api = await to_thread.run_sync(connect)
     except docker.errors.DockerException as exc:
         raise EngineUnavailable(str(exc)) from None
-    pushed: list[str] = []
+    pushed: dict[str, str] = {}
     try:
         for source in tags:
             target = image_ref(source, registry)
+            if target == source:
+                continue
             try:
                 lines = await to_thread.run_sync(_push_one, api, source, target)
             except docker.errors.APIError as exc:
@@ -99,7 +175,7 @@ async def push_images(
             if on_line is not None:
                 for line in lines[-3:]:
                     await on_line(target, line)
-            pushed.append(target)
+            pushed[source] = target
     finally:
         api.close()
     return pushed

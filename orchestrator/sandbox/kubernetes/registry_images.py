@@ -229,7 +229,8 @@ class RegistryImageResolver:
         self._found: set[str] = set()
 
     def plan_tag(self, image: RunnerImage, base: str) -> ImageRef:
-        """The tag the Docker builder gives `image` on `base`, computed from the manifest's base id.
+        """The tag the Docker builder gives `image` on `base`, computed from the manifest's base id
+        (or `base` itself when the manifest records it as `image`'s ready image).
 
         Blocking (reads the context files).
 
@@ -241,9 +242,12 @@ class RegistryImageResolver:
             raise ImageBuildError(
                 f"cage/{image.name}",
                 f"base image {base} is not in the images manifest {self._settings.k8s_images_manifest}: "
-                f"run `CAGE_BASE_IMAGE={base} cage images push --registry {self._settings.k8s_registry} "
-                "--manifest FILE` on a machine with Docker and deploy that file",
+                f"run `cage images push --registry {self._settings.k8s_registry} --manifest FILE "
+                f"--base {self._settings.base_image} --base {base}` on a machine with Docker and deploy "
+                "that file",
             )
+        if self._manifest.ready_images.get(base) == image.runner:  # a ready image: runs as is
+            return ImageRef(tag=base, image_hash=base_id.removeprefix("sha256:"))
         extra = extra_context_files(
             image,
             extra_ca_certs=self._settings.extra_ca_certs,
@@ -266,8 +270,10 @@ class RegistryImageResolver:
         """
         image = runner_image(runner)
         ref = await to_thread.run_sync(self.plan_tag, image, base or self._settings.base_image)
+        pulled = image_ref(ref.tag, self._settings.k8s_registry)
+        if pulled == ref.tag:  # a ready image named with its own registry: the pods pull it there
+            self._found.add(ref.tag)
         if ref.tag not in self._found:
-            pulled = image_ref(ref.tag, self._settings.k8s_registry)
             _, name, tag = split_reference(pulled)
             if not await self._client.manifest_exists(name, tag):
                 raise ImageBuildError(

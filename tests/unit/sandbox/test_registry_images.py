@@ -16,7 +16,14 @@ import pytest
 
 from orchestrator.errors import ImageBuildError, UsageError
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
-from orchestrator.sandbox.images import RUNNER_IMAGES, BaseImage, BuildProgress, ImagesManifest, RunnerImage
+from orchestrator.sandbox.images import (
+    RUNNER_IMAGES,
+    BaseImage,
+    BuildProgress,
+    ImageRef,
+    ImagesManifest,
+    RunnerImage,
+)
 from orchestrator.sandbox.kubernetes.registry_images import (
     RegistryImageResolver,
     load_manifest,
@@ -293,7 +300,9 @@ def test_the_chart_mounts_the_images_manifest_where_the_resolver_reads_it() -> N
     from tests.golden.k8s.chart import render
 
     (deployment,) = [
-        o for o in render({"sandboxes": {"imagesConfigMap": "team-images"}}) if o["kind"] == "Deployment"
+        o
+        for o in render({"sandboxes": {"imagesConfigMap": "team-images"}})
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == "cage"
     ]
     pod = deployment["spec"]["template"]["spec"]
     (box,) = pod["containers"]
@@ -303,3 +312,34 @@ def test_the_chart_mounts_the_images_manifest_where_the_resolver_reads_it() -> N
     assert manifest.parent == Path(mount["mountPath"]) and mount["readOnly"] is True
     (volume,) = [v for v in pod["volumes"] if v["name"] == "images"]
     assert volume["configMap"]["name"] == "team-images"
+
+
+async def test_a_ready_image_base_resolves_to_itself(registry: Registry, tmp_path: Path) -> None:
+    ready_id = "sha256:" + "9" * 64
+    settings = _settings(registry, tmp_path)
+    manifest = ImagesManifest(
+        registry=settings.k8s_registry,
+        base_images={BASE_REF: BASE_ID, "acme/claude-ready:1": ready_id, "ghcr.io/acme/claude:2": ready_id},
+        ready_images={"acme/claude-ready:1": "claude", "ghcr.io/acme/claude:2": "claude"},
+    )
+    resolver = RegistryImageResolver(settings, manifest=manifest)
+    expected = ImageRef(tag="acme/claude-ready:1", image_hash="9" * 64)
+    assert resolver.plan_tag(RUNNER_IMAGES["claude"], "acme/claude-ready:1") == expected
+    with pytest.raises(
+        ImageBuildError, match=rf"{registry.host}/cage/acme/claude-ready:1: not in the registry"
+    ):
+        await resolver.ensure("claude", base="acme/claude-ready:1")  # pushed under the registry prefix
+    registry.present.add("cage/acme/claude-ready:1")
+    assert await resolver.ensure("claude", base="acme/claude-ready:1") == expected
+    asked = len(registry.requests)
+    qualified = await resolver.ensure("claude", base="ghcr.io/acme/claude:2")  # pulled where it is
+    assert qualified.tag == "ghcr.io/acme/claude:2" and len(registry.requests) == asked
+    # another runner on a ready image of claude builds on it as on any base
+    on_it = resolver.plan_tag(RUNNER_IMAGES["codex"], "acme/claude-ready:1")
+    assert on_it.tag.startswith("cage/codex:")
+
+
+async def test_a_base_not_pushed_names_the_push_with_it(registry: Registry, tmp_path: Path) -> None:
+    resolver = RegistryImageResolver(_settings(registry, tmp_path))
+    with pytest.raises(ImageBuildError, match=rf"--base {BASE_REF} --base acme/other:3`"):
+        await resolver.ensure("claude", base="acme/other:3")
