@@ -6,12 +6,15 @@ SelfSubjectAccessReviews answered from `denied`.
 
 It lets the backend's REST, exec, signal, stdin and file-transfer paths run end to end (real
 HTTP and websocket clients, real processes) where no cluster can run; `tests/k8s` runs the
-contract against a real API server.
+contract against a real API server. Pods get an IP each (`10.244.0.N`). An exec in an `egress`
+container (an egress proxy pod) runs with that pod's own directory for `/run/squid` and
+`Store.bin` first on PATH (where a test puts a stand-in `squid`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -28,16 +31,22 @@ from tests.golden.k8s.schema import schema_errors
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 
 
-async def _exec(request: web.Request) -> web.WebSocketResponse:
+async def _exec(store: Store, request: web.Request) -> web.WebSocketResponse:
     ws = web.WebSocketResponse(protocols=PROTOCOLS)
     await ws.prepare(request)
     argv = request.query.getall("command")
+    path = os.environ["PATH"]
+    if request.query.get("container") == "egress" and store.root is not None:
+        run = store.root / request.match_info["pod"]
+        run.mkdir(parents=True, exist_ok=True)
+        argv = [arg.replace("/run/squid", str(run)) for arg in argv]
+        path = f"{store.bin}{os.pathsep}{path}" if store.bin else path
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={"PATH": os.environ["PATH"]},
+        env={"PATH": path},
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
 
@@ -82,6 +91,11 @@ class Store:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.denied: set[tuple[str, str]] = set()
         """(verb, resource[/subresource]) that access reviews refuse."""
+        self.root: Path | None = None
+        """Where each egress proxy pod's `/run/squid` is (`<root>/<pod>`); None: execs run as given."""
+        self.bin: Path | None = None
+        """Put first on PATH of an egress proxy pod's execs."""
+        self.ips = 0
 
 
 def _status(code: int, message: str) -> web.Response:
@@ -112,7 +126,14 @@ def _crud(store: Store, resource: str) -> Callable[[web.Request], Awaitable[web.
             body["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp="2026-12-01T22:00:00Z")
             if resource == "pods":
                 started = {"running": {"startedAt": "2026-12-01T22:00:01Z"}}
-                body["status"] = {"phase": "Running", "containerStatuses": [_container_status(body, started)]}
+                store.ips += 1
+                ip = f"10.244.0.{store.ips}"
+                body["status"] = {
+                    "phase": "Running",
+                    "podIP": ip,
+                    "podIPs": [{"ip": ip}],
+                    "containerStatuses": [_container_status(body, started)],
+                }
             store.objects[key] = body
             return web.json_response(body, status=201)
         if name is None:
@@ -161,7 +182,7 @@ async def exec_server(tmp_path: Path, store: Store | None = None) -> AsyncIterat
     """Serve the stand-in on a free loopback port; yields a kubeconfig pointing at it."""
     store = store or Store()
     app = web.Application()
-    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/exec", _exec)
+    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/exec", functools.partial(_exec, store))
     for prefix, resource in (
         ("/api/v1", "pods"),
         ("/api/v1", "persistentvolumeclaims"),

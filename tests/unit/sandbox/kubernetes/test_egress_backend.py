@@ -1,0 +1,154 @@
+"""KubernetesBackend keeps the egress proxies configured, end to end over the local API stand-in
+(`exec_server.py`): real HTTP and pods/exec websockets, the real write script run as a local
+process in each proxy pod's own directory, with a stand-in `squid` that records reconfigures and
+refuses a configuration where a test asks it to (the real squid runs the same script in
+tests/integration/images/test_egress_proxy_pod.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrator.dsl.sandbox import NetworkAllowlist
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox.backend import CreateSpec
+from orchestrator.sandbox.kubernetes.backend import KubernetesBackend, target_from
+from orchestrator.sandbox.kubernetes.proxy import proxy_deployment
+from orchestrator.sandbox.network import EgressPolicy, egress_policy
+from orchestrator.settings import Settings
+from tests.unit.sandbox.kubernetes.exec_server import Store, exec_server
+
+FAKE_SQUID = """#!/bin/sh
+# squid -k parse|reconfigure -f FILE, as the write script calls it
+dir=$(dirname "$4")
+case "$2" in
+  parse) [ ! -e "$dir/refuse" ] || { echo "FATAL: Bungled $4 line 1" >&2; exit 1; } ;;
+  reconfigure) echo reconfigure >> "$dir/signals" ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+@pytest.fixture
+def asyncio_backend() -> str:
+    return "asyncio"  # aiohttp (the Kubernetes client's transport) needs asyncio
+
+
+@dataclass
+class Proxies:
+    store: Store
+    root: Path
+
+    def add(self, name: str, *, squid_runs: bool = True) -> None:
+        """A proxy pod of the chart's Deployment, running; `squid_runs`: its pid file is there."""
+        template = proxy_deployment(target_from(Settings()), image="cage/egress:x")["spec"]["template"]
+        box = template["spec"]["containers"][0]
+        self.store.objects[("pods", "cage", name)] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "cage", "labels": template["metadata"]["labels"]},
+            "spec": template["spec"],
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": box["name"],
+                        "image": box["image"],
+                        "imageID": "",
+                        "ready": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": "2026-12-01T22:00:01Z"}},
+                    }
+                ],
+            },
+        }
+        (self.root / name).mkdir(parents=True)
+        if squid_runs:
+            (self.root / name / "squid.pid").write_text("7\n")
+
+    def conf(self, name: str) -> str:
+        return (self.root / name / "squid.conf").read_text()
+
+    def reloads(self, name: str) -> int:
+        signals = self.root / name / "signals"
+        return len(signals.read_text().splitlines()) if signals.exists() else 0
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[KubernetesBackend, Proxies]]:
+    store = Store()
+    store.root, store.bin = tmp_path / "proxies", tmp_path / "bin"
+    store.bin.mkdir()
+    (store.bin / "squid").write_text(FAKE_SQUID)
+    (store.bin / "squid").chmod(0o755)
+    async with exec_server(tmp_path, store) as kubeconfig:
+        backend = KubernetesBackend(Settings(data_dir=tmp_path / "cage", k8s_kubeconfig=kubeconfig))
+        try:
+            yield backend, Proxies(store, store.root)
+        finally:
+            await backend.aclose()
+
+
+def box(name: str, policy: EgressPolicy) -> CreateSpec:
+    labels = {"cage.managed": "true", "cage.sandbox": name}
+    return CreateSpec(
+        image="debian:bookworm-slim",
+        name=name,
+        command=("sleep", "1"),
+        labels=labels,
+        user="1000:1000",
+        egress=policy,
+    )
+
+
+async def test_a_sandbox_is_written_into_every_proxy_before_it_runs_and_out_when_it_goes(
+    cluster: tuple[KubernetesBackend, Proxies],
+) -> None:
+    backend, proxies = cluster
+    proxies.add("cage-egress-a")
+    proxies.add("cage-egress-b", squid_runs=False)  # starting: it reads the file when it does
+    bridge = await backend.create(box("box-bridge", EgressPolicy(mode="bridge")))
+    await backend.start(bridge)
+    for proxy in ("cage-egress-a", "cage-egress-b"):
+        assert "\n# box-bridge: bridge\n" in proxies.conf(proxy)
+        assert "acl sb_" in proxies.conf(proxy) and " src 10.244.0.1/32\n" in proxies.conf(proxy)
+    assert (proxies.reloads("cage-egress-a"), proxies.reloads("cage-egress-b")) == (1, 0)
+    await backend.start(bridge)  # started again: the same text, left alone
+    assert proxies.reloads("cage-egress-a") == 1
+
+    allow = await backend.create(box("box-allow", egress_policy(NetworkAllowlist(allow=["api.github.com"]))))
+    await backend.start(allow)
+    text = proxies.conf("cage-egress-a")
+    assert "# box-bridge: bridge" in text and "# box-allow: allow:api.github.com" in text
+    assert "dstdomain -n api.github.com" in text and proxies.reloads("cage-egress-a") == 2
+
+    await backend.remove(bridge, force=True)
+    text = proxies.conf("cage-egress-a")
+    assert "box-bridge" not in text and "10.244.0.1/32" not in text and "box-allow" in text
+    assert proxies.conf("cage-egress-b") == text
+
+
+async def test_none_needs_no_proxy_and_the_others_say_what_is_missing(
+    cluster: tuple[KubernetesBackend, Proxies],
+) -> None:
+    backend, proxies = cluster
+    none = await backend.create(box("box-none", EgressPolicy(mode="none")))
+    await backend.start(none)  # no proxy pod at all: `none` is complete with its NetworkPolicy
+    bridge = await backend.create(box("box-bridge", EgressPolicy(mode="bridge")))
+    with pytest.raises(
+        SandboxError, match=r"no egress proxy pod runs in namespace cage .*cage-egress Deployment"
+    ):
+        await backend.start(bridge)
+    proxies.add("cage-egress-a")
+    proxies.add("cage-egress-b")
+    (proxies.root / "cage-egress-b" / "refuse").touch()
+    with pytest.raises(SandboxError, match=r"cage-egress-b \(exit 5: FATAL: Bungled"):
+        await backend.start(bridge)
+    assert "box-bridge" in proxies.conf("cage-egress-a")
+    assert not (proxies.root / "cage-egress-b" / "squid.conf").exists()  # refused: never installed
+    (proxies.root / "cage-egress-b" / "refuse").unlink()
+    assert await backend.sweep_networks() == []  # the sweep renders again: b takes it now
+    assert "box-bridge" in proxies.conf("cage-egress-b")
