@@ -1,9 +1,10 @@
 """Refused connections: parsed from the proxy's access log and handed to the turn of their sandbox.
 
 The proxy logs every request in `squid.DENIAL_FORMAT`; a follower (the Docker one reads the
-egress container's stdout) feeds each line to `EgressDenials.feed`, which keeps the `TCP_DENIED`
-ones, finds the sandbox by client subnet and passes a `Denial` to that sandbox's subscribers
-(the running turn puts it on its stream as `sandbox/egress_denied`). The follower runs in a
+egress container's stdout, the Kubernetes one every proxy pod's log) feeds each line to
+`EgressDenials.feed`, which keeps the `TCP_DENIED` ones, finds the sandbox by client subnet and
+passes a `Denial` to that sandbox's subscribers (the running turn puts it on its stream as
+`sandbox/egress_denied`). The follower runs in a
 thread of its own, so subscribers receive through their event loop's token.
 """
 
@@ -87,6 +88,11 @@ class EgressDenials:
         with self._lock:
             return bool(self._subnets)
 
+    def watched(self, sandbox: str) -> bool:
+        """Whether a turn of this process subscribes to `sandbox`'s denials now."""
+        with self._lock:
+            return bool(self._subscribers.get(sandbox))
+
     def sandbox_of(self, client: str) -> str | None:
         ip = ipaddress.ip_address(client)
         with self._lock:
@@ -149,6 +155,6 @@ def _offer(send: MemoryObjectSendStream[Denial], denial: Denial) -> None:
 
 
 def backend_denials(backend: object) -> EgressDenials | None:
-    """A backend's denial hub, when its engine has an egress proxy (the Docker backend does)."""
+    """A backend's denial hub, when its engine has an egress proxy (Docker's and Kubernetes' do)."""
     hub = getattr(getattr(backend, "egress", None), "denials", None)
     return hub if isinstance(hub, EgressDenials) else None

@@ -68,6 +68,7 @@ from orchestrator.sandbox.kubernetes.manifests import (
     pvc_manifest,
     read_labels,
 )
+from orchestrator.sandbox.kubernetes.proxy_logs import ProxyLogFollower
 from orchestrator.sandbox.labels import MANAGED
 from orchestrator.sandbox.network import GATEWAY_PORT
 from orchestrator.settings import Settings
@@ -143,6 +144,7 @@ class KubernetesBackend:
         self.target = target_from(settings)
         self._api: Any = None
         self._ws: Any = None
+        self._conf: Any = None
         self._lock = anyio.Lock()
         self._made: dict[str, Manifest] = {}
         """Pod name -> the manifest it was created from (`start` re-creates a stopped box)."""
@@ -154,6 +156,13 @@ class KubernetesBackend:
             proxies=self._proxy_pods,
             write=self._write_proxy,
             selector=selector,
+        )
+        self._logs = ProxyLogFollower(
+            self.egress.denials,
+            open_client=lambda: _k8s().ApiClient(configuration=self._conf),
+            namespace=self.namespace,
+            selector=selector,
+            container=EGRESS_CONTAINER,
         )
 
     def use_cluster_lock(self, lock: ClusterLock) -> None:
@@ -195,6 +204,7 @@ class KubernetesBackend:
                     ) from None
                 self._api = client.ApiClient(configuration=conf)
                 self._ws = WsApiClient(configuration=conf)
+                self._conf = conf
             return self._api, self._ws
 
     async def _core(self) -> Any:
@@ -352,6 +362,7 @@ class KubernetesBackend:
         policy_key = (meta.annotations or {}).get(EGRESS_ANNOTATION)
         if POLICY_LABEL in (meta.labels or {}) and needs_proxy(policy_key):
             await self.egress.admit(meta.name)  # before its first exec: it has its IP now
+            self._logs.start()  # its refused requests become events
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
         await self._delete_pod(ref, grace=max(0, int(timeout)), wait=True)
@@ -361,6 +372,7 @@ class KubernetesBackend:
         await self._delete_pod(ref, grace=0 if force else None, wait=False)
         self._made.pop(ref.id, None)
         await self._remove_policy(ref.id)
+        self.egress.forget(ref.name or ref.id)
         await self._refresh_egress()
 
     async def _refresh_egress(self) -> None:
@@ -440,6 +452,7 @@ class KubernetesBackend:
         if spec.user in ("root", "0") or spec.user.startswith("0:"):
             raise SandboxError(ref.name or ref.id, "pods run as non-root: an exec cannot be root")
         ws = await self._open_exec(ref, wrap_argv(spec.argv, env=spec.env, workdir=spec.workdir))
+        self._logs.start()  # a turn of this process may run in a box another replica admitted
         handle = KubeExecHandle(
             sandbox_id=ref.name or ref.id,
             ws=ws,
@@ -665,6 +678,7 @@ class KubernetesBackend:
             await handle.wait()
 
     async def aclose(self) -> None:
+        await anyio.to_thread.run_sync(self._logs.stop)
         for api in (self._api, self._ws):
             if api is not None:
                 await api.close()

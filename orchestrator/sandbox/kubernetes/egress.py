@@ -10,7 +10,8 @@ process's memory, so every replica converges on the same text:
 
 - a sandbox pod that needs the proxy is admitted once it runs (it has its IP) and before its first
   exec: the text is rendered, written into every proxy pod over pods/exec and squid reconfigured
-  there (`WRITE_SCRIPT`: unchanged text is left alone; a text squid refuses is never installed);
+  there (`WRITE_SCRIPT`: unchanged text is left alone; a text squid refuses is never installed;
+  SIGHUP keeps open connections);
 - a removed or stopped sandbox's pod is dropped the same way, and the leader's network sweep
   renders again (a pod gone behind Cage's back, a proxy pod that restarted with the placeholder);
 - replicas take turns (a Postgres advisory lock, `use_cluster_lock`), so a render never
@@ -18,6 +19,10 @@ process's memory, so every replica converges on the same text:
 
 A proxy pod is ready only once it runs a configuration Cage rendered (its readiness probe), so
 the `cage-egress` Service never sends a sandbox to a proxy that still refuses everything.
+
+Refused requests: `denials` (an `EgressDenials`) is fed from the proxy pods' logs
+(`proxy_logs.ProxyLogFollower`) and attributes a client IP to the sandbox that has it in the last
+render this process saw, for the sandboxes it admitted and those a turn of it watches.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import structlog
 
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import ClusterLock
+from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import EgressClient, render
 from orchestrator.sandbox.network import EgressPolicy
 
@@ -57,10 +63,11 @@ if ! squid -k parse -f "$new" > "$new.log" 2>&1; then
   tail -n 5 "$new.log" >&2; rm -f "$new" "$new.log"; exit 5
 fi
 rm -f "$new.log"; mv -f "$new" "$conf" || exit 4
-if [ -s /run/squid/squid.pid ]; then squid -k reconfigure -f "$conf" || exit 6; fi
+if [ -s /run/squid/squid.pid ]; then kill -s HUP "$(cat /run/squid/squid.pid)" || exit 6; fi
 echo reconfigured"""
 """stdin: the new squid.conf. Exit 0 (`unchanged` or `reconfigured`), 4 not writable, 5 refused
-by `squid -k parse` (the old configuration stays), 6 squid did not take the signal."""
+by `squid -k parse` (the old configuration stays), 6 squid did not take the signal. SIGHUP is what
+`squid -k reconfigure` sends, which refuses to signal pid 1, and squid is pid 1 of its pod."""
 LOCK_KEY = "egress:{namespace}"
 
 
@@ -75,6 +82,12 @@ class SandboxPod:
     """Its `cage.egress` annotation (None: none was written)."""
     gone: bool = False
     """Terminating or terminated: its IP may be given to another pod any moment."""
+    sandbox: str = ""
+    """Its Cage name (the `cage.name` annotation; the pod name when it has none)."""
+
+    @property
+    def cage_name(self) -> str:
+        return self.sandbox or self.name
 
 
 @dataclass(frozen=True)
@@ -151,6 +164,12 @@ class KubeEgress:
         self._ready_timeout = ready_timeout
         self._lock = anyio.Lock()
         self._cluster_lock: ClusterLock | None = None
+        self.denials = EgressDenials(resolve=self._resolve)
+        self._clients: dict[str, tuple[str, str, str]] = {}
+        """Client IP -> (Cage name, source range, mode) of the last render (read by the log follower)."""
+        self._tracked: set[str] = set()
+        """Cage names of the sandboxes whose denials this process reports: those it admitted and
+        those a turn of it watched, while they exist (pruned at each render)."""
 
     def use_cluster_lock(self, lock: ClusterLock) -> None:
         self._cluster_lock = lock
@@ -172,7 +191,8 @@ class KubeEgress:
                 did not take the configuration, or `pod` vanished meanwhile.
         """
         async with self._turn():
-            text = render_pods(await self._sandboxes())
+            pods = await self._sandboxes()
+            text = self._render(pods)
             if f"\n# {pod}: " not in text:
                 raise SandboxError(pod, "the pod has no IP or is gone: no proxy can tell it apart")
             proxies = [p for p in await self._proxies() if p.running]
@@ -185,6 +205,11 @@ class KubeEgress:
             await self._write_all(proxies, text, strict=True)
         if not any(p.ready for p in proxies):
             await self._until_ready(pod)
+        for found in pods:
+            if found.name == pod:
+                name, source, mode = self._client_of(found)
+                self._tracked.add(name)
+                self.denials.track(name, source, mode)
         log.info("egress.k8s.admitted", pod=pod, proxies=len(proxies))
 
     async def _until_ready(self, pod: str) -> None:
@@ -212,8 +237,40 @@ class KubeEgress:
             proxies = [p for p in await self._proxies() if p.running]
             if not proxies:
                 return 0
-            text = render_pods(await self._sandboxes())
+            text = self._render(await self._sandboxes())
             return await self._write_all(proxies, text, strict=False)
+
+    def forget(self, sandbox: str) -> None:
+        """`sandbox` (its Cage name) is gone: its denials are no longer this process's."""
+        self._tracked.discard(sandbox)
+        self.denials.forget(sandbox)
+
+    def _render(self, pods: list[SandboxPod]) -> str:
+        """The text for `pods`; remembers their addresses for the log follower."""
+        clients: dict[str, tuple[str, str, str]] = {}
+        for pod in pods:
+            if not pod.gone and pod.ips and needs_proxy(pod.policy_key):
+                name, _, mode = self._client_of(pod)
+                for ip in pod.ips:
+                    clients[str(ipaddress.ip_address(ip))] = (name, _cidr(ip), mode)
+        alive = {name for name, _, _ in clients.values()}
+        for name in set(self._tracked) - alive:
+            self.forget(name)
+        self._clients = clients
+        return render_pods(pods)
+
+    @staticmethod
+    def _client_of(pod: SandboxPod) -> tuple[str, str, str]:
+        return pod.cage_name, _cidr(pod.ips[0]), pod_policy(pod).mode
+
+    def _resolve(self, client: str) -> tuple[str, str, str] | None:
+        """A client address of the last render, if its sandbox is this process's to report
+        (called from the log follower's thread)."""
+        found = self._clients.get(client)
+        if found is None or not (found[0] in self._tracked or self.denials.watched(found[0])):
+            return None
+        self._tracked.add(found[0])  # EgressDenials tracks it from now on: pruned with it
+        return found
 
     async def _write_all(self, proxies: Sequence[ProxyPod], text: str, *, strict: bool) -> int:
         data = text.encode()

@@ -27,7 +27,8 @@ from orchestrator.sandbox.kubernetes.proxy import PROXY_UID
 from tests.integration.images.conftest import RUN_IN_LABELS
 
 pytestmark = pytest.mark.docker
-ORIGIN = "printf 'HTTP/1.0 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\nhello'"
+ORIGIN = "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+"""What the origin server beside squid answers every request with."""
 
 
 @pytest.fixture
@@ -38,7 +39,9 @@ async def proxy_pod(builder: DockerImageBuilder, image_docker: docker.DockerClie
         ["sh", "-c", START_SCRIPT],
         user=f"{PROXY_UID}:{PROXY_UID}",
         read_only=True,
-        tmpfs={"/run/squid": "size=16m", "/var/spool/squid": "size=16m"},
+        tmpfs={  # a pod's emptyDir is writable by the pod's user (0777 there, owned by it here)
+            path: f"uid={PROXY_UID},gid={PROXY_UID},size=16m" for path in ("/run/squid", "/var/spool/squid")
+        },
         cap_drop=["ALL"],
         security_opt=["no-new-privileges:true"],
         labels=RUN_IN_LABELS,
@@ -62,7 +65,7 @@ def write(container: Container, text: str) -> tuple[int, str]:
 def status_of(container: Container, url: str) -> str:
     """The status line the proxy answers a GET of `url` with, asked from the pod's loopback."""
     request = f"GET {url} HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n"
-    code, out = sh(container, f"printf '{request}' | socat -t 5 - TCP:127.0.0.1:3128 | head -n 1")
+    code, out = sh(container, f"printf '{request}' | socat -t 5 - TCP:127.0.0.1:3128,shut-none | head -n 1")
     assert code == 0, out
     return out.strip()
 
@@ -80,9 +83,10 @@ async def test_the_proxy_pod_is_configured_over_exec(proxy_pod: Container) -> No
     assert sh(proxy_pod, READY_SCRIPT)[0] != 0  # the placeholder refuses everything: not ready
     assert sh(proxy_pod, "touch /etc/squid/x")[0] != 0  # the root is read-only
     ip = sh(proxy_pod, "hostname -i")[1].split()[0]
+    sh(proxy_pod, f"printf %s {shlex.quote(ORIGIN)} > /run/squid/origin.http")
     sh(
         proxy_pod,
-        f"nohup socat TCP-LISTEN:8080,fork,reuseaddr SYSTEM:{shlex.quote(ORIGIN)} >/dev/null 2>&1 &",
+        "nohup socat TCP-LISTEN:8080,fork,reuseaddr 'SYSTEM:cat /run/squid/origin.http' >/dev/null 2>&1 &",
     )
     allowed = f"http://{ip}:8080/"
     assert " 403 " in status_of(proxy_pod, allowed) + " "
@@ -92,7 +96,7 @@ async def test_the_proxy_pod_is_configured_over_exec(proxy_pod: Container) -> No
     assert sh(proxy_pod, READY_SCRIPT)[0] == 0
     wait_for(
         proxy_pod,
-        f"printf 'GET {allowed} HTTP/1.0\\r\\n\\r\\n' | socat -t 5 - TCP:127.0.0.1:3128 | grep -q hello",
+        f"printf 'GET {allowed} HTTP/1.0\\r\\n\\r\\n' | socat -t 5 - TCP:127.0.0.1:3128,shut-none | grep -q '^hello'",
         "the allowlisted origin",
     )
     assert status_of(proxy_pod, allowed).endswith("200 OK")

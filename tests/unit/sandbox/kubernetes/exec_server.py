@@ -8,7 +8,8 @@ It lets the backend's REST, exec, signal, stdin and file-transfer paths run end 
 HTTP and websocket clients, real processes) where no cluster can run; `tests/k8s` runs the
 contract against a real API server. Pods get an IP each (`10.244.0.N`). An exec in an `egress`
 container (an egress proxy pod) runs with that pod's own directory for `/run/squid` and
-`Store.bin` first on PATH (where a test puts a stand-in `squid`).
+`Store.bin` first on PATH (where a test puts a stand-in `squid`). pods/log with `follow`
+streams the lines a test appends to `Store.logs[pod]` (all of them: `sinceSeconds` is ignored).
 """
 
 from __future__ import annotations
@@ -84,6 +85,24 @@ async def _exec(store: Store, request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
+async def _log(store: Store, request: web.Request) -> web.StreamResponse:
+    pod = request.match_info["pod"]
+    store.log_requests.append(dict(request.query))
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    await response.prepare(request)
+    follow = request.query.get("follow", "").lower() == "true"
+    sent = 0
+    while True:
+        lines = store.logs.get(pod, [])
+        for line in lines[sent:]:
+            await response.write(line.encode() + b"\n")
+        sent = len(lines)
+        if not follow or request.transport is None or request.transport.is_closing():
+            break  # the follower went away
+        await asyncio.sleep(0.05)
+    return response
+
+
 class Store:
     """The objects the stand-in holds, by (resource, namespace, name), and the denied reviews."""
 
@@ -96,6 +115,9 @@ class Store:
         self.bin: Path | None = None
         """Put first on PATH of an egress proxy pod's execs."""
         self.ips = 0
+        self.logs: dict[str, list[str]] = {}
+        """Pod -> its log lines (pods/log)."""
+        self.log_requests: list[dict[str, str]] = []
 
 
 def _status(code: int, message: str) -> web.Response:
@@ -183,6 +205,7 @@ async def exec_server(tmp_path: Path, store: Store | None = None) -> AsyncIterat
     store = store or Store()
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/exec", functools.partial(_exec, store))
+    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/log", functools.partial(_log, store))
     for prefix, resource in (
         ("/api/v1", "pods"),
         ("/api/v1", "persistentvolumeclaims"),

@@ -1,20 +1,24 @@
 """KubernetesBackend keeps the egress proxies configured, end to end over the local API stand-in
 (`exec_server.py`): real HTTP and pods/exec websockets, the real write script run as a local
-process in each proxy pod's own directory, with a stand-in `squid` that records reconfigures and
-refuses a configuration where a test asks it to (the real squid runs the same script in
-tests/integration/images/test_egress_proxy_pod.py)."""
+process in each proxy pod's own directory, with a stand-in `squid -k parse` that refuses a
+configuration where a test asks it to, and a process in the pid file that counts the SIGHUPs it
+gets (the real squid runs the same script in tests/integration/images/test_egress_proxy_pod.py)."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 import pytest
 
 from orchestrator.dsl.sandbox import NetworkAllowlist
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import CreateSpec
+from orchestrator.sandbox.egress.denials import Denial
 from orchestrator.sandbox.kubernetes.backend import KubernetesBackend, target_from
 from orchestrator.sandbox.kubernetes.proxy import proxy_deployment
 from orchestrator.sandbox.network import EgressPolicy, egress_policy
@@ -22,14 +26,12 @@ from orchestrator.settings import Settings
 from tests.unit.sandbox.kubernetes.exec_server import Store, exec_server
 
 FAKE_SQUID = """#!/bin/sh
-# squid -k parse|reconfigure -f FILE, as the write script calls it
-dir=$(dirname "$4")
-case "$2" in
-  parse) [ ! -e "$dir/refuse" ] || { echo "FATAL: Bungled $4 line 1" >&2; exit 1; } ;;
-  reconfigure) echo reconfigure >> "$dir/signals" ;;
-  *) exit 2 ;;
-esac
+# squid -k parse -f FILE, as the write script calls it
+[ "$2" = parse ] || exit 2
+[ ! -e "$(dirname "$4")/refuse" ] || { echo "FATAL: Bungled $4 line 1" >&2; exit 1; }
 """
+SQUID_PROCESS = 'trap "echo hup >> $1/signals" HUP; echo $$ > $1/squid.pid; while :; do sleep 0.05; done'
+"""Stands for a running squid: in the pid file, counting the SIGHUPs (reconfigures) it gets."""
 
 
 @pytest.fixture
@@ -41,6 +43,7 @@ def asyncio_backend() -> str:
 class Proxies:
     store: Store
     root: Path
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def add(self, name: str, *, squid_runs: bool = True) -> None:
         """A proxy pod of the chart's Deployment, running; `squid_runs`: its pid file is there."""
@@ -65,16 +68,25 @@ class Proxies:
                 ],
             },
         }
-        (self.root / name).mkdir(parents=True)
+        run = self.root / name
+        run.mkdir(parents=True)
         if squid_runs:
-            (self.root / name / "squid.pid").write_text("7\n")
+            self.processes.append(subprocess.Popen(["sh", "-c", SQUID_PROCESS, "squid", str(run)]))
+            while not (run / "squid.pid").exists():
+                time.sleep(0.01)
 
     def conf(self, name: str) -> str:
         return (self.root / name / "squid.conf").read_text()
 
-    def reloads(self, name: str) -> int:
+    def reloads(self, name: str, *, at_least: int = 0) -> int:
+        """SIGHUPs the squid of `name` got, once it got `at_least` (its trap runs between sleeps)."""
         signals = self.root / name / "signals"
-        return len(signals.read_text().splitlines()) if signals.exists() else 0
+        deadline = time.monotonic() + 10
+        while True:
+            count = len(signals.read_text().splitlines()) if signals.exists() else 0
+            if count >= at_least or time.monotonic() > deadline:
+                return count
+            time.sleep(0.02)
 
 
 @pytest.fixture
@@ -86,10 +98,14 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[KubernetesBackend, Prox
     (store.bin / "squid").chmod(0o755)
     async with exec_server(tmp_path, store) as kubeconfig:
         backend = KubernetesBackend(Settings(data_dir=tmp_path / "cage", k8s_kubeconfig=kubeconfig))
+        proxies = Proxies(store, store.root)
         try:
-            yield backend, Proxies(store, store.root)
+            yield backend, proxies
         finally:
             await backend.aclose()
+            for process in proxies.processes:
+                process.kill()
+                process.wait()
 
 
 def box(name: str, policy: EgressPolicy) -> CreateSpec:
@@ -115,15 +131,16 @@ async def test_a_sandbox_is_written_into_every_proxy_before_it_runs_and_out_when
     for proxy in ("cage-egress-a", "cage-egress-b"):
         assert "\n# box-bridge: bridge\n" in proxies.conf(proxy)
         assert "acl sb_" in proxies.conf(proxy) and " src 10.244.0.1/32\n" in proxies.conf(proxy)
-    assert (proxies.reloads("cage-egress-a"), proxies.reloads("cage-egress-b")) == (1, 0)
-    await backend.start(bridge)  # started again: the same text, left alone
-    assert proxies.reloads("cage-egress-a") == 1
+    assert (proxies.reloads("cage-egress-a", at_least=1), proxies.reloads("cage-egress-b")) == (1, 0)
+    written = (proxies.root / "cage-egress-a" / "squid.conf").stat().st_mtime_ns
+    await backend.start(bridge)  # started again: the same text, left alone (no rewrite, no reload)
+    assert (proxies.root / "cage-egress-a" / "squid.conf").stat().st_mtime_ns == written
 
     allow = await backend.create(box("box-allow", egress_policy(NetworkAllowlist(allow=["api.github.com"]))))
     await backend.start(allow)
     text = proxies.conf("cage-egress-a")
     assert "# box-bridge: bridge" in text and "# box-allow: allow:api.github.com" in text
-    assert "dstdomain -n api.github.com" in text and proxies.reloads("cage-egress-a") == 2
+    assert "dstdomain -n api.github.com" in text and proxies.reloads("cage-egress-a", at_least=2) == 2
 
     await backend.remove(bridge, force=True)
     text = proxies.conf("cage-egress-a")
@@ -152,3 +169,37 @@ async def test_none_needs_no_proxy_and_the_others_say_what_is_missing(
     (proxies.root / "cage-egress-b" / "refuse").unlink()
     assert await backend.sweep_networks() == []  # the sweep renders again: b takes it now
     assert "box-bridge" in proxies.conf("cage-egress-b")
+
+
+async def test_a_refused_request_in_a_proxy_log_is_a_denial_of_its_sandbox(
+    cluster: tuple[KubernetesBackend, Proxies],
+) -> None:
+    backend, proxies = cluster
+    proxies.add("cage-egress-a")
+    proxies.add("cage-egress-b")
+    backend._logs._relist = 0.2  # list the proxies often: the test waits on it
+    ref = await backend.create(box("box-allow", egress_policy(NetworkAllowlist(allow=["api.github.com"]))))
+    other = await backend.create(box("box-other", EgressPolicy(mode="bridge")))
+    await backend.start(ref)
+    await backend.start(other)
+    hub = backend.egress.denials
+    logs = proxies.store.logs
+    with hub.subscribe("box-allow") as received:
+        logs["cage-egress-b"] = [
+            "1764626400.123 10.244.0.2 TCP_DENIED/403 403 GET evil.example 80",  # box-other's
+            "1764626400.456 10.244.0.1 TCP_MISS/200 200 CONNECT api.github.com 443",  # allowed
+            "1764626401.000 10.244.0.1 TCP_DENIED/403 403 CONNECT pypi.org 443",
+        ]
+        with anyio.fail_after(30):
+            denial = await received.receive()
+    assert denial == Denial(sandbox="box-allow", host="pypi.org", port=443, method="CONNECT")
+    assert hub.counts == {"bridge": 1, "allow": 1}  # both boxes were admitted by this process
+    await backend.remove(ref, force=True)
+    logs["cage-egress-a"] = ["1764626402.000 10.244.0.1 TCP_DENIED/403 403 GET late.example 80"]
+    with hub.subscribe("box-other") as late:  # the IP is nobody's now: not box-allow's any more
+        logs["cage-egress-a"].append("1764626403.000 10.244.0.2 TCP_DENIED/403 403 GET x.example 80")
+        with anyio.fail_after(30):
+            assert (await late.receive()).host == "x.example"
+    assert hub.counts == {"bridge": 2, "allow": 1}
+    follows = [q for q in proxies.store.log_requests if q.get("follow", "").lower() == "true"]
+    assert {q["container"] for q in follows} == {"egress"} and len(follows) == 2  # each proxy, once
