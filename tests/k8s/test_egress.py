@@ -1,11 +1,13 @@
 """Egress on a real cluster: a `bridge` sandbox reaches a public host through the egress proxy
-pods, an allowlist sandbox reaches its entry and is refused another (squid's 403), both told
-apart by their pod IPs in the configuration the backend wrote into the proxies."""
+pods, an allowlist sandbox reaches its entry and is refused another (squid's 403, and a denial
+from the proxy pod's log), both told apart by their pod IPs in the configuration the backend
+wrote into the proxies."""
 
 from __future__ import annotations
 
 import os
 
+import anyio
 import pytest
 
 from orchestrator.dsl.sandbox import NetworkAllowlist
@@ -41,5 +43,9 @@ async def test_bridge_reaches_a_host_and_an_allowlist_refuses_another(
     allow = egress_policy(NetworkAllowlist(allow=[HOST]))
     async with sandbox(backend, run_labels, allow) as box:
         assert (await status(backend, box, HOST)).split()[1][0] in "23"
-        assert (await status(backend, box, OTHER)).split()[1] == "403"
+        with backend.egress.denials.subscribe(box.name) as denials:
+            assert (await status(backend, box, OTHER)).split()[1] == "403"
+            with anyio.fail_after(60):  # the proxy pod's log, followed
+                denial = await denials.receive()
+        assert (denial.sandbox, denial.host) == (box.name, OTHER)
     assert await backend.egress.refresh() >= 1  # both pods went: a render without them is written
