@@ -751,11 +751,13 @@ def _sandbox_pod(pod: Any) -> SandboxPod:
             (status.pod_ip,) if status.pod_ip else ()
         )
     phase = (status.phase if status is not None else "") or ""
+    notes = pod.metadata.annotations or {}
     return SandboxPod(
         name=pod.metadata.name,
         ips=ips,
-        policy_key=(pod.metadata.annotations or {}).get(EGRESS_ANNOTATION),
+        policy_key=notes.get(EGRESS_ANNOTATION),
         gone=pod.metadata.deletion_timestamp is not None or phase in ("Succeeded", "Failed"),
+        sandbox=notes.get(NAME_ANNOTATION, ""),
     )
 
 

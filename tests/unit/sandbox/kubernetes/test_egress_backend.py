@@ -178,13 +178,15 @@ async def test_a_refused_request_in_a_proxy_log_is_a_denial_of_its_sandbox(
     proxies.add("cage-egress-a")
     proxies.add("cage-egress-b")
     backend._logs._relist = 0.2  # list the proxies often: the test waits on it
-    ref = await backend.create(box("box-allow", egress_policy(NetworkAllowlist(allow=["api.github.com"]))))
+    ref = await backend.create(
+        box("Cage_Box.Allow", egress_policy(NetworkAllowlist(allow=["api.github.com"])))
+    )
     other = await backend.create(box("box-other", EgressPolicy(mode="bridge")))
     await backend.start(ref)
     await backend.start(other)
     hub = backend.egress.denials
     logs = proxies.store.logs
-    with hub.subscribe("box-allow") as received:
+    with hub.subscribe("Cage_Box.Allow") as received:  # its Cage name: its pod is named otherwise
         logs["cage-egress-b"] = [
             "1764626400.123 10.244.0.2 TCP_DENIED/403 403 GET evil.example 80",  # box-other's
             "1764626400.456 10.244.0.1 TCP_MISS/200 200 CONNECT api.github.com 443",  # allowed
@@ -192,11 +194,11 @@ async def test_a_refused_request_in_a_proxy_log_is_a_denial_of_its_sandbox(
         ]
         with anyio.fail_after(30):
             denial = await received.receive()
-    assert denial == Denial(sandbox="box-allow", host="pypi.org", port=443, method="CONNECT")
+    assert denial == Denial(sandbox="Cage_Box.Allow", host="pypi.org", port=443, method="CONNECT")
     assert hub.counts == {"bridge": 1, "allow": 1}  # both boxes were admitted by this process
     await backend.remove(ref, force=True)
     logs["cage-egress-a"] = ["1764626402.000 10.244.0.1 TCP_DENIED/403 403 GET late.example 80"]
-    with hub.subscribe("box-other") as late:  # the IP is nobody's now: not box-allow's any more
+    with hub.subscribe("box-other") as late:  # the IP is nobody's now: not Cage_Box.Allow's any more
         logs["cage-egress-a"].append("1764626403.000 10.244.0.2 TCP_DENIED/403 403 GET x.example 80")
         with anyio.fail_after(30):
             assert (await late.receive()).host == "x.example"
