@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from orchestrator.sandbox.backend import CreateSpec, ResourceLimits, SandboxRef, VolumeMount
@@ -110,7 +111,10 @@ async def egress_proxy(backend: KubernetesBackend, settings: Settings) -> AsyncI
 
     image = os.environ.get("CAGE_K8S_EGRESS_IMAGE")
     api = await config.new_client_from_config(config_file=str(settings.k8s_kubeconfig))
-    apps, core, net = client.AppsV1Api(api), client.CoreV1Api(api), client.NetworkingV1Api(api)
+    # Any: the generated signatures take models, the client takes plain dicts too (as the backend does)
+    apps: Any = client.AppsV1Api(api)
+    core: Any = client.CoreV1Api(api)
+    net: Any = client.NetworkingV1Api(api)
     namespace = settings.k8s_namespace
     made: list[tuple[Any, str]] = []
     try:
@@ -130,6 +134,14 @@ async def egress_proxy(backend: KubernetesBackend, settings: Settings) -> AsyncI
             made.append((net.delete_namespaced_network_policy, PROXY_ALIAS))
             await core.create_namespaced_service(namespace, services_manifests(target)[1])
             made.append((core.delete_namespaced_service, PROXY_ALIAS))
+        selector = ",".join(f"{k}={v}" for k, v in sorted(settings.k8s_egress_selector.items()))
+        with anyio.fail_after(300):  # pulled and started: the backend writes only running proxies
+            while not any(  # noqa: ASYNC110 - the API has no event here: poll
+                getattr(status.state, "running", None) is not None
+                for pod in (await core.list_namespaced_pod(namespace, label_selector=selector)).items
+                for status in (pod.status.container_statuses or [])
+            ):
+                await anyio.sleep(1)
         yield
     finally:
         for delete, name in reversed(made):

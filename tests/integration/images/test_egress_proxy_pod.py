@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import docker
 import pytest
@@ -32,7 +32,9 @@ ORIGIN = "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello"
 
 
 @pytest.fixture
-async def proxy_pod(builder: DockerImageBuilder, image_docker: docker.DockerClient) -> Iterator[Container]:
+async def proxy_pod(
+    builder: DockerImageBuilder, image_docker: docker.DockerClient
+) -> AsyncIterator[Container]:
     tag = (await builder.ensure_image(EGRESS_IMAGE)).tag
     container = image_docker.containers.run(
         tag,
