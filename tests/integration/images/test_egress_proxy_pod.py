@@ -67,9 +67,9 @@ def write(container: Container, text: str) -> tuple[int, str]:
 def status_of(container: Container, url: str) -> str:
     """The status line the proxy answers a GET of `url` with, asked from the pod's loopback."""
     request = f"GET {url} HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n"
-    code, out = sh(container, f"printf '{request}' | socat -t 5 - TCP:127.0.0.1:3128,shut-none | head -n 1")
+    code, out = sh(container, f"printf '{request}' | socat -t 5 - TCP:127.0.0.1:3128,shut-none 2>/dev/null")
     assert code == 0, out
-    return out.strip()
+    return out.splitlines()[0].strip() if out else ""
 
 
 def wait_for(container: Container, script: str, what: str) -> None:
