@@ -109,3 +109,11 @@ async def store(database_url: str, clock: FakeClock) -> AsyncIterator[Store]:
     await st.migrate()
     yield st
     await st.aclose()
+
+
+@pytest.fixture
+async def other(database_url: str, clock: FakeClock, store: Store) -> AsyncIterator[Store]:
+    """A second replica's store on the same (migrated) database, on the same clock."""
+    st = Store.from_url(database_url, clock=clock)
+    yield st
+    await st.aclose()

@@ -4,23 +4,12 @@ even on two replicas (two `Store`s) sharing the database."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import anyio
 import pytest
 
 from orchestrator.errors import CapacityError
 from orchestrator.store import RecordExists, Store
 from orchestrator.store.errors import OwnerChatsFull
-from tests.unit.store.conftest import FakeClock
-
-
-@pytest.fixture
-async def other(database_url: str, clock: FakeClock, store: Store) -> AsyncIterator[Store]:
-    """A second replica's store on the same (migrated) database."""
-    st = Store.from_url(database_url, clock=clock)
-    yield st
-    await st.aclose()
 
 
 async def test_an_owner_at_its_cap_gets_no_new_chat_and_another_owner_is_unaffected(store: Store) -> None:

@@ -6,8 +6,6 @@ moves time past a lease instead of sleeping.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import anyio
 import pytest
 
@@ -17,14 +15,6 @@ from orchestrator.store.leases import MAINTENANCE
 from tests.unit.store.conftest import FakeClock
 
 LEASE = 3.0
-
-
-@pytest.fixture
-async def other(database_url: str, clock: FakeClock, store: Store) -> AsyncIterator[Store]:
-    """A second replica's store on the same (migrated) database."""
-    st = Store.from_url(database_url, clock=clock)
-    yield st
-    await st.aclose()
 
 
 async def _chat(store: Store) -> str:
