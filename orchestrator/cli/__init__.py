@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from orchestrator.cli.app import app, main
+from orchestrator.cli.app import app, entry, main
 
-__all__ = ["app", "main"]
+__all__ = ["app", "entry", "main"]

@@ -1,5 +1,5 @@
 """`python -m orchestrator.cli` = `cage`."""
 
-from orchestrator.cli.app import main
+from orchestrator.cli.app import entry
 
-main()
+entry()
