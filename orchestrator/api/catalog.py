@@ -1,5 +1,6 @@
-"""Every assistant the server knows: files under `assistants/`, shipped system ones, and API-created
-ones stored in the database. Only API-created assistants can be changed over the API."""
+"""The API's view of every assistant the server knows (`AssistantRegistry`: files under
+`assistants/`, shipped system ones, and API-created ones stored in the database), and the writes:
+only API-created assistants can be changed over the API."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from orchestrator.api.auth import Principal
 from orchestrator.api.policy import ApiAssistantPolicy
+from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader, Assistant, PackageSpec, Prompt, SandboxSpec, is_system_id
 from orchestrator.dsl.locales import DEFAULT_LOCALE, display_field
 from orchestrator.errors import ConfigError, ConfigErrors, Conflict, Forbidden, NotFound
@@ -137,29 +139,24 @@ def _api_detail(record: AssistantRecord) -> AssistantDetail:
 
 
 class Catalog:
-    def __init__(self, loader: AppLoader, store: Store, policy: ApiAssistantPolicy | None = None) -> None:
-        self._loader = loader
+    def __init__(
+        self, assistants: AssistantRegistry, store: Store, policy: ApiAssistantPolicy | None = None
+    ) -> None:
+        self._assistants = assistants
+        self._loader = assistants.loader
         self._store = store
         self._policy = policy or ApiAssistantPolicy()
 
     async def file_ids(self) -> list[str]:
-        return await to_thread.run_sync(self._loader.ids)
+        return await self._assistants.file_ids()
 
     async def known_ids(self) -> set[str]:
         """Every assistant id, on disk and in the database (all of them, however many)."""
-        return {*await self.file_ids(), *await self._store.assistants.all_ids()}
+        return await self._assistants.known_ids()
 
     async def exists(self, assistant_id: str) -> bool:
         """Known on disk (rescanned: a directory added since the last scan counts) or in the database."""
-        if assistant_id in await self.file_ids() or await self._store.assistants.get(assistant_id):
-            return True
-        try:
-            await to_thread.run_sync(self._loader.get, assistant_id)
-        except NotFound:
-            return False
-        except ConfigError:
-            return True  # it exists; starting a turn reports what is wrong with it
-        return True
+        return await self._assistants.exists(assistant_id)
 
     async def summaries(self, locale: str = DEFAULT_LOCALE) -> list[AssistantSummary]:
         details = [await self.get(i, locale) for i in await self.file_ids()]
@@ -173,7 +170,7 @@ class Catalog:
         """Raises: NotFound."""
         if assistant_id in await self.file_ids():
             return await to_thread.run_sync(_file_summary, self._loader, assistant_id, locale)
-        record = await self._store.assistants.get(assistant_id)
+        record = await self._assistants.record(assistant_id)
         if record is None:
             raise NotFound(f"assistant {assistant_id!r} not found")
         return _api_detail(record)
@@ -182,16 +179,11 @@ class Catalog:
         """What the API needs before a turn: the sandbox spec (quota) and the runner label (metrics).
         An assistant that does not load has neither; the pipeline reports why."""
         try:
-            assistant = await to_thread.run_sync(self._loader.get, assistant_id)
+            assistant = await self._assistants.get(assistant_id)
         except ConfigError:
             return TurnProfile(sandbox=None, runner="invalid")
         except NotFound:
-            record = await self._store.assistants.get(assistant_id)
-            if record is None:
-                return TurnProfile(sandbox=None, runner="unknown")
-            detail = _api_detail(record)
-            spec = SandboxSpec.model_validate(record.sandbox) if record.sandbox is not None else None
-            return TurnProfile(sandbox=spec, runner=detail.runner or detail.mode)
+            return TurnProfile(sandbox=None, runner="unknown")
         if assistant.sandbox is not None:
             return TurnProfile(sandbox=assistant.sandbox, runner=assistant.sandbox.runner.name)
         return TurnProfile(sandbox=None, runner=assistant.mode.value)

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from orchestrator.api.config import ApiConfig
 from orchestrator.api.runtime import RuntimeFactory, production_runtime
+from orchestrator.assistants import AssistantRegistry
 from orchestrator.pipeline import PipelineService, TurnService
 from orchestrator.services import Services
 from orchestrator.settings import Settings
@@ -15,9 +16,11 @@ from orchestrator.store import Store
 
 @asynccontextmanager
 async def pipeline_service(
-    settings: Settings, store: Store, services: Services
+    settings: Settings, store: Store, services: Services, assistants: AssistantRegistry
 ) -> AsyncIterator[TurnService]:
-    service = PipelineService.from_services(services, store, close_grace=ApiConfig().shutdown_grace)
+    service = PipelineService.from_services(
+        services, store, close_grace=ApiConfig().shutdown_grace, assistants=assistants
+    )
     try:
         yield service
     finally:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
+from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
 from orchestrator.pipeline import TurnService
 from orchestrator.sandbox import SandboxManager
@@ -26,13 +27,17 @@ class Runtime:
     settings: Settings
     store: Store
     loader: AppLoader
+    assistants: AssistantRegistry
+    """The one registry of assistants: the catalog's and the turn pipeline's."""
     manager: SandboxManager
     images: ImageBuilder
     turns: TurnService
 
 
 RuntimeFactory = Callable[[Settings], AbstractAsyncContextManager[Runtime]]
-TurnServiceFactory = Callable[[Settings, Store, Services], AbstractAsyncContextManager[TurnService]]
+TurnServiceFactory = Callable[
+    [Settings, Store, Services, AssistantRegistry], AbstractAsyncContextManager[TurnService]
+]
 
 
 def production_runtime(turn_service: TurnServiceFactory) -> RuntimeFactory:
@@ -41,14 +46,19 @@ def production_runtime(turn_service: TurnServiceFactory) -> RuntimeFactory:
     @asynccontextmanager
     async def build(settings: Settings) -> AsyncIterator[Runtime]:
         services = Services.from_settings(settings)
-        async with Store.from_settings(settings) as store, turn_service(settings, store, services) as turns:
-            yield Runtime(
-                settings=settings,
-                store=store,
-                loader=services.loader,
-                manager=services.manager,
-                images=services.images,
-                turns=turns,
+        async with Store.from_settings(settings) as store:
+            assistants = AssistantRegistry(
+                services.loader, store, env_prefix=settings.api_assistant_env_prefix
             )
+            async with turn_service(settings, store, services, assistants) as turns:
+                yield Runtime(
+                    settings=settings,
+                    store=store,
+                    loader=services.loader,
+                    assistants=assistants,
+                    manager=services.manager,
+                    images=services.images,
+                    turns=turns,
+                )
 
     return build

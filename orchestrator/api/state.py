@@ -58,7 +58,7 @@ class ApiState:
             tickets = SharedTickets(runtime.store.ws_tickets, config.ws_ticket_ttl)
         else:
             tickets = Tickets(config.ws_ticket_ttl)
-        catalog = Catalog(runtime.loader, runtime.store, config.api_assistant_policy())
+        catalog = Catalog(runtime.assistants, runtime.store, config.api_assistant_policy())
         tracker = TurnTracker(metrics, spawn)
         quota = SandboxQuota(
             runtime.manager, max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner

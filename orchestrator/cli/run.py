@@ -170,7 +170,7 @@ def _prepare(services: Services, opts: RunOptions) -> Assistant:
         if opts.sets or opts.env:
             raise UsageError(f"--set/--env need a sandbox assistant; {opts.assistant_id} has no sandbox.yao")
         return assistant
-    spec = apply_env(apply_sets(assistant.sandbox, opts.sets, file=assistant.path / "sandbox.yao"), opts.env)
+    spec = apply_env(apply_sets(assistant.sandbox, opts.sets, file=assistant.file("sandbox.yao")), opts.env)
     # CI mode: the box goes with the run, whatever lifecycle the assistant has (nothing outlives it)
     spec = spec.model_copy(update={"lifecycle": Lifecycle.ONESHOT})
     changed = assistant.model_copy(update={"sandbox": spec})

@@ -12,9 +12,9 @@ from pathlib import Path
 import typer
 
 from orchestrator.dsl import Assistant, LoadReport, is_system_id
-from orchestrator.dsl.assistant import read_document
 from orchestrator.dsl.diagnostics import flatten, validate
 from orchestrator.dsl.option_support import check_options
+from orchestrator.dsl.source import read_document
 from orchestrator.errors import ConfigError
 from runners.claude.options import ClaudeOptions
 from runners.codex.options import CodexOptions
@@ -71,7 +71,7 @@ def turn_refusals(app_dir: Path, report: LoadReport) -> list[ConfigError]:
         err = report.connector_errors.get(conn_id) if conn_id else None
         if err is None:
             continue
-        path = assistant.path / file
+        path = assistant.file(file)
         shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
         message = f"connector {conn_id!r} cannot be used by a turn: {err}"
         refusals.append(ConfigError(message, file=shown, key_path=key))
@@ -85,7 +85,7 @@ def _option_refusals(
     with their lines."""
     runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
     provider = report.connector_types.get(conn_id) if conn_id else None
-    path = assistant.path / "package.yao"
+    path = assistant.file("package.yao")
     shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
     try:
         check_options(assistant.package, read_document(path, shown), runner, provider)
@@ -101,10 +101,10 @@ def _runner_option_refusals(app_dir: Path, assistant: Assistant) -> list[ConfigE
     model = OPTIONS.get(spec.runner.name) if spec is not None else None
     if spec is None or model is None:
         return []
-    path = assistant.path / "sandbox.yao"
+    path = assistant.file("sandbox.yao")
     prefix: tuple[str, ...] = ("runner", "options")
     if not path.is_file():  # the sandbox embedded in package.yao
-        path, prefix = assistant.path / "package.yao", ("sandbox", *prefix)
+        path, prefix = assistant.file("package.yao"), ("sandbox", *prefix)
     shown = path.relative_to(app_dir) if path.is_relative_to(app_dir) else path
     try:
         validate(model, dict(spec.runner.options), read_document(path, shown), prefix)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,6 @@ from orchestrator.dsl.diagnostics import flatten, validate
 from orchestrator.dsl.document import Document, KeyPath, format_key_path
 from orchestrator.dsl.envexpand import EnvExpander
 from orchestrator.dsl.inert import MCP_FILE, PACKAGE, ConfigWarning, inert_keys, warning
-from orchestrator.dsl.jsonc import parse_jsonc
 from orchestrator.dsl.locales import DEFAULT_LOCALE, Messages, merge, translate
 from orchestrator.dsl.mcp import (
     AGENT_PROCESS_PREFIX,
@@ -46,7 +46,7 @@ from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.dsl.sandbox_notes import sandbox_notes
 from orchestrator.dsl.sandboxfile import load_sandbox
 from orchestrator.dsl.skills import Skill, load_skills
-from orchestrator.dsl.yamldoc import parse_yaml
+from orchestrator.dsl.source import PROMPTS, SANDBOX, AssistantSource, read_document, stored_label
 from orchestrator.errors import ConfigError, ConfigErrors
 
 log = structlog.get_logger(__name__)
@@ -72,8 +72,8 @@ class Assistant(BaseModel):
 
     model_config = _STRICT
     id: str
-    path: Path
-    """The assistant directory (absolute)."""
+    path: Path | None
+    """The assistant directory (absolute); None for one stored in the database (documents only)."""
     package: PackageSpec
     prompts: tuple[Prompt, ...] = ()
     presets: dict[str, tuple[Prompt, ...]] = Field(default_factory=dict)
@@ -107,6 +107,15 @@ class Assistant(BaseModel):
     @property
     def name(self) -> str:
         return self.package.name
+
+    def file(self, name: str) -> Path:
+        """Where the assistant's file `name` (`package.yao`, `sandbox.yao`) is, as errors name it."""
+        return (self.path if self.path is not None else stored_label(self.id)) / name
+
+    @property
+    def own_sandbox_file(self) -> bool:
+        """Its sandbox comes from `sandbox.yao`, not from package.yao's embedded `sandbox`."""
+        return self.sandbox is not None and self.package.sandbox is None
 
     @property
     def hooks_language(self) -> str:
@@ -180,23 +189,6 @@ def add_mcp_file(table: McpTable, server_id: str, path: Path, rel: Path, environ
         table.specs[server_id] = spec.model_copy(update={"process_tools": tuple(tools)})
     return notes
 
-def read_document(path: Path, rel: Path) -> Document:
-    """Read and parse a `.yao` (JSONC) or `.yml`/`.yaml` file.
-
-    Raises:
-        ConfigError: unreadable file or syntax error.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError("file is not valid UTF-8", file=rel) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", file=rel) from exc
-    if path.suffix in (".yml", ".yaml"):
-        return parse_yaml(text, file=rel)
-    return parse_jsonc(text, file=rel)
-
-
 class _Collector:
     def __init__(self) -> None:
         self.errors: list[ConfigError] = []
@@ -215,40 +207,43 @@ class _Collector:
             raise ConfigErrors(self.errors)
 
 
-def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assistant:
-    """Read one assistant directory.
+def load_assistant(source: AssistantSource, assistant_id: str, ctx: AppContext) -> Assistant:
+    """Read one assistant from its documents (a directory, or a stored assistant's in memory).
 
     Raises:
         ConfigError: anything wrong in its files (`ConfigErrors` when several things are).
     """
     errors = _Collector()
     notes: list[ConfigWarning] = []
-    pkg_doc = read_document(directory / "package.yao", ctx.rel(directory / "package.yao"))
-    sandbox_file = directory / "sandbox.yao"
-    package = errors.run(lambda: _package(pkg_doc, ctx, notes, has_sandbox_file=sandbox_file.is_file()), None)
+    pkg_doc = source.package()
+    own_sandbox = source.has(SANDBOX)
+    package = errors.run(lambda: _package(pkg_doc, ctx, notes, has_sandbox_file=own_sandbox), None)
     sandbox: SandboxSpec | None = None
-    if sandbox_file.is_file():
-        sandbox = errors.run(lambda: _sandbox_file(sandbox_file, ctx, notes), None)
+    if own_sandbox:
+        sandbox = errors.run(lambda: _sandbox_file(source, ctx, notes), None)
     elif isinstance(pkg_doc.value, dict) and _embedded_v2(pkg_doc.value.get("sandbox")):
         sandbox = errors.run(lambda: _sandbox(pkg_doc, ctx, notes, ("sandbox",)), None)
-    assets = directory / "assets"
-    prompts = errors.run(lambda: _prompts_file(directory / "prompts.yml", ctx, assets), None)
+    assets = source.folder("assets")
+    prompts = errors.run(lambda: _prompts_file(source, assets), None)
     no_presets: dict[str, tuple[Prompt, ...]] = {}
-    presets = errors.run(lambda: _presets(directory / "prompts", ctx, assets), no_presets)
+    presets = errors.run(lambda: _presets(source.folder("prompts"), ctx, assets), no_presets)
     no_locales: dict[str, dict[str, Any]] = {}
-    locales = errors.run(lambda: _locales(directory / "locales", ctx), no_locales)
-    hooks_path = errors.run(lambda: _hooks(directory, ctx), None)
+    locales = errors.run(lambda: _locales(source.folder("locales"), ctx), no_locales)
+    hooks_path = errors.run(lambda: _hooks(source.directory, ctx), None)
     no_skills: tuple[Skill, ...] = ()
-    skills = errors.run(lambda: load_skills(directory / "skills", ctx.rel), no_skills)
+    skills_dir = source.folder("skills")
+    skills = no_skills
+    if skills_dir is not None:
+        skills = errors.run(lambda: load_skills(skills_dir, ctx.rel), no_skills)
     errors.raise_any()
     assert package is not None  # _package either returned or recorded an error raised above
 
-    messages = merge(ctx.global_locales, _own_messages(directory, ctx),
+    messages = merge(ctx.global_locales, _own_messages(source.folder("locales"), ctx),
                      {"name": package.name, "description": package.description,
                       "capabilities": package.capabilities})
     package = _localized(package, messages)
     connector = _resolve_connector(package.connector, pkg_doc, ctx)
-    local_mcps, local_notes = _local_mcps(directory, assistant_id, ctx)
+    local_mcps, local_notes = _local_mcps(source.folder("mcps"), assistant_id, ctx)
     notes.extend(local_notes)
     mcp_servers = _resolve_mcp(package, pkg_doc, ctx, local_mcps, notes, in_sandbox=sandbox is not None)
     all_prompts = prompts if prompts is not None else package.prompts
@@ -259,8 +254,8 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
                           "(or src/index.py)", file=pkg_doc.file)
     return Assistant(
         id=assistant_id,
-        path=directory,
-        package=package.model_copy(update={"sandbox": sandbox if not sandbox_file.is_file() else None}),
+        path=source.directory,
+        package=package.model_copy(update={"sandbox": sandbox if not own_sandbox else None}),
         prompts=all_prompts,
         presets={**package.prompt_presets, **presets},
         locales=locales,
@@ -268,7 +263,7 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
         global_prompts=() if package.disable_global_prompts else ctx.global_prompts,
         skills=skills,
         hooks_path=hooks_path,
-        scripts=_scripts(directory / "src"),
+        scripts=_scripts(source.folder("src")),
         sandbox=sandbox,
         mcp_servers=mcp_servers,
         mcp_options=package.mcp.options if package.mcp else McpOptions(),
@@ -286,7 +281,9 @@ def load_assistant(directory: Path, assistant_id: str, ctx: AppContext) -> Assis
 HOOK_FILES = ("index.ts", "index.py")
 
 
-def _hooks(directory: Path, ctx: AppContext) -> Path | None:
+def _hooks(directory: Path | None, ctx: AppContext) -> Path | None:
+    if directory is None:
+        return None
     found = [directory / "src" / name for name in HOOK_FILES if (directory / "src" / name).is_file()]
     if len(found) > 1:
         raise ConfigError("src/index.ts and src/index.py both define hooks; keep one",
@@ -294,9 +291,9 @@ def _hooks(directory: Path, ctx: AppContext) -> Path | None:
     return found[0] if found else None
 
 
-def _scripts(src: Path) -> dict[str, Path]:
+def _scripts(src: Path | None) -> dict[str, Path]:
     """`src/**.ts` except `index.ts` and `*_test.ts`, by Yao's script id (lower case, dotted)."""
-    if not src.is_dir():
+    if src is None or not src.is_dir():
         return {}
     out = {}
     for file in sorted(src.rglob("*.ts")):
@@ -307,9 +304,11 @@ def _scripts(src: Path) -> dict[str, Path]:
     return out
 
 
-def _own_messages(directory: Path, ctx: AppContext) -> dict[str, Messages]:
+def _own_messages(locales: Path | None, ctx: AppContext) -> dict[str, Messages]:
+    if locales is None:
+        return {}
     try:
-        return load_locale_dir(directory / "locales", lambda p: read_document(p, ctx.rel(p)))
+        return load_locale_dir(locales, lambda p: read_document(p, ctx.rel(p)))
     except ConfigError:
         return {}  # _locales reported it
 
@@ -326,13 +325,13 @@ def _localized(package: PackageSpec, messages: Mapping[str, Messages]) -> Packag
     return PackageSpec.model_validate({**package.model_dump(exclude_unset=True, by_alias=True), **done})
 
 
-def _local_mcps(directory: Path, assistant_id: str, ctx: AppContext) -> tuple[McpTable, list[ConfigWarning]]:
+def _local_mcps(root: Path | None, assistant_id: str,
+                ctx: AppContext) -> tuple[McpTable, list[ConfigWarning]]:
     """The assistant's own `mcps/` folder: servers `agents.<assistant>.<name>` (for assistants outside
-    the app's `assistants/`, e.g. API-created ones; the loader registers the app's own app-wide)."""
+    the app's `assistants/`; the loader registers the app's own app-wide)."""
     table = McpTable()
     notes: list[ConfigWarning] = []
-    root = directory / "mcps"
-    if not root.is_dir():
+    if root is None or not root.is_dir():
         return table, notes
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
@@ -441,17 +440,18 @@ def _sandbox(doc: Document, ctx: AppContext, notes: list[ConfigWarning], prefix:
     return spec.model_copy(update={"runner": spec.runner.model_copy(update={"connectors": resolved})})
 
 
-def _sandbox_file(path: Path, ctx: AppContext, notes: list[ConfigWarning]) -> SandboxSpec:
-    return _sandbox(read_document(path, ctx.rel(path)), ctx, notes)
+def _sandbox_file(source: AssistantSource, ctx: AppContext, notes: list[ConfigWarning]) -> SandboxSpec:
+    doc = source.document(SANDBOX)
+    assert doc is not None  # the caller checked `source.has(SANDBOX)`
+    return _sandbox(doc, ctx, notes)
 
 
 _ASSET = re.compile(r"@assets/([^\s]+\.(?:md|yml|yaml|json|txt))")
 
 
-def _read_prompts(path: Path, ctx: AppContext, assets: Path) -> tuple[Prompt, ...]:
-    """A prompts file with Yao's `@assets/<file>` references replaced by the file's text."""
-    doc = read_document(path, ctx.rel(path))
-    if assets.is_dir() and "@assets/" in path.read_text(encoding="utf-8", errors="replace"):
+def _read_prompts(doc: Document, assets: Path | None) -> tuple[Prompt, ...]:
+    """A prompts document with Yao's `@assets/<file>` references replaced by the file's text."""
+    if assets is not None and assets.is_dir() and "@assets/" in json.dumps(doc.value, default=str):
         root = assets.resolve()
 
         def inline(match: re.Match[str]) -> str:
@@ -473,29 +473,32 @@ def _read_prompts(path: Path, ctx: AppContext, assets: Path) -> tuple[Prompt, ..
     return load_prompts(doc)
 
 
-def _prompts_file(path: Path, ctx: AppContext, assets: Path) -> tuple[Prompt, ...] | None:
-    if not path.is_file():
-        return None
-    return _read_prompts(path, ctx, assets)
+def _prompts_file(source: AssistantSource, assets: Path | None) -> tuple[Prompt, ...] | None:
+    doc = source.document(PROMPTS)
+    return None if doc is None else _read_prompts(doc, assets)
 
 
-def _presets(directory: Path, ctx: AppContext, assets: Path) -> dict[str, tuple[Prompt, ...]]:
+def _preset_file(file: Path, ctx: AppContext, assets: Path | None) -> tuple[Prompt, ...]:
+    return _read_prompts(read_document(file, ctx.rel(file)), assets)
+
+
+def _presets(directory: Path | None, ctx: AppContext, assets: Path | None) -> dict[str, tuple[Prompt, ...]]:
     """`prompts/**.yml` by preset name: the relative path without extension, `/` -> `.`."""
-    if not directory.is_dir():
+    if directory is None or not directory.is_dir():
         return {}
     errors = _Collector()
     out: dict[str, tuple[Prompt, ...]] = {}
     for file in sorted(directory.rglob("*")):
         if file.is_file() and file.suffix in (".yml", ".yaml"):
-            found = errors.run(partial(_read_prompts, file, ctx, assets), None)
+            found = errors.run(partial(_preset_file, file, ctx, assets), None)
             if found is not None:
                 out[file.relative_to(directory).with_suffix("").as_posix().replace("/", ".")] = found
     errors.raise_any()
     return out
 
 
-def _locales(directory: Path, ctx: AppContext) -> dict[str, dict[str, Any]]:
-    if not directory.is_dir():
+def _locales(directory: Path | None, ctx: AppContext) -> dict[str, dict[str, Any]]:
+    if directory is None or not directory.is_dir():
         return {}
     out: dict[str, dict[str, Any]] = {}
     for file in sorted(directory.iterdir()):

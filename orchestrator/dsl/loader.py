@@ -24,13 +24,13 @@ from orchestrator.dsl.assistant import (
     assistant_id_for,
     is_system_id,
     load_assistant,
-    read_document,
 )
 from orchestrator.dsl.connectors import CONNECTOR_SUFFIXES, ConnectorSpec, ConnectorTable, file_id
 from orchestrator.dsl.diagnostics import flatten
 from orchestrator.dsl.document import Document
 from orchestrator.dsl.inert import CONNECTOR, ConfigWarning, inert_keys, warning
 from orchestrator.dsl.mcp import MCP_SUFFIXES, McpServerSpec, McpTable
+from orchestrator.dsl.source import AssistantSource, read_document
 from orchestrator.errors import ConfigError, Forbidden, NotFound
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -153,27 +153,28 @@ class AppLoader:
                 directory = self._discover().get(assistant_id)
             if directory is None:
                 raise NotFound(f"assistant {assistant_id!r} not found")
-            assistant = load_assistant(directory, assistant_id, self._state().ctx)
+            ctx = self._state().ctx
+            assistant = load_assistant(AssistantSource.of_directory(directory, ctx.rel), assistant_id, ctx)
             self._cache[assistant_id] = assistant
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
             return assistant
 
-    def load_directory(
-        self, directory: Path, assistant_id: str, *, environ: Mapping[str, str] | None = None
+    def load_source(
+        self, source: AssistantSource, assistant_id: str, *, environ: Mapping[str, str] | None = None
     ) -> Assistant:
-        """Load an assistant from a directory outside the app (API-created assistants), uncached.
+        """Load an assistant that is not one of the app's (an API-created one, held in memory), uncached.
         `environ` replaces the environment its own `$ENV.` references resolve against (API-created
         assistants get only what the operator exposes, never the orchestrator's environment).
 
         Raises:
-            ConfigError: its files are invalid.
+            ConfigError: its documents are invalid.
         """
         with self._lock:
             ctx = self._state().ctx
-            if environ is not None:
-                ctx = dataclasses.replace(ctx, environ=environ)
-            return load_assistant(directory, assistant_id, ctx)
+        if environ is not None:
+            ctx = dataclasses.replace(ctx, environ=environ)
+        return load_assistant(source, assistant_id, ctx)
 
     def override(self, assistant: Assistant) -> None:
         """Pin a modified copy of an assistant (e.g. `cage run --set ...`) until the next `reload`."""

@@ -42,7 +42,7 @@ class HookMcp:
                     f"ctx.mcp: MCP server {spec.id!r} uses transport stdio, which would run "
                     f"{spec.command!r} on the orchestrator host, outside any sandbox; use an http MCP "
                     "server, or let trusted apps do this with CAGE_ALLOW_HOST_MCP=1",
-                    file=self._assistant.path / "package.yao",
+                    file=self._assistant.file("package.yao"),
                     key_path=f"mcp.servers.{spec.id}",
                 )
             return spec

@@ -411,7 +411,7 @@ async def _prepare(
     )
     spec = await anyio.to_thread.run_sync(_connector_spec, loader, assistant, connector)
     package = assistant.package.options
-    refuse_options(assistant.path / "package.yao", assistant.package, None, spec.type.value)
+    refuse_options(assistant.file("package.yao"), assistant.package, None, spec.type.value)
     settings = client_settings(package_model(spec, package))
     options = model_options(spec, package)
     updates: dict[str, Any] = {}
@@ -460,7 +460,7 @@ async def _servers(inp: LlmTurnInput, loader: AppLoader) -> list[McpServerSpec]:
                     f"MCP server {spec.id!r} uses transport stdio, which in LLM mode would run "
                     f"{spec.command!r} on the orchestrator host, outside any sandbox; use an http MCP "
                     "server, or let trusted apps do this with CAGE_ALLOW_HOST_MCP=1",
-                    file=inp.assistant.path / "package.yao",
+                    file=inp.assistant.file("package.yao"),
                     key_path=f"mcp.servers.{spec.id}",
                 )
     return list(servers.values())

@@ -25,9 +25,9 @@ def _same_endpoint(a: ConnectorSpec, b: ConnectorSpec) -> bool:
 
 def _where(assistant: Assistant, role: str) -> tuple[str, str]:
     """(file, key path) of `runner.connectors.<role>`: sandbox.yao, or package.yao's embedded one."""
-    if (assistant.path / "sandbox.yao").is_file():
-        return str(assistant.path / "sandbox.yao"), f"runner.connectors.{role}"
-    return str(assistant.path / "package.yao"), f"sandbox.runner.connectors.{role}"
+    if assistant.own_sandbox_file:
+        return str(assistant.file("sandbox.yao")), f"runner.connectors.{role}"
+    return str(assistant.file("package.yao")), f"sandbox.runner.connectors.{role}"
 
 
 def role_models(assistant: Assistant, loader: AppLoader, connector: ConnectorSpec | None) -> dict[str, str]:

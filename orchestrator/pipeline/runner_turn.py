@@ -104,7 +104,7 @@ def sandbox_request(inp: RunnerTurnInput) -> SandboxRequest:
     """
     assistant = inp.assistant
     if assistant.sandbox is None:
-        raise ConfigError("assistant has no sandbox.yao", file=assistant.path / "sandbox.yao")
+        raise ConfigError("assistant has no sandbox.yao", file=assistant.file("sandbox.yao"))
     return SandboxRequest(
         owner=inp.owner,
         assistant_id=assistant.id,
@@ -239,7 +239,7 @@ async def _run_cli(
     assert spec is not None
     connector = access.connector
     provider = connector.type.value if connector is not None else None
-    refuse_options(assistant.path / "package.yao", assistant.package, adapter.name, provider)
+    refuse_options(assistant.file("package.yao"), assistant.package, adapter.name, provider)
     if connector is not None:
         connector = cli_connector(connector, assistant.package.options, adapter.name)
     mount = lease.mount_path.rstrip("/")
@@ -316,7 +316,7 @@ async def _run_loop(
     assistant = inp.assistant
     connector = runner_connector(assistant, loader)
     if connector is None:
-        raise ConfigError(f"the {adapter.name} runner needs a connector", file=assistant.path / "package.yao")
+        raise ConfigError(f"the {adapter.name} runner needs a connector", file=assistant.file("package.yao"))
     light = await anyio.to_thread.run_sync(role_connector, assistant, loader, "light")
     vision = await anyio.to_thread.run_sync(role_connector, assistant, loader, "vision")
     prompt = await native_prompt(

@@ -16,20 +16,17 @@ emitter, appended to the durable log and fanned out to `subscribe()`rs.
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Literal
 
 import anyio
 import structlog
-from anyio import to_thread
 from pydantic import ValidationError
 
-from orchestrator.dsl import AppLoader, Assistant, is_system_id
+from orchestrator.assistants import AssistantRegistry
+from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.errors import CageError, Conflict, NotFound, ProtocolError, UsageError
 from orchestrator.gateway import ModelGateway
-from orchestrator.pipeline.api_assistants import ApiAssistants
 from orchestrator.pipeline.call import CallRunner, Finish
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
@@ -74,7 +71,7 @@ class PipelineService:
         resume: ResumeStore | None = None,
         ids: IdSource | None = None,
         close_grace: float = CLOSE_GRACE,
-        api_assistants_dir: Path | None = None,
+        assistants: AssistantRegistry | None = None,
         api_env_prefix: str | None = None,
         gateway: ModelGateway | None = None,
         allow_host_mcp: bool = False,
@@ -83,15 +80,16 @@ class PipelineService:
     ) -> None:
         """`unattended` (CI mode): who answers permission requests when no client is there.
         `titles=False`: no title jobs (`cage run` closes the service as its turn ends, which would
-        cancel the job, after its import of the LLM-mode stack had already cost the run)."""
+        cancel the job, after its import of the LLM-mode stack had already cost the run).
+        `assistants`: the process's registry (the API's catalog shares it); without one, the service
+        makes its own over `loader` and `store`, exposing `api_env_prefix` to stored assistants."""
         self._titles_on = titles
         self.loader = loader
         self._allow_host_mcp = allow_host_mcp
         self.gateway = gateway or ModelGateway()
         """Closed with the service; runner turns get their model access through it."""
-        self._api_dir = api_assistants_dir
-        self._api_env_prefix = api_env_prefix
-        self._api_assistants: ApiAssistants | None = None
+        self.assistants = assistants or AssistantRegistry(loader, store, env_prefix=api_env_prefix)
+        """Where `authorize` finds assistants: files, system and stored ones."""
         self.manager = manager
         self.store = store
         self.hub = SessionHub(store)
@@ -120,6 +118,7 @@ class PipelineService:
         close_grace: float = CLOSE_GRACE,
         unattended: Unattended | None = None,
         titles: bool = True,
+        assistants: AssistantRegistry | None = None,
     ) -> PipelineService:
         """The pipeline over a process's services and its (migrated) store."""
         return cls(
@@ -128,7 +127,7 @@ class PipelineService:
             store=store,
             resume=resume,
             ids=ids,
-            api_assistants_dir=services.settings.data_dir / "api-assistants",
+            assistants=assistants,
             api_env_prefix=services.settings.api_assistant_env_prefix,
             gateway=services.gateway,
             allow_host_mcp=services.settings.allow_host_mcp,
@@ -237,31 +236,12 @@ class PipelineService:
     # -- stages before the turn ------------------------------------------------------------------
 
     async def authorize(self, owner: str, assistant_id: str) -> Assistant:
-        """Stage 1: the assistant, if the owner may use it (system assistants: anyone may call them).
+        """Stage 1: the assistant, if the owner may use it (`AssistantRegistry.authorize`).
 
         Raises:
             NotFound: no such assistant, or another owner's private one. ConfigError: broken files.
         """
-        try:
-            assistant = await to_thread.run_sync(self.loader.get, assistant_id)
-        except NotFound:
-            return await self._api_assistant(owner, assistant_id)
-        if is_system_id(assistant_id) or assistant.package.public:
-            return assistant
-        record = await self.store.assistants.get(assistant_id)
-        if record is not None and record.owner != owner:
-            raise NotFound(f"assistant {assistant_id!r} not found")
-        return assistant
-
-    async def _api_assistant(self, owner: str, assistant_id: str) -> Assistant:
-        """An assistant created over the API: its owner's, or anyone's when its package is public."""
-        record = await self.store.assistants.get(assistant_id)
-        if record is None or (record.owner != owner and not record.package.get("public")):
-            raise NotFound(f"assistant {assistant_id!r} not found")
-        if self._api_assistants is None:
-            root = self._api_dir or Path(tempfile.mkdtemp(prefix="cage-api-assistants-"))
-            self._api_assistants = ApiAssistants(root, env_prefix=self._api_env_prefix)
-        return await to_thread.run_sync(self._api_assistants.load, record, self.loader)
+        return await self.assistants.authorize(owner, assistant_id)
 
     def _options(self, turn: TurnInput, assistant: Assistant) -> CallOptions:
         """The request's options, which may only choose what the operator offers.

@@ -32,6 +32,7 @@ from anyio import to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
+from orchestrator.dsl.source import stored_label
 from orchestrator.errors import CapacityError, SandboxError
 from orchestrator.redaction import register_secret
 from orchestrator.sandbox.backend import (
@@ -109,7 +110,8 @@ class SandboxRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     owner: str
     assistant_id: str
-    assistant_dir: Path
+    assistant_dir: Path | None
+    """None for an assistant stored in the database (it has no files to copy from)."""
     spec: SandboxSpec
     chat_id: str | None = None
     workspace_id: str | None = None
@@ -260,7 +262,7 @@ class SandboxManager:
         self, request: SandboxRequest, identity: SandboxIdentity, on_progress: ProgressCallback | None
     ) -> SandboxLease:
         spec = request.spec
-        source = request.assistant_dir / "sandbox.yao"
+        source = (request.assistant_dir or stored_label(request.assistant_id)) / "sandbox.yao"
         hard = hardening(
             spec.computer,
             source=source,

@@ -46,7 +46,8 @@ class PrepareContext(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     sandbox: SandboxRef
     assistant_id: str
-    assistant_dir: Path
+    assistant_dir: Path | None
+    """None for an assistant stored in the database: it has no files to copy."""
     config_hash: str
     mount_path: str
     work_dir: str
@@ -187,6 +188,8 @@ def _collect(src: Path, dst: str) -> list[FileEntry]:
 
 
 async def _copy(backend: SandboxBackend, ctx: PrepareContext, index: int, step: CopyStep) -> None:
+    if ctx.assistant_dir is None:
+        raise WorkspaceError(step.src, "an assistant created over the API has no files to copy from")
     src = host_source(ctx.assistant_dir, step.src)
     dst = relative_path(step.dst)
     if step.dst.endswith("/") and await to_thread.run_sync(src.is_file):

@@ -105,7 +105,7 @@ class YaocodeAdapter:
         skills = cards(assistant.skills, root=turn.skills_root)
         package = assistant.package.options
         connector = turn.connector
-        refuse_options(assistant.path / "package.yao", assistant.package, RUNNER, connector.type.value)
+        refuse_options(assistant.file("package.yao"), assistant.package, RUNNER, connector.type.value)
         model = model_options(connector, package)
         client = client_for(package_model(connector, package))
         summary_client = client_for(turn.light) if turn.light is not None else None

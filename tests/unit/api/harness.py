@@ -22,6 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from orchestrator.api import Runtime, RuntimeFactory
+from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
 from orchestrator.pipeline import PipelineService
 from orchestrator.sandbox import SandboxManager
@@ -62,11 +63,13 @@ def fake_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
     async def build(settings: Settings) -> AsyncIterator[Runtime]:
         engine = backend or FakeBackend()
         images = FakeImageBuilder()
+        loader = AppLoader(settings.app_dir, environ={})
         async with Store.from_settings(settings) as store, FakeTurnService(store) as turns:
             yield Runtime(
                 settings=settings,
                 store=store,
-                loader=AppLoader(settings.app_dir, environ={}),
+                loader=loader,
+                assistants=AssistantRegistry(loader, store),
                 manager=SandboxManager(engine, images, settings),
                 images=images,
                 turns=turns,
@@ -85,12 +88,17 @@ def pipeline_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
         loader = AppLoader(settings.app_dir, environ={})
         manager = SandboxManager(engine, images, settings)
         async with Store.from_settings(settings) as store:
-            turns = PipelineService(
-                loader=loader, manager=manager, store=store, api_assistants_dir=settings.data_dir / "api"
-            )
+            assistants = AssistantRegistry(loader, store)
+            turns = PipelineService(loader=loader, manager=manager, store=store, assistants=assistants)
             try:
                 yield Runtime(
-                    settings=settings, store=store, loader=loader, manager=manager, images=images, turns=turns
+                    settings=settings,
+                    store=store,
+                    loader=loader,
+                    assistants=assistants,
+                    manager=manager,
+                    images=images,
+                    turns=turns,
                 )
             finally:
                 await turns.aclose()

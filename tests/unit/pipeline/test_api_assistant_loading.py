@@ -1,5 +1,5 @@
 """M1 and M6: API-created assistants never read the orchestrator's environment, and many turns of
-one API assistant at once load it safely (one directory and one load per version)."""
+one API assistant at once load it safely (from memory, one load per version, nothing on disk)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ SANDBOX = {"version": "2.0", "runner": {"name": "tai"}, "lifecycle": "session"}
 SECRET = "postgresql://cage:hunter2-very-secret@db/cage"
 
 
+def _files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
 async def test_32_concurrent_turn_starts_of_one_api_assistant_share_one_load(rig: Rig, store: Store) -> None:
     await store.assistants.create("api.shared", owner="alice", package={"name": "shared"}, sandbox=SANDBOX)
+    files_before = _files_under(rig.root)
     results = []
 
     async def authorize() -> None:
@@ -29,15 +34,15 @@ async def test_32_concurrent_turn_starts_of_one_api_assistant_share_one_load(rig
         for _ in range(32):
             tg.start_soon(authorize)
     assert len(results) == 32 and all(a.id == "api.shared" for a in results)
-    root = rig.service._api_assistants.root  # type: ignore[union-attr]
-    versions = [p for p in (root / "api.shared").iterdir()]
-    assert len(versions) == 1 and not versions[0].name.startswith(".")  # no staging left behind
     assert len({id(a) for a in results}) == 1  # loaded once, shared by every turn
+    assert results[0].path is None and _files_under(rig.root) == files_before  # nothing written
+    registry = rig.service.assistants
+    assert len(registry.cached_versions("api.shared")) == 1
 
     await store.assistants.replace("api.shared", package={"name": "shared v2"}, sandbox=SANDBOX)
     updated = await rig.service.authorize("alice", "api.shared")
     assert updated.package.name == "shared v2"
-    assert len([p for p in (root / "api.shared").iterdir()]) == 2  # the old version stays for running turns
+    assert len(registry.cached_versions("api.shared")) == 2  # the old version stays for running turns
 
 
 async def test_an_api_assistant_cannot_read_the_orchestrators_environment(
@@ -59,7 +64,6 @@ async def test_only_the_exposed_prefix_is_readable(
         loader=rig.loader,
         manager=rig.manager,
         store=store,
-        api_assistants_dir=tmp_path / "api",
         api_env_prefix="CAGE_ASSISTANT_",
     )
     sandbox = {**SANDBOX, "environment": {"REGION": "$ENV.CAGE_ASSISTANT_REGION"}}
