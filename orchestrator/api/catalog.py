@@ -4,7 +4,6 @@ only API-created assistants can be changed over the API."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from anyio import to_thread
@@ -42,13 +41,6 @@ class AssistantDetail(AssistantSummary):
     package: dict[str, JsonValue] = Field(default_factory=dict)
     prompts: JsonValue = None
     sandbox: dict[str, JsonValue] | None = None
-
-
-@dataclass(frozen=True)
-class TurnProfile:
-    sandbox: SandboxSpec | None
-    runner: str
-    """The runner name, or the mode (`llm`, `hook`) of an assistant without a sandbox."""
 
 
 class AssistantBody(BaseModel):
@@ -174,19 +166,6 @@ class Catalog:
         if record is None:
             raise NotFound(f"assistant {assistant_id!r} not found")
         return _api_detail(record)
-
-    async def profile(self, assistant_id: str) -> TurnProfile:
-        """What the API needs before a turn: the sandbox spec (quota) and the runner label (metrics).
-        An assistant that does not load has neither; the pipeline reports why."""
-        try:
-            assistant = await self._assistants.get(assistant_id)
-        except ConfigError:
-            return TurnProfile(sandbox=None, runner="invalid")
-        except NotFound:
-            return TurnProfile(sandbox=None, runner="unknown")
-        if assistant.sandbox is not None:
-            return TurnProfile(sandbox=assistant.sandbox, runner=assistant.sandbox.runner.name)
-        return TurnProfile(sandbox=None, runner=assistant.mode.value)
 
     async def _writable(self, assistant_id: str) -> None:
         if is_system_id(assistant_id) or await to_thread.run_sync(self._loader.is_readonly, assistant_id):

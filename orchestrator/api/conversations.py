@@ -24,10 +24,12 @@ from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.steering import Steering
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import SessionView
+from orchestrator.dsl import Assistant
 from orchestrator.errors import Conflict, NotFound, UsageError
 from orchestrator.pipeline import (
     Attachment,
     InputMessage,
+    Release,
     TurnHandle,
     TurnInput,
     TurnOptions,
@@ -38,8 +40,6 @@ from orchestrator.store.commands import TurnCommand
 from orchestrator.stream import Event, event_json, parse_event
 
 log = structlog.get_logger(__name__)
-SETTLE_WAIT = 30.0
-"""Seconds a new message waits for the previous turn, already ended on the wire, to be persisted."""
 DELETE_WAIT = 10.0
 """Seconds a session delete waits for its cancelled turn to end."""
 
@@ -175,7 +175,8 @@ class Conversations:
         options: TurnOptions | None = None,
         metadata: dict[str, str] | None = None,
     ) -> TurnHandle:
-        """Start a turn in `chat` (already authorized with `open`/`get`).
+        """Start a turn in `chat` (already authorized with `open`/`get`); the pipeline admits it
+        (`TurnService.start`), holding it to the owner's sandbox quota and running-turn cap.
 
         Raises:
             Conflict: a turn is already running in this session (the API rejects, never queues).
@@ -185,66 +186,51 @@ class Conversations:
         """
         if not messages:
             raise UsageError("a turn needs at least one message")
-        await self._settle(chat.id)
         opts = options or TurnOptions()
-        profile = await self._catalog.profile(chat.assistant_id)
-        reservation = self._quota.check(
-            profile.sandbox,
-            owner=chat.owner,
-            assistant_id=chat.assistant_id,
-            chat_id=chat.id,
-            workspace_id=opts.workspace_id,
-        )
-        try:
-            self._caps.take("running turn", chat.owner)
-        except BaseException:
-            self._quota.release(reservation)
-            raise
-        try:
-            handle = await self.turns.start(
-                TurnInput(
-                    assistant_id=chat.assistant_id,
-                    owner=chat.owner,
-                    chat_id=chat.id,
-                    messages=tuple(messages),
-                    attachments=tuple(attachments),
-                    options=opts,
-                    metadata=metadata or {},
-                )
+        runner: list[str] = []
+
+        def admit(assistant: Assistant) -> Release:
+            spec = assistant.sandbox
+            runner.append(spec.runner.name if spec is not None else assistant.mode.value)
+            reservation = self._quota.check(
+                spec,
+                owner=chat.owner,
+                assistant_id=chat.assistant_id,
+                chat_id=chat.id,
+                workspace_id=opts.workspace_id,
             )
-        except BaseException:
-            self._caps.give_back("running turn", chat.owner)
-            self._quota.release(reservation)
-            raise
+            try:
+                self._caps.take("running turn", chat.owner)
+            except BaseException:
+                self._quota.release(reservation)
+                raise
 
-        def ended() -> None:
-            self._caps.give_back("running turn", chat.owner)
-            self._quota.release(reservation)
+            def release() -> None:
+                self._caps.give_back("running turn", chat.owner)
+                self._quota.release(reservation)
 
-        self._tracker.track(handle, profile.runner, on_end=ended)
+            return release
+
+        handle = await self.turns.start(
+            TurnInput(
+                assistant_id=chat.assistant_id,
+                owner=chat.owner,
+                chat_id=chat.id,
+                messages=tuple(messages),
+                attachments=tuple(attachments),
+                options=opts,
+                metadata=metadata or {},
+            ),
+            admit=admit,
+        )
+        self._tracker.track(handle, runner[0] if runner else "unknown")
         log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
         return handle
 
     def running(self, chat_id: str) -> TurnHandle | None:
         """The turn running in `chat_id`, unless its `stream_end` is out already (it is persisting)."""
         handle = self.turns.running(chat_id)
-        return None if handle is None or self._tracker.ended(handle.turn_id) else handle
-
-    async def _settle(self, chat_id: str) -> None:
-        """Raise Conflict while a turn runs in `chat_id`. A turn whose `stream_end` a client has
-        seen is over for that client; wait (bounded) for the pipeline to finish persisting it.
-        """
-        handle = self.turns.running(chat_id)
-        if handle is None:
-            return
-        if self._tracker.ended(handle.turn_id):
-            with anyio.move_on_after(SETTLE_WAIT):
-                await handle.result()
-            if self.turns.running(chat_id) is not handle:
-                return
-        raise Conflict(
-            f"a turn is already running in session {chat_id!r}; interrupt it or wait for stream_end"
-        )
+        return None if handle is None or handle.ending else handle
 
     async def running_turn_id(self, chat_id: str) -> str | None:
         """The id of the turn running in `chat_id` here or on another replica (the database)."""
@@ -279,7 +265,7 @@ class Conversations:
         Raises: NotFound (no such running turn, or another owner's).
         """
         handle = self.turns.turn(turn_id)
-        if handle is None or self._tracker.ended(turn_id):
+        if handle is None or handle.ending:
             raise NotFound(f"no running turn {turn_id!r}")
         chat = await self._store.chats.get(handle.chat_id)
         if chat is None or (not principal.is_admin and chat.owner != principal.owner):

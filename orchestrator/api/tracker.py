@@ -1,5 +1,6 @@
 """Turn metrics: how turns end (by runner and status), how long they take, and how soon the first
-event reaches a client. Every way of starting a turn goes through `TurnTracker.track`."""
+event reaches a client. Every way of starting a turn goes through `TurnTracker.track`. Metrics
+only: whether a turn may start is the pipeline's decision (`TurnService.start`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import structlog
 from orchestrator.api.metrics import Metrics
 from orchestrator.errors import CageError
 from orchestrator.pipeline import TurnHandle
-from orchestrator.stream import Event, LifecycleEvent, StreamEnd
+from orchestrator.stream import Event
 
 log = structlog.get_logger(__name__)
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
@@ -24,7 +25,6 @@ class _Turn:
     runner: str
     started: float
     first_seen: bool = False
-    ended: bool = False
 
 
 class TurnTracker:
@@ -36,9 +36,8 @@ class TurnTracker:
         self._clock = clock
         self._turns: dict[str, _Turn] = {}
 
-    def track(self, handle: TurnHandle, runner: str, on_end: Callable[[], None] | None = None) -> None:
-        """Watch `handle` in the background until its result (then `on_end` runs); the watch
-        outlives the request."""
+    def track(self, handle: TurnHandle, runner: str) -> None:
+        """Watch `handle` in the background until its result; the watch outlives the request."""
         self._turns[handle.turn_id] = _Turn(runner=runner, started=self._clock())
 
         async def watch() -> None:
@@ -50,8 +49,6 @@ class TurnTracker:
             except Exception as exc:  # a watch never takes the server down
                 log.error("turn watch failed", turn_id=handle.turn_id, error=type(exc).__name__, exc_info=exc)
             finally:
-                if on_end is not None:
-                    on_end()
                 turn = self._turns.pop(handle.turn_id, None)
                 if turn is not None:
                     self._metrics.turns.labels(turn.runner, status).inc()
@@ -60,24 +57,11 @@ class TurnTracker:
         self._spawn(watch)
 
     def saw(self, event: Event) -> None:
-        """`event` reached a client; the first one per turn is measured, a root `stream_end` noted."""
+        """`event` reached a client; the first one per turn is measured."""
         turn = self._turns.get(event.turn_id)
-        if turn is None:
-            return
-        if not turn.first_seen:
+        if turn is not None and not turn.first_seen:
             turn.first_seen = True
             self._metrics.first_event.labels(turn.runner).observe(self._clock() - turn.started)
-        if (
-            isinstance(event, LifecycleEvent)
-            and isinstance(event.props, StreamEnd)
-            and event.thread_id is None
-        ):
-            turn.ended = True
-
-    def ended(self, turn_id: str) -> bool:
-        """A client has seen this turn's `stream_end` (the pipeline may still be persisting it)."""
-        turn = self._turns.get(turn_id)
-        return turn is not None and turn.ended
 
     def running(self) -> int:
         return len(self._turns)

@@ -7,8 +7,10 @@ from here.
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import (
+    Admit,
     Attachment,
     InputMessage,
+    Release,
     TurnHandle,
     TurnInput,
     TurnOptions,
@@ -23,6 +25,7 @@ from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.service import PipelineService
 
 __all__ = [
+    "Admit",
     "Attachment",
     "CallDepthError",
     "CallStack",
@@ -31,6 +34,7 @@ __all__ = [
     "HookModules",
     "InputMessage",
     "PipelineService",
+    "Release",
     "RunningTurn",
     "SessionHub",
     "TurnHandle",

@@ -9,13 +9,21 @@ what it missed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from orchestrator.dsl import Assistant
 from orchestrator.stream import Event, StreamStatus, Usage
+
+Release = Callable[[], None]
+"""Gives back what an `Admit` took; called once, when the turn has ended."""
+Admit = Callable[[Assistant], Release]
+"""The caller's own limits on a turn (the API's sandbox quota and per-owner caps), checked by
+`TurnService.start` once the chat is reserved and the assistant resolved. Raises to refuse (e.g.
+`CapacityError`, before anything started); returns what to give back when the turn ends."""
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -101,6 +109,12 @@ class TurnHandle(Protocol):
     @property
     def chat_id(self) -> str: ...
 
+    @property
+    def ending(self) -> bool:
+        """Its root `stream_end` is out: the turn is over for clients, the pipeline persisting it
+        (a new turn of the chat waits for that, bounded, instead of being refused)."""
+        ...
+
     def events(self) -> AsyncIterator[Event]:
         """This turn's stamped events from its `stream_start` to its `stream_end`."""
         ...
@@ -117,13 +131,16 @@ class TurnHandle(Protocol):
 class TurnService(Protocol):
     """The pipeline as seen from the API and the CLI."""
 
-    async def start(self, turn: TurnInput) -> TurnHandle:
-        """Validate, then run the turn in the background.
+    async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> TurnHandle:
+        """The one admission point: reserve the chat (one turn at a time), resolve the assistant,
+        check `admit`, make sure the chat exists and is the owner's, then run the turn in the
+        background.
 
         Raises:
-            NotFound: unknown assistant (or one the owner may not use).
-            Conflict: a turn is already running in this chat (the API queues or rejects — its choice).
+            NotFound: unknown assistant (or one the owner may not use), or another owner's chat.
+            Conflict: a turn is already running in this chat.
             ConfigError: the assistant's configuration is broken.
+            CapacityError: refused by `admit`.
         """
         ...
 

@@ -29,6 +29,7 @@ class RunningTurn:
         self._hub = hub
         self._done = anyio.Event()
         self._result: TurnResult | None = None
+        self._ending = False
 
     @property
     def turn_id(self) -> str:
@@ -41,6 +42,15 @@ class RunningTurn:
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    @property
+    def ending(self) -> bool:
+        """Its root `stream_end` is being published: over for clients, still persisting."""
+        return self._ending
+
+    def end_out(self) -> None:
+        """Called by the service as it publishes the root `stream_end`."""
+        self._ending = True
 
     async def events(self) -> AsyncIterator[Event]:
         """This turn's stamped events, `stream_start` to `stream_end`; replays what was missed.

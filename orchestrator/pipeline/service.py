@@ -31,7 +31,7 @@ from orchestrator.pipeline.call import CallRunner, Finish
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.chat_resume import ChatResumeStore
-from orchestrator.pipeline.contract import TurnInput, TurnResult
+from orchestrator.pipeline.contract import Admit, Release, TurnInput, TurnResult
 from orchestrator.pipeline.dispatch import last_user_text
 from orchestrator.pipeline.frame import CallFrame, TurnScope
 from orchestrator.pipeline.handle import RunningTurn
@@ -51,6 +51,14 @@ from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
 
 log = structlog.get_logger(__name__)
 
+
+def busy(chat_id: str) -> str:
+    """The refusal of a turn in a chat that runs one."""
+    return f"a turn is already running in session {chat_id!r}; interrupt it or wait for stream_end"
+
+
+SETTLE_WAIT = 30.0
+"""Seconds a new turn waits for the chat's previous one, already ended on the wire, to be persisted."""
 CLOSE_GRACE = 10.0
 """Seconds `aclose()` lets running turns stop gracefully before interrupting them by force."""
 CRASHED = "the turn failed inside the orchestrator (see its log)"
@@ -138,8 +146,11 @@ class PipelineService:
 
     # -- TurnService -----------------------------------------------------------------------------
 
-    async def start(self, turn: TurnInput) -> RunningTurn:
-        """Validate, reserve the chat, and run the turn in the background.
+    async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> RunningTurn:
+        """The one admission point: reserve the chat (a chat whose turn's `stream_end` is out
+        already waits, bounded, for that turn to be persisted), resolve the assistant, check the
+        caller's `admit`, make sure the chat exists and belongs to the owner, and run the turn in
+        the background.
 
         Raises:
             NotFound: unknown assistant, one the owner may not use, or another owner's chat.
@@ -147,15 +158,19 @@ class PipelineService:
             Forbidden: `metadata.team_id` names a team the owner is not a member of.
             ConfigError: the assistant's configuration is broken.
             UsageError: the options or metadata are not valid.
+            CapacityError: `admit` refused the turn.
         """
+        chat_id = turn.chat_id
+        await self._settle(chat_id)
         if self._closed:
             raise Conflict("the pipeline is shutting down")
-        chat_id = turn.chat_id
         if chat_id in self._reserved or turn.turn_id in self._by_turn:
-            raise Conflict(f"a turn is already running in chat {chat_id!r}")
+            raise Conflict(busy(chat_id))
         self._reserved.add(chat_id)
+        release: Release | None = None
         try:
             assistant = await self.authorize(turn.owner, turn.assistant_id)
+            release = admit(assistant) if admit is not None else None
             options = self._options(turn, assistant)
             await self._ensure_chat(turn)
             team = await self._team(turn)
@@ -164,15 +179,26 @@ class PipelineService:
             await recorder.begin()
         except BaseException:
             self._reserved.discard(chat_id)
+            if release is not None:
+                release()
             raise
         handle = RunningTurn(self.hub, turn, start_seq)
         self._by_chat[chat_id] = handle
         self._by_turn[turn.turn_id] = handle
-        task = asyncio.get_running_loop().create_task(self._run(handle, assistant, options, team, recorder))
+        task = asyncio.get_running_loop().create_task(
+            self._run(handle, assistant, options, team, recorder, release)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
         return handle
+
+    async def _settle(self, chat_id: str) -> None:
+        """Wait (bounded) for the chat's turn to be persisted when its root `stream_end` is out."""
+        handle = self._by_chat.get(chat_id)
+        if handle is not None and handle.ending:
+            with anyio.move_on_after(SETTLE_WAIT):
+                await handle.result()
 
     def running(self, chat_id: str) -> RunningTurn | None:
         return self._by_chat.get(chat_id)
@@ -294,6 +320,7 @@ class PipelineService:
         options: CallOptions,
         team: str,
         recorder: TurnRecorder,
+        release: Release | None = None,
     ) -> None:
         turn = handle.input
         memory = HookMemory(
@@ -333,7 +360,7 @@ class PipelineService:
             signal=handle.signal,
         )
         result = CallResult(assistant_id=assistant.id, status="cancelled")
-        finish = self._root_finish(turn, recorder)
+        finish = self._root_finish(handle, recorder)
         try:
             result = await self._calls.run(frame, finish)
         except Exception as exc:  # a fault outside the stages' own handling (the store failing mid-turn)
@@ -351,6 +378,8 @@ class PipelineService:
                 self._by_turn.pop(turn.turn_id, None)
                 self.hub.evict(turn.chat_id)  # still reserved: no turn of this chat can begin meanwhile
                 self._reserved.discard(turn.chat_id)
+                if release is not None:
+                    release()
                 handle.finish(
                     TurnResult(
                         turn_id=turn.turn_id,
@@ -409,11 +438,13 @@ class PipelineService:
     async def _publish(self, turn: TurnInput, events: Sequence[Event]) -> None:
         await self.hub.publish(turn.chat_id, turn.turn_id, events)
 
-    def _root_finish(self, turn: TurnInput, recorder: TurnRecorder) -> Finish:
+    def _root_finish(self, handle: RunningTurn, recorder: TurnRecorder) -> Finish:
         """The root's `stream_end` is written with the turn (messages, usage) in one transaction.
         If that write fails the events still go out, so no client waits for an end that never comes."""
+        turn = handle.input
 
         async def finish(events: list[Event], result: CallResult) -> None:
+            handle.end_out()
             async def commit(stamped: list[Event]) -> None:
                 await recorder.persist(stamped, result)
 

@@ -23,8 +23,11 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
+from orchestrator.assistants import AssistantRegistry
 from orchestrator.errors import Conflict
-from orchestrator.pipeline.contract import TurnInput, TurnResult
+from orchestrator.pipeline.contract import Admit, Release, TurnInput, TurnResult
+from orchestrator.pipeline.handle import is_root_end
+from orchestrator.pipeline.service import busy
 from orchestrator.store import RecordExists, Store
 from orchestrator.stream import (
     Event,
@@ -52,6 +55,9 @@ class FakeTurn:
         self.graceful = anyio.Event()
         self.scope = anyio.CancelScope()
         self.result_value: TurnResult | None = None
+        self.release: Release | None = None
+        self.ending = False
+        """Its root `stream_end` is out (the fake then settles for `FakeTurnService.settle`)."""
 
     @property
     def turn_id(self) -> str:
@@ -66,6 +72,8 @@ class FakeTurn:
         return list(self._events)
 
     def push(self, event: Event) -> None:
+        if is_root_end(event):
+            self.ending = True
         self._events.append(event)
         self._changed.set()
         self._changed = anyio.Event()
@@ -101,8 +109,10 @@ class FakeTurn:
 class FakeTurnService:
     """Satisfies `TurnService` structurally; use as `async with FakeTurnService(store) as turns`."""
 
-    def __init__(self, store: Store, *, settle: float = 0.05) -> None:
+    def __init__(self, store: Store, *, assistants: AssistantRegistry | None = None, settle: float = 0.05) -> None:
         self.store = store
+        self.assistants = assistants
+        """Resolves a turn's assistant for the caller's `admit` (needed when one is passed)."""
         self.settle = settle
         """Seconds between a turn's `stream_end` and its end (the real pipeline persists then)."""
         self.started: list[TurnInput] = []
@@ -124,9 +134,16 @@ class FakeTurnService:
         assert self._tg is not None
         await self._tg.__aexit__(exc_type, exc, tb)
 
-    async def start(self, turn: TurnInput) -> FakeTurn:
+    async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> FakeTurn:
+        previous = self._running.get(turn.chat_id)
+        if previous is not None and previous.ending:
+            await previous.result()
         if turn.chat_id in self._running:
-            raise Conflict(f"a turn is already running in chat {turn.chat_id}")
+            raise Conflict(busy(turn.chat_id))
+        release: Release | None = None
+        if admit is not None:
+            assert self.assistants is not None, "FakeTurnService(assistants=...) resolves for admit"
+            release = admit(await self.assistants.get(turn.assistant_id))
         chat = await self.store.chats.get(turn.chat_id)
         if chat is None:
             try:
@@ -136,6 +153,7 @@ class FakeTurnService:
         if turn.chat_id not in self._emitters:
             self._emitters[turn.chat_id] = SessionEmitter.resume(turn.chat_id, chat.last_seq)
         handle = FakeTurn(turn)
+        handle.release = release
         self.started.append(turn)
         self._running[turn.chat_id] = handle
         self._turns[turn.turn_id] = handle
@@ -208,6 +226,8 @@ class FakeTurnService:
                 assert isinstance(end.props, StreamEnd)
                 await anyio.sleep(self.settle)
                 self._running.pop(handle.chat_id, None)
+                if handle.release is not None:
+                    handle.release()
                 handle.finish(
                     TurnResult(
                         turn_id=handle.turn_id,

@@ -64,16 +64,18 @@ def fake_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
         engine = backend or FakeBackend()
         images = FakeImageBuilder()
         loader = AppLoader(settings.app_dir, environ={})
-        async with Store.from_settings(settings) as store, FakeTurnService(store) as turns:
-            yield Runtime(
-                settings=settings,
-                store=store,
-                loader=loader,
-                assistants=AssistantRegistry(loader, store),
-                manager=SandboxManager(engine, images, settings),
-                images=images,
-                turns=turns,
-            )
+        async with Store.from_settings(settings) as store:
+            assistants = AssistantRegistry(loader, store)
+            async with FakeTurnService(store, assistants=assistants) as turns:
+                yield Runtime(
+                    settings=settings,
+                    store=store,
+                    loader=loader,
+                    assistants=assistants,
+                    manager=SandboxManager(engine, images, settings),
+                    images=images,
+                    turns=turns,
+                )
 
     return build
 
