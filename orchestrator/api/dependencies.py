@@ -10,10 +10,10 @@ from starlette.requests import HTTPConnection
 
 from orchestrator.api.auth import Principal
 from orchestrator.api.catalog import Catalog
-from orchestrator.api.conversations import Conversations
 from orchestrator.api.errors import KeyRateLimited
 from orchestrator.api.fleet import Fleet
 from orchestrator.api.gate import principal_of
+from orchestrator.api.sessions import SessionService
 from orchestrator.api.state import ApiState
 from orchestrator.api.workshop import Workshop
 from orchestrator.store import Store
@@ -67,8 +67,8 @@ def _catalog(state: StateDep) -> Catalog:
     return state.catalog
 
 
-def _conversations(state: StateDep) -> Conversations:
-    return state.conversations
+def _sessions(state: StateDep) -> SessionService:
+    return state.sessions
 
 
 def _fleet(state: StateDep) -> Fleet:
@@ -84,7 +84,7 @@ def _store(state: StateDep) -> Store:
 
 
 CatalogDep = Annotated[Catalog, Depends(_catalog)]
-ConversationsDep = Annotated[Conversations, Depends(_conversations)]
+SessionsDep = Annotated[SessionService, Depends(_sessions)]
 FleetDep = Annotated[Fleet, Depends(_fleet)]
 WorkshopDep = Annotated[Workshop, Depends(_workshop)]
 StoreDep = Annotated[Store, Depends(_store)]

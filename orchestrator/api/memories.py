@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.api.auth import Principal
-from orchestrator.api.conversations import Conversations
+from orchestrator.api.sessions import SessionService
 from orchestrator.errors import NotFound
 from orchestrator.store import MemoryEntry, MemorySpace, Store
 
@@ -32,9 +32,9 @@ class MemoryScopeRef(BaseModel):
 
 
 class Memories:
-    def __init__(self, store: Store, conversations: Conversations) -> None:
+    def __init__(self, store: Store, sessions: SessionService) -> None:
         self._store = store
-        self._conversations = conversations
+        self._sessions = sessions
 
     async def user_scope(self, principal: Principal, owner: str | None) -> MemoryScopeRef:
         """The caller's own user memory; an admin may name another owner."""
@@ -43,7 +43,7 @@ class Memories:
 
     async def chat_scope(self, principal: Principal, chat_id: str) -> MemoryScopeRef:
         """Raises: NotFound (no such session, or another owner's)."""
-        chat = await self._conversations.get(principal, chat_id)
+        chat = await self._sessions.get(principal, chat_id)
         # the turns' chat memory is keyed by the internal id; entries show the caller's id
         return MemoryScopeRef(space="chat", scope_id=chat.id, shown_id=chat.client_id)
 

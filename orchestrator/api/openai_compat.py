@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.api.auth import Principal
-from orchestrator.api.conversations import Conversations
+from orchestrator.api.sessions import SessionService
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import CHAT_ID, MAX_TOKENS
 from orchestrator.dsl.locales import request_locale
@@ -95,7 +95,7 @@ def _locale(asked: object, accept_language: str | None) -> str | None:
 
 
 async def start_completion(
-    conversations: Conversations,
+    sessions: SessionService,
     principal: Principal,
     request: ChatCompletionRequest,
     chat_header: str | None,
@@ -109,7 +109,7 @@ async def start_completion(
         Conflict: a turn is already running in the session, or it belongs to another assistant.
         CapacityError: past the owner's sandbox cap.
     """
-    chat = await conversations.open(principal, chat_id_for(request, chat_header), request.model)
+    chat = await sessions.open(principal, chat_id_for(request, chat_header), request.model)
     metadata = request.metadata or {}
     options = TurnOptions(
         temperature=request.temperature,
@@ -117,7 +117,7 @@ async def start_completion(
         workspace_id=metadata.get("workspace_id"),
         locale=_locale(metadata.get("locale"), accept_language),
     )
-    handle = await conversations.start(
+    handle = await sessions.start(
         chat, [_input(m) for m in request.messages], options=options, metadata=dict(metadata)
     )
     return chat, handle

@@ -62,7 +62,7 @@ class SessionSocket:
         self._chat = chat
         self._principal = principal
         self._state = state
-        self._conversations = state.conversations
+        self._sessions = state.sessions
         self._tracker = state.tracker
         self._limiter = state.limiter
         self._resumes = RateLimiter(
@@ -76,7 +76,7 @@ class SessionSocket:
     async def run(self, after_seq: int | None) -> None:
         """Serve the connection until the client leaves."""
         start = self._chat.last_seq if after_seq is None else after_seq
-        running_turn_id = await self._conversations.running_turn_id(self._chat.id)  # here or on a replica
+        running_turn_id = await self._sessions.running_turn_id(self._chat.id)  # here or on a replica
         async with anyio.create_task_group() as tg:
             self._tg = tg
             await self._send(
@@ -121,7 +121,7 @@ class SessionSocket:
     async def _forward(self, after_seq: int, scope: anyio.CancelScope) -> None:
         with scope:
             try:
-                async for event in self._conversations.subscribe(self._chat, after_seq):
+                async for event in self._sessions.subscribe(self._chat, after_seq):
                     self._tracker.saw(event)
                     async with self._send_lock:
                         await self._ws.send_text(self._encoder.encode(event))
@@ -173,7 +173,7 @@ class SessionSocket:
                     return
                 await self._limiter.take(self._principal.key_id)
                 language = self._ws.headers.get("accept-language")  # the handshake's: the turn's locale
-                handle = await self._conversations.start(
+                handle = await self._sessions.start(
                     self._chat,
                     [InputMessage(role="user", content=frame.text)],
                     attachments=[a.attachment() for a in frame.attachments],
@@ -182,17 +182,17 @@ class SessionSocket:
                 await self._send(SessionAccepted(turn_id=handle.turn_id, client_id=frame.client_id))
             case InterruptFrame() | CancelFrame():
                 force = isinstance(frame, CancelFrame)
-                interrupted = await self._conversations.interrupt(
+                interrupted = await self._sessions.interrupt(
                     self._principal, self._chat.client_id, force=force
                 )
                 await self._send(SessionInterrupting(turn_id=interrupted.turn_id, force=force))
             case PermissionResponseFrame():
-                await self._conversations.respond_permission(
+                await self._sessions.respond_permission(
                     self._principal, self._chat.client_id, frame.request_id, frame.decision, frame.message
                 )
                 await self._send(SessionAck(of=frame.type))
             case QuestionResponseFrame():
-                await self._conversations.respond_question(
+                await self._sessions.respond_question(
                     self._principal, self._chat.client_id, frame.request_id, frame.answer
                 )
                 await self._send(SessionAck(of=frame.type))
@@ -276,7 +276,7 @@ async def serve_session(
     try:
         check_origin(websocket.headers.get("origin"), state.config, websocket.headers.get("host"))
         principal = await _principal(websocket, state, ticket)
-        chat = await state.conversations.open(principal, params.chat_id, params.assistant_id)
+        chat = await state.sessions.open(principal, params.chat_id, params.assistant_id)
         if params.after_seq is not None and params.after_seq > chat.last_seq:
             field = {"loc": "query.after_seq", "msg": f"is past the session's last_seq {chat.last_seq}"}
             message = f"query.after_seq: {params.after_seq} is past the session's last_seq {chat.last_seq}"

@@ -9,13 +9,13 @@ from orchestrator.api.auth import Authenticator
 from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.config import ApiConfig
-from orchestrator.api.conversations import Conversations
 from orchestrator.api.fleet import Fleet
 from orchestrator.api.memories import Memories
 from orchestrator.api.metrics import Metrics
 from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.ratelimit import KeyLimiter, RateLimiter, SharedRateLimiter
 from orchestrator.api.runtime import Runtime
+from orchestrator.api.sessions import SessionService
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.api.tickets import SharedTickets, Tickets, WsTickets
 from orchestrator.api.tracker import TurnTracker
@@ -31,7 +31,7 @@ class ApiState:
     auth: Authenticator
     catalog: Catalog
     tracker: TurnTracker
-    conversations: Conversations
+    sessions: SessionService
     fleet: Fleet
     workshop: Workshop
     memories: Memories
@@ -77,7 +77,7 @@ class ApiState:
                 "running turn": config.max_turns_per_owner,
             }
         )
-        conversations = Conversations(runtime.store, runtime.turns, catalog, quota, tracker, caps)
+        sessions = SessionService(runtime.store, runtime.turns, catalog, quota, tracker, caps)
         return cls(
             runtime=runtime,
             config=config,
@@ -86,10 +86,10 @@ class ApiState:
             auth=Authenticator(runtime.store, settings, limiter),
             catalog=catalog,
             tracker=tracker,
-            conversations=conversations,
+            sessions=sessions,
             fleet=fleet,
             workshop=Workshop(runtime.images, fleet, runtime.store, metrics, spawn),
-            memories=Memories(runtime.store, conversations),
+            memories=Memories(runtime.store, sessions),
             supervisor=supervisor,
             caps=caps,
             tickets=tickets,

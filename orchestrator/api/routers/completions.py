@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from orchestrator.api.dependencies import CallerDep, CatalogDep, ConversationsDep, StateDep
+from orchestrator.api.dependencies import CallerDep, CatalogDep, SessionsDep, StateDep
 from orchestrator.api.event_stream import sse_response
 from orchestrator.api.openai_compat import (
     ChatCompletionRequest,
@@ -47,7 +47,7 @@ async def chat_completions(
     accept_language: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | StreamingResponse:
     chat, handle = await start_completion(
-        state.conversations, principal, body, x_cage_chat_id, accept_language
+        state.sessions, principal, body, x_cage_chat_id, accept_language
     )
     if body.stream:
         return sse_response(completion_chunks(handle, body, state.tracker), headers_for(chat, handle))
@@ -66,8 +66,8 @@ async def chat_completions(
 
 @router.post("/chat/completions/{turn_id}/interrupt", response_model=TurnAccepted, status_code=202)
 async def interrupt_turn(
-    turn_id: str, principal: CallerDep, conversations: ConversationsDep, body: Interrupt | None = None
+    turn_id: str, principal: CallerDep, sessions: SessionsDep, body: Interrupt | None = None
 ) -> TurnAccepted:
     force = body.force if body else False
-    chat = await conversations.interrupt_turn(principal, turn_id, force=force)
+    chat = await sessions.interrupt_turn(principal, turn_id, force=force)
     return TurnAccepted(turn_id=turn_id, chat_id=chat.client_id, force=force)

@@ -11,10 +11,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
-from orchestrator.api.conversations import Conversations, session_view, session_views
-from orchestrator.api.dependencies import CallerDep, ConversationsDep, StateDep
+from orchestrator.api.dependencies import CallerDep, SessionsDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.session_socket import SocketParams, serve_session
+from orchestrator.api.sessions import SessionService, session_view, session_views
 from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
 from orchestrator.errors import UsageError
 from orchestrator.store import ChatRecord
@@ -36,35 +36,35 @@ class EventPage(BaseModel):
 @router.get("", response_model=list[SessionView])
 async def list_sessions(
     principal: CallerDep,
-    conversations: ConversationsDep,
+    sessions: SessionsDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     parent: Annotated[str | None, Query(pattern=CHAT_ID)] = None,
 ) -> list[SessionView]:
     """The caller's sessions; `?parent=<id>`: the sub-agent child sessions of that session."""
-    chats = await conversations.sessions(principal, limit=limit, parent=parent)
-    return await session_views(conversations, chats)
+    chats = await sessions.sessions(principal, limit=limit, parent=parent)
+    return await session_views(sessions, chats)
 
 
 @router.get("/{chat_id}", response_model=SessionView)
-async def get_session(chat_id: ChatId, principal: CallerDep, conversations: ConversationsDep) -> SessionView:
-    return await session_view(conversations, await conversations.get(principal, chat_id))
+async def get_session(chat_id: ChatId, principal: CallerDep, sessions: SessionsDep) -> SessionView:
+    return await session_view(sessions, await sessions.get(principal, chat_id))
 
 
 @router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
 async def session_events(
     chat_id: ChatId,
     principal: CallerDep,
-    conversations: ConversationsDep,
+    sessions: SessionsDep,
     after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
 ) -> EventPage:
-    events = await conversations.events(principal, chat_id, after_seq, limit)
+    events = await sessions.events(principal, chat_id, after_seq, limit)
     return EventPage(events=events, last_seq=events[-1].seq if events else after_seq)
 
 
 @router.delete("/{chat_id}", status_code=204)
-async def delete_session(chat_id: ChatId, principal: CallerDep, conversations: ConversationsDep) -> None:
-    await conversations.delete(principal, chat_id)
+async def delete_session(chat_id: ChatId, principal: CallerDep, sessions: SessionsDep) -> None:
+    await sessions.delete(principal, chat_id)
 
 
 @router.post("/{chat_id}/permissions/{request_id}", response_model=Answered)
@@ -73,10 +73,10 @@ async def answer_permission(
     request_id: RequestId,
     body: PermissionAnswerBody,
     principal: CallerDep,
-    conversations: ConversationsDep,
+    sessions: SessionsDep,
 ) -> Answered:
     """Answer a waiting `permission/request` (404 when none with that id waits)."""
-    await conversations.respond_permission(principal, chat_id, request_id, body.decision, body.message)
+    await sessions.respond_permission(principal, chat_id, request_id, body.decision, body.message)
     return Answered(request_id=request_id)
 
 
@@ -86,16 +86,16 @@ async def answer_question(
     request_id: RequestId,
     body: QuestionAnswerBody,
     principal: CallerDep,
-    conversations: ConversationsDep,
+    sessions: SessionsDep,
 ) -> Answered:
     """Answer a waiting `question` (404 when none with that id waits)."""
-    await conversations.respond_question(principal, chat_id, request_id, body.answer)
+    await sessions.respond_question(principal, chat_id, request_id, body.answer)
     return Answered(request_id=request_id)
 
 
-async def _subscription(conversations: Conversations, chat: ChatRecord, after_seq: int) -> AsyncIterator[str]:
+async def _subscription(sessions: SessionService, chat: ChatRecord, after_seq: int) -> AsyncIterator[str]:
     encoder = SSEEncoder()
-    async for event in conversations.subscribe(chat, after_seq):
+    async for event in sessions.subscribe(chat, after_seq):
         yield encoder.encode(event)
 
 
@@ -110,14 +110,14 @@ REVOKED_SSE = (
 async def follow_session(
     chat_id: ChatId,
     principal: CallerDep,
-    conversations: ConversationsDep,
+    sessions: SessionsDep,
     state: StateDep,
     after_seq: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     last_event_id: Annotated[int | None, Header(ge=0, le=MAX_SEQ)] = None,
 ) -> StreamingResponse:
     """Every event after `after_seq` (or `Last-Event-ID`, or from now), then live, as SSE; a
     keep-alive comment in silences; the stream ends if the key is revoked."""
-    chat = await conversations.get(principal, chat_id)
+    chat = await sessions.get(principal, chat_id)
     start = (
         after_seq if after_seq is not None else last_event_id if last_event_id is not None else chat.last_seq
     )
@@ -128,7 +128,7 @@ async def follow_session(
     async def body() -> AsyncIterator[str]:
         try:
             async for item in watched(
-                _subscription(conversations, chat, start),
+                _subscription(sessions, chat, start),
                 keepalive=state.config.sse_keepalive_seconds,
                 still_valid=lambda: state.auth.still_valid(principal),
                 check_every=state.config.revocation_check_interval,

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Header, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.api.conversations import Conversations
 from orchestrator.api.dependencies import CallerDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.frames import AttachmentFrame
 from orchestrator.api.openai_compat import headers_for
+from orchestrator.api.sessions import SessionService
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import CHAT_ID, MAX_TOKENS, MAX_TURN_SECONDS
 from orchestrator.dsl.locales import request_locale
@@ -54,10 +54,10 @@ class StreamRequest(BaseModel):
 
 
 async def _events(
-    conversations: Conversations, chat: ChatRecord, handle: TurnHandle, tracker: TurnTracker
+    sessions: SessionService, chat: ChatRecord, handle: TurnHandle, tracker: TurnTracker
 ) -> AsyncIterator[str]:
     encoder = SSEEncoder()
-    async for event in conversations.turn_events(chat, handle):
+    async for event in sessions.turn_events(chat, handle):
         tracker.saw(event)
         yield encoder.encode(event)
 
@@ -71,14 +71,14 @@ async def stream_turn(
     accept_language: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """The turn's locale is `options.locale`, else the `Accept-Language` header's."""
-    conversations = state.conversations
-    chat = await conversations.open(principal, body.chat_id or uuid.uuid4().hex, assistant_id)
+    sessions = state.sessions
+    chat = await sessions.open(principal, body.chat_id or uuid.uuid4().hex, assistant_id)
     attachments = [a.attachment() for a in body.attachments]
     options = body.options.turn_options()
     if options.locale is None and accept_language:
         options = options.model_copy(update={"locale": request_locale(None, accept_language)})
-    handle = await conversations.start(chat, body.messages, attachments=attachments, options=options)
+    handle = await sessions.start(chat, body.messages, attachments=attachments, options=options)
     events = watched(
-        _events(conversations, chat, handle, state.tracker), keepalive=state.config.sse_keepalive_seconds
+        _events(sessions, chat, handle, state.tracker), keepalive=state.config.sse_keepalive_seconds
     )
     return sse_response(events, headers_for(chat, handle))

@@ -1,10 +1,10 @@
-"""The id mapping in `orchestrator.api.conversations`: what leaves for a client carries its id."""
+"""The id mapping in `orchestrator.api.sessions`: what leaves for a client carries its id."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from orchestrator.api.conversations import for_client, for_client_one
+from orchestrator.api.sessions import for_client, for_client_one
 from orchestrator.api.views import SessionView
 from orchestrator.store import ChatRecord
 from orchestrator.store.chats import internal_chat_id

@@ -1,4 +1,5 @@
-"""Sessions (chats) as the API sees them: who may open which, and starting turns in them.
+"""`SessionService`: sessions as the API sees them (the store and the pipeline call them chats):
+who may open which, and starting, steering and answering turns in them.
 
 A session is created on first use with an `assistant_id`. Session ids are per owner: the id a
 client names (`ChatRecord.client_id`) is looked up among the caller's own sessions only, so another
@@ -80,7 +81,10 @@ class PermissionResponder(Protocol):
     ) -> None: ...
 
 
-class Conversations:
+class SessionService:
+    """The API's sessions: lookups by client id, turns (admitted by the pipeline), interrupts and
+    answers here or on the replica that runs the turn."""
+
     def __init__(
         self,
         store: Store,
@@ -412,21 +416,21 @@ def for_client(chat: ChatRecord, events: Iterable[Event]) -> list[Event]:
     return [for_client_one(chat, event) for event in events]
 
 
-async def session_views(conversations: Conversations, chats: Sequence[ChatRecord]) -> list[SessionView]:
+async def session_views(sessions: SessionService, chats: Sequence[ChatRecord]) -> list[SessionView]:
     """The sessions as clients see them, each with the turn running in it here or on another
     replica (one query for all the chats whose turn, if any, is not here)."""
     here: dict[str, str | None] = {}
     for chat in chats:
-        handle = conversations.running(chat.id)
+        handle = sessions.running(chat.id)
         if handle is not None:
             here[chat.id] = handle.turn_id
-        elif conversations.turns.running(chat.id) is not None:
+        elif sessions.turns.running(chat.id) is not None:
             here[chat.id] = None  # ended on the wire, persisting
-    elsewhere = await conversations.steering.running_turns([c.id for c in chats if c.id not in here])
+    elsewhere = await sessions.steering.running_turns([c.id for c in chats if c.id not in here])
     return [
         SessionView.of(chat, here[chat.id] if chat.id in here else elsewhere.get(chat.id)) for chat in chats
     ]
 
 
-async def session_view(conversations: Conversations, chat: ChatRecord) -> SessionView:
-    return (await session_views(conversations, [chat]))[0]
+async def session_view(sessions: SessionService, chat: ChatRecord) -> SessionView:
+    return (await session_views(sessions, [chat]))[0]
