@@ -4,8 +4,9 @@
    opencode) on a large transcript (≥ 100k lines) made by repeating the body of the runner's
    recorded `hello` golden, against the target of 100k events/s per core (issue 14).
 2. **Whole path**: the same transcript pushed through container exec → line framer → translator →
-   JSONL encoder, against `docker exec <box> cat <file>` of the same file (the baseline), as a ratio
-   of wall-clock medians (target ≤ 3), with the CPU time the orchestrator spent beside it: on a
+   JSONL encoder (with a resume-state callback, as the pipeline passes: the bridge checks the state
+   after every line), against `docker exec <box> cat <file>` of the same file (the baseline), as a
+   ratio of wall-clock medians (target ≤ 3), with the CPU time the orchestrator spent beside it: on a
    loaded machine the wall clock of the Python side grows with the load, `cat`'s much less.
 
 Usage: `.venv/bin/python bench/bridge.py [--lines 100000] [--runs 3]`. Everything it creates is
@@ -155,11 +156,18 @@ async def whole_path(
         for event in batch:
             sent += len(encoder.encode(event))
 
+    saved: list[dict[str, str]] = []
+
+    async def save_resume(state: dict[str, str]) -> None:
+        saved.append(state)  # the pipeline writes it to the store; the bridge's per-line check is the same
+
     builder = TurnBuilder(CountingIds(), runner=runner)
     turn = turn_for(runner, "session" if runner == "opencode" else "oneshot")
     started, cpu = time.perf_counter(), time.process_time()
     await emit(builder.stream_start("bench.a"))
-    result = await run_runner_turn(ReplayAdapter(runner, path), turn, BoxSandbox(backend, ref), builder, emit)
+    result = await run_runner_turn(
+        ReplayAdapter(runner, path), turn, BoxSandbox(backend, ref), builder, emit, on_resume=save_resume
+    )
     await emit(builder.stream_end(result.outcome.status))
     return time.perf_counter() - started, time.process_time() - cpu, sent
 
