@@ -49,6 +49,9 @@ class FixedImages:
     def __init__(self, tag: str) -> None:
         self.ref = ImageRef(tag=tag, image_hash=hashlib.sha256(tag.encode()).hexdigest())
 
+    async def aclose(self) -> None:
+        return None
+
     async def ensure(
         self,
         runner: str,

@@ -1,8 +1,19 @@
-"""The long-lived services one Cage process needs, built from `Settings` and closed together."""
+"""The long-lived services one Cage process needs, built from `Settings` and closed together:
+
+```python
+async with open_services(settings) as services:   # the server's runtime, `cage run`
+    ...
+```
+closes the engine clients (the sandbox backend's and the image builder's) on the way out.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+import anyio
 
 from orchestrator.dsl import AppLoader
 from orchestrator.gateway import ModelGateway
@@ -47,3 +58,19 @@ class Services:
             manager=SandboxManager(backend, images, settings, extra_labels=settings.sandbox_labels),
             gateway=ModelGateway.from_settings(settings),
         )
+
+    async def aclose(self) -> None:
+        """Close what `from_settings` opened: the image builder's and the backend's clients."""
+        with anyio.CancelScope(shield=True):
+            await self.images.aclose()
+            await self.backend.aclose()
+
+
+@asynccontextmanager
+async def open_services(settings: Settings) -> AsyncIterator[Services]:
+    """`Services.from_settings(settings)`, closed when the block ends (however it ends)."""
+    services = Services.from_settings(settings)
+    try:
+        yield services
+    finally:
+        await services.aclose()

@@ -15,7 +15,7 @@ from orchestrator.dsl import AppLoader
 from orchestrator.pipeline import TurnService
 from orchestrator.sandbox import SandboxManager
 from orchestrator.sandbox.images import ImageBuilder
-from orchestrator.services import Services
+from orchestrator.services import Services, open_services
 from orchestrator.settings import Settings
 from orchestrator.store import Store
 
@@ -45,8 +45,7 @@ def production_runtime(turn_service: TurnServiceFactory) -> RuntimeFactory:
 
     @asynccontextmanager
     async def build(settings: Settings) -> AsyncIterator[Runtime]:
-        services = Services.from_settings(settings)
-        async with Store.from_settings(settings) as store:
+        async with open_services(settings) as services, Store.from_settings(settings) as store:
             assistants = AssistantRegistry(
                 services.loader, store, env_prefix=settings.api_assistant_env_prefix
             )

@@ -56,7 +56,7 @@ from orchestrator.pipeline.permissions import Unattended
 from orchestrator.pipeline.runner_turn import new_chat_id
 from orchestrator.sandbox.checkout import checkout_owner
 from orchestrator.sandbox.labels import MANAGED, RUN
-from orchestrator.services import Services
+from orchestrator.services import Services, open_services
 from orchestrator.settings import Settings
 from orchestrator.store import Store
 from orchestrator.stream import (
@@ -187,7 +187,12 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
     """
     run_id = uuid.uuid4().hex
     settings = settings.model_copy(update={"sandbox_labels": {**settings.sandbox_labels, RUN: run_id}})
-    services = Services.from_settings(settings)
+    async with open_services(settings) as services:  # the engine clients closed however the run ends
+        return await _run_turn(settings, services, opts, run_id)
+
+
+async def _run_turn(settings: Settings, services: Services, opts: RunOptions, run_id: str) -> int:
+    """`run_job` with the process's services open."""
     assistant = _prepare(services, opts)
     if assistant.sandbox is not None:
         await services.backend.ping()

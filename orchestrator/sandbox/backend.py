@@ -287,6 +287,10 @@ class SandboxBackend(Protocol):
         """Raises `EngineUnavailable` when the engine does not answer."""
         ...
 
+    async def aclose(self) -> None:
+        """Close the engine client (idempotent); the sandboxes stay as they are."""
+        ...
+
     async def find(self, labels: Mapping[str, str]) -> list[SandboxRef]:
         """Every sandbox (running or not) carrying all of `labels`."""
         ...

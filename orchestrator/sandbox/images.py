@@ -198,6 +198,10 @@ ProgressCallback = Callable[[BuildProgress], Awaitable[None]]
 class ImageBuilder(Protocol):
     """Builds (or finds) the image for a runner. Implementations build each tag at most once."""
 
+    async def aclose(self) -> None:
+        """Close the engine or registry client it opened (idempotent)."""
+        ...
+
     async def ensure(
         self, runner: str, *, base: str | None = None, on_progress: ProgressCallback | None = None
     ) -> ImageRef:

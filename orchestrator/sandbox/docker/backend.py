@@ -112,6 +112,13 @@ class DockerBackend:
                 self._client = self._factory()
             return self._client
 
+    async def aclose(self) -> None:
+        """Close the engine client, if one was opened (the next call opens a new one)."""
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            await to_thread.run_sync(client.close)
+
     async def _call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         return await to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 

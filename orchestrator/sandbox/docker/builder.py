@@ -129,12 +129,22 @@ class DockerImageBuilder:
         if isinstance(client_or_settings, Settings):
             self._settings = client_or_settings
             self._docker: docker.DockerClient | None = None
+            self._owns_client = True
         else:
             self._settings = settings or Settings()
             self._docker = client_or_settings
+            self._owns_client = False
+            """A client passed in is its giver's to close."""
         self._images_dir = images_dir or default_images_dir()
         self._source_root = source_root
         self._locks: dict[str, anyio.Lock] = {}
+
+    async def aclose(self) -> None:
+        """Close the engine client this builder opened (a client passed in is left open)."""
+        client = self._docker if self._owns_client else None
+        if client is not None:
+            self._docker = None
+            await to_thread.run_sync(client.close)
 
     async def _client(self) -> docker.DockerClient:
         if self._docker is None:

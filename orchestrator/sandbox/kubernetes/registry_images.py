@@ -228,6 +228,9 @@ class RegistryImageResolver:
         )
         self._found: set[str] = set()
 
+    async def aclose(self) -> None:
+        """Nothing stays open: each registry lookup has its own HTTP client."""
+
     def plan_tag(self, image: RunnerImage, base: str) -> ImageRef:
         """The tag the Docker builder gives `image` on `base`, computed from the manifest's base id
         (or `base` itself when the manifest records it as `image`'s ready image).

@@ -34,6 +34,10 @@ class FakeImageBuilder:
         self.tag = tag
         self.image_hash = image_hash
         self.ensured = 0
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
 
     async def ensure(
         self,
@@ -134,6 +138,7 @@ class FakeBackend:
 
     def __init__(self, script: ExecScript | None = None, *, create_delay: float = 0.0) -> None:
         self.boxes: dict[str, FakeBox] = {}
+        self.closed = False
         self.volumes: dict[str, dict[str, bytes]] = {}
         self.volume_labels: dict[str, dict[str, str]] = {}
         self.processes: dict[str, list[ProcessInfo]] = {}
@@ -159,6 +164,9 @@ class FakeBackend:
 
     async def ping(self) -> None:
         return None
+
+    async def aclose(self) -> None:
+        self.closed = True
 
     async def find(self, labels: Mapping[str, str]) -> list[SandboxRef]:
         return [
