@@ -3,14 +3,13 @@
 from orchestrator.api.app import create_app
 from orchestrator.api.auth import Principal
 from orchestrator.api.config import ApiConfig
-from orchestrator.api.runtime import Runtime, RuntimeFactory, TurnServiceFactory, production_runtime
+from orchestrator.api.runtime import Runtime, RuntimeFactory, production_runtime
 
 __all__ = [
     "ApiConfig",
     "Principal",
     "Runtime",
     "RuntimeFactory",
-    "TurnServiceFactory",
     "create_app",
     "production_runtime",
 ]

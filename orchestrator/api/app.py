@@ -40,7 +40,7 @@ from orchestrator.api.routers.admin import images as admin_images
 from orchestrator.api.routers.admin import sandboxes as admin_sandboxes
 from orchestrator.api.routers.admin import sessions as admin_sessions
 from orchestrator.api.routers.admin import teams as admin_teams
-from orchestrator.api.runtime import Runtime, RuntimeFactory
+from orchestrator.api.runtime import Runtime, RuntimeFactory, production_runtime
 from orchestrator.api.state import ApiState
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.errors import CageError, EngineUnavailable
@@ -219,9 +219,7 @@ def create_app(
     """
     check_auth_mode(settings)
     if runtime is None:
-        from orchestrator.api.pipeline_runtime import default_runtime
-
-        runtime = default_runtime()
+        runtime = production_runtime
     api_config = config or ApiConfig()
     metrics = Metrics()
     app = FastAPI(

@@ -1,7 +1,8 @@
 """The long-lived parts one server needs, built per app by a `RuntimeFactory` in the lifespan.
 
-`create_app(settings)` uses `production_runtime` (Docker engine, the settings' database, the
-turn pipeline); tests pass a factory that swaps in fakes implementing the same protocols.
+`create_app(settings)` uses `production_runtime` (the process's services over the Docker engine,
+the settings' database, one `AssistantRegistry` and the turn pipeline, all closed with it); tests
+pass a factory that swaps in fakes implementing the same protocols.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
+from orchestrator.api.config import ApiConfig
 from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
-from orchestrator.pipeline import TurnService
+from orchestrator.pipeline import PipelineService, TurnService
 from orchestrator.sandbox import SandboxManager
 from orchestrator.sandbox.images import ImageBuilder
-from orchestrator.services import Services, open_services
+from orchestrator.services import open_services
 from orchestrator.settings import Settings
 from orchestrator.store import Store
 
@@ -35,29 +37,25 @@ class Runtime:
 
 
 RuntimeFactory = Callable[[Settings], AbstractAsyncContextManager[Runtime]]
-TurnServiceFactory = Callable[
-    [Settings, Store, Services, AssistantRegistry], AbstractAsyncContextManager[TurnService]
-]
 
 
-def production_runtime(turn_service: TurnServiceFactory) -> RuntimeFactory:
-    """A factory wiring the Docker backend and the settings' database to `turn_service`."""
-
-    @asynccontextmanager
-    async def build(settings: Settings) -> AsyncIterator[Runtime]:
-        async with open_services(settings) as services, Store.from_settings(settings) as store:
-            assistants = AssistantRegistry(
-                services.loader, store, env_prefix=settings.api_assistant_env_prefix
+@asynccontextmanager
+async def production_runtime(settings: Settings) -> AsyncIterator[Runtime]:
+    """The server's runtime: services, store, registry and pipeline, closed in reverse order."""
+    async with open_services(settings) as services, Store.from_settings(settings) as store:
+        assistants = AssistantRegistry(services.loader, store, env_prefix=settings.api_assistant_env_prefix)
+        turns = PipelineService.from_services(
+            services, store, close_grace=ApiConfig().shutdown_grace, assistants=assistants
+        )
+        try:
+            yield Runtime(
+                settings=settings,
+                store=store,
+                loader=services.loader,
+                assistants=assistants,
+                manager=services.manager,
+                images=services.images,
+                turns=turns,
             )
-            async with turn_service(settings, store, services, assistants) as turns:
-                yield Runtime(
-                    settings=settings,
-                    store=store,
-                    loader=services.loader,
-                    assistants=assistants,
-                    manager=services.manager,
-                    images=services.images,
-                    turns=turns,
-                )
-
-    return build
+        finally:
+            await turns.aclose()  # idempotent: the lifespan closed it already on a graceful stop
