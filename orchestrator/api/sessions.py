@@ -21,7 +21,6 @@ import structlog
 from orchestrator.api.auth import Principal
 from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
-from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.steering import Steering
 from orchestrator.api.tracker import TurnTracker
 from orchestrator.api.views import SessionView
@@ -36,6 +35,7 @@ from orchestrator.pipeline import (
     TurnOptions,
     TurnService,
 )
+from orchestrator.sandbox import SandboxManager
 from orchestrator.store import ChatRecord, RecordExists, Store
 from orchestrator.store.commands import TurnCommand
 from orchestrator.stream import Event, event_json, parse_event
@@ -90,7 +90,7 @@ class SessionService:
         store: Store,
         turns: TurnService,
         catalog: Catalog,
-        quota: SandboxQuota,
+        manager: SandboxManager,
         tracker: TurnTracker,
         caps: OwnerCaps | None = None,
     ) -> None:
@@ -98,7 +98,7 @@ class SessionService:
         self._store = store
         self.turns = turns
         self._catalog = catalog
-        self._quota = quota
+        self._manager = manager
         self._tracker = tracker
         self.steering = Steering(store, holds=self._holds, act=self._act)
         """Interrupts and answers for turns another replica runs (Postgres), and theirs for ours."""
@@ -196,7 +196,7 @@ class SessionService:
         def admit(assistant: Assistant) -> Release:
             spec = assistant.sandbox
             runner.append(spec.runner.name if spec is not None else assistant.mode.value)
-            reservation = self._quota.check(
+            room = self._manager.admission.admit(
                 spec,
                 owner=chat.owner,
                 assistant_id=chat.assistant_id,
@@ -206,12 +206,12 @@ class SessionService:
             try:
                 self._caps.take("running turn", chat.owner)
             except BaseException:
-                self._quota.release(reservation)
+                room()
                 raise
 
             def release() -> None:
                 self._caps.give_back("running turn", chat.owner)
-                self._quota.release(reservation)
+                room()
 
             return release
 

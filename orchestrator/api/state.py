@@ -12,7 +12,6 @@ from orchestrator.api.config import ApiConfig
 from orchestrator.api.fleet import Fleet
 from orchestrator.api.memories import Memories
 from orchestrator.api.metrics import Metrics
-from orchestrator.api.quota import SandboxQuota
 from orchestrator.api.ratelimit import KeyLimiter, RateLimiter, SharedRateLimiter
 from orchestrator.api.runtime import Runtime
 from orchestrator.api.sessions import SessionService
@@ -60,9 +59,6 @@ class ApiState:
             tickets = Tickets(config.ws_ticket_ttl)
         catalog = Catalog(runtime.assistants, runtime.store, config.api_assistant_policy())
         tracker = TurnTracker(metrics, spawn)
-        quota = SandboxQuota(
-            runtime.manager, max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner
-        )
         fleet = Fleet(
             runtime.manager,
             runtime.store,
@@ -77,7 +73,7 @@ class ApiState:
                 "running turn": config.max_turns_per_owner,
             }
         )
-        sessions = SessionService(runtime.store, runtime.turns, catalog, quota, tracker, caps)
+        sessions = SessionService(runtime.store, runtime.turns, catalog, runtime.manager, tracker, caps)
         return cls(
             runtime=runtime,
             config=config,

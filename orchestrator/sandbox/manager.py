@@ -35,6 +35,7 @@ from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.dsl.source import stored_label
 from orchestrator.errors import CapacityError, SandboxError
 from orchestrator.redaction import register_secret
+from orchestrator.sandbox.admission import SandboxAdmission
 from orchestrator.sandbox.backend import (
     ClusterLock,
     CreateSpec,
@@ -182,6 +183,10 @@ class SandboxManager:
         self.registry = SandboxRegistry(
             max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner, clock=clock
         )
+        self.admission = SandboxAdmission(
+            self.registry, max_total=settings.max_sandboxes, max_per_owner=settings.max_sandboxes_per_owner
+        )
+        """The quick cap check as a turn is admitted (`admission.admit`), before any box exists."""
         self._leases: set[str] = set()
         self.started_at = clock()
         self._volume_used: dict[str, float] = {}

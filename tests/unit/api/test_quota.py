@@ -3,11 +3,11 @@ and then failed inside the turn: a passing check reserves its sandbox until the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from orchestrator.api.quota import SandboxQuota
 from orchestrator.dsl import AppLoader
 from orchestrator.errors import CapacityError
 from orchestrator.sandbox import SandboxManager
@@ -18,18 +18,15 @@ from tests.unit.sandbox.fakes import FakeBackend, FakeImageBuilder
 def test_concurrent_starts_reserve_their_sandboxes(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, max_sandboxes_per_owner=2)
     spec = AppLoader(settings.app_dir, environ={}).get("tests.box").sandbox
-    quota = SandboxQuota(
-        SandboxManager(FakeBackend(), FakeImageBuilder(), settings), max_total=100, max_per_owner=2
-    )
+    manager = SandboxManager(FakeBackend(), FakeImageBuilder(), settings)
 
-    def start(chat: str, owner: str = "alice") -> int | None:
-        return quota.check(spec, owner=owner, assistant_id="tests.box", chat_id=chat, workspace_id=None)
+    def start(chat: str, owner: str = "alice") -> Callable[[], None]:
+        return manager.admission.admit(spec, owner=owner, assistant_id="tests.box", chat_id=chat, workspace_id=None)
 
-    first, second = start("c1"), start("c2")  # neither box exists yet: both reserve
-    assert first is not None and second is not None
+    first, _second = start("c1"), start("c2")  # neither box exists yet: both reserve
     with pytest.raises(CapacityError, match="owner alice"):
         start("c3")  # refused before it starts, although no box exists yet
-    assert start("c1") is None  # the same chat's box is already reserved: no second one
-    assert start("c9", owner="bob") is not None  # another owner has its own room
-    quota.release(first)  # the turn ended (its box was never made, or is counted by the registry)
-    assert start("c3") is not None
+    start("c1")  # the same chat's box is already reserved: no second one, so no refusal
+    start("c9", owner="bob")  # another owner has its own room
+    first()  # the turn ended (its box was never made, or is counted by the registry)
+    start("c3")

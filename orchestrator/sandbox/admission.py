@@ -1,4 +1,5 @@
-"""The per-owner sandbox cap, checked before a turn starts so the caller gets a 429 at once.
+"""`SandboxAdmission`: the sandbox caps (`max_sandboxes`, `max_sandboxes_per_owner`) checked as a
+turn is admitted, so the caller gets a 429 at once (`SandboxManager.admit`).
 
 Turns started at the same moment would all pass a check of the boxes that exist (none of theirs
 does yet) and then fail one by one inside the turn. So a passing check reserves the sandbox name
@@ -7,33 +8,35 @@ it will create until the turn ends; later checks count reserved names that do no
 
 from __future__ import annotations
 
-from orchestrator.dsl import Lifecycle, SandboxSpec
+import functools
+from collections.abc import Callable
+
+from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.errors import CapacityError
-from orchestrator.sandbox import SandboxManager
 from orchestrator.sandbox.identity import identity_for
+from orchestrator.sandbox.registry import SandboxRegistry
 
 
-class SandboxQuota:
-    def __init__(self, manager: SandboxManager, *, max_total: int, max_per_owner: int) -> None:
-        self._manager = manager
+class SandboxAdmission:
+    def __init__(self, registry: SandboxRegistry, *, max_total: int, max_per_owner: int) -> None:
+        self._registry = registry
         self._max_total = max_total
         self._max_per_owner = max_per_owner
         self._reserved: dict[int, tuple[str, str]] = {}
         self._next = 0
 
-    def release(self, reservation: int | None) -> None:
-        """Give back what `check` reserved (when the turn has ended)."""
-        if reservation is not None:
-            self._reserved.pop(reservation, None)
+    def _release(self, reservation: int) -> None:
+        """Give back what `admit` reserved (when the turn has ended)."""
+        self._reserved.pop(reservation, None)
 
     def _pending(self, owner: str | None = None) -> int:
-        registry = self._manager.registry
+        registry = self._registry
         names = {
             n for o, n in self._reserved.values() if (owner is None or o == owner) and registry.get(n) is None
         }
         return len(names)
 
-    def check(
+    def admit(
         self,
         spec: SandboxSpec | None,
         *,
@@ -41,17 +44,17 @@ class SandboxQuota:
         assistant_id: str,
         chat_id: str,
         workspace_id: str | None,
-    ) -> int | None:
+    ) -> Callable[[], None]:
         """Pass when the turn needs no new sandbox, or a new one fits under both caps (counting the
-        ones other starting turns reserved); returns the reservation to `release` at the turn's end.
+        ones other starting turns reserved); returns what gives the room back at the turn's end.
 
         Raises:
             CapacityError: the turn would create a sandbox past a cap (HTTP 429).
             WorkspaceError: an id cannot form a sandbox name.
         """
         if spec is None:
-            return None
-        registry = self._manager.registry
+            return _nothing
+        registry = self._registry
         name: str | None = None
         if spec.lifecycle is not Lifecycle.ONESHOT:
             identity = identity_for(
@@ -63,15 +66,19 @@ class SandboxQuota:
             )
             name = identity.name
             if registry.get(name) is not None:
-                return None  # reused: no new sandbox
+                return _nothing  # reused: no new sandbox
             if any(n == name for _, n in self._reserved.values()):
-                return None  # another starting turn creates it (its chat is busy meanwhile)
+                return _nothing  # another starting turn creates it (its chat is busy meanwhile)
         if registry.count() + self._pending() >= self._max_total:
             raise CapacityError("all owners", self._max_total)
         if registry.count(owner) + self._pending(owner) >= self._max_per_owner:
             raise CapacityError(f"owner {owner}", self._max_per_owner)
         if name is None:
-            return None  # oneshot boxes have no name before they exist
+            return _nothing  # oneshot boxes have no name before they exist
         self._next += 1
         self._reserved[self._next] = (owner, name)
-        return self._next
+        return functools.partial(self._release, self._next)
+
+
+def _nothing() -> None:
+    """The release of an admission that reserved nothing."""
