@@ -168,7 +168,7 @@ async def whole_path(
     result = await run_runner_turn(
         ReplayAdapter(runner, path), turn, BoxSandbox(backend, ref), builder, emit, on_resume=save_resume
     )
-    await emit(builder.stream_end(result.outcome.status))
+    await emit(builder.stream_end(result.status))
     return time.perf_counter() - started, time.process_time() - cpu, sent
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from orchestrator.dsl import AppLoader
-from orchestrator.pipeline import InputMessage, PipelineService, TurnInput, TurnOptions, TurnResult
+from orchestrator.pipeline import CallResult, InputMessage, PipelineService, TurnInput, TurnOptions
 from orchestrator.sandbox.backend import SandboxBackend
 from orchestrator.sandbox.images import ImageBuilder
 from orchestrator.sandbox.manager import SandboxManager
@@ -26,7 +26,7 @@ from orchestrator.stream import Event, LifecycleEvent, MessageEnd, StreamEnd, St
 class Ran:
     """One finished turn: its result and its stamped events (as the handle streamed them)."""
 
-    result: TurnResult
+    result: CallResult
     events: list[Event]
     turn: TurnInput
     problems: list[str] = field(default_factory=list)

@@ -45,15 +45,15 @@ from orchestrator.dsl.units import parse_duration
 from orchestrator.error_table import ExitCode, turn_exit_code
 from orchestrator.errors import NotFound, UsageError, WorkspaceError
 from orchestrator.pipeline import (
+    CallResult,
     InputMessage,
     PipelineService,
     TurnHandle,
     TurnInput,
     TurnOptions,
-    TurnResult,
+    new_chat_id,
 )
 from orchestrator.pipeline.permissions import Unattended
-from orchestrator.pipeline.runner_turn import new_chat_id
 from orchestrator.sandbox.checkout import checkout_owner
 from orchestrator.sandbox.labels import MANAGED, RUN
 from orchestrator.services import Services, open_services
@@ -74,7 +74,7 @@ LOCAL_OWNER = "local"
 MAX_PROMPT_BYTES = 16 * 2**20
 
 
-def exit_code_for(result: TurnResult, error_codes: Sequence[str], interrupted: bool) -> int:
+def exit_code_for(result: CallResult, error_codes: Sequence[str], interrupted: bool) -> int:
     """The documented exit code for how the turn ended; a failed turn's comes from the kinds of its
     error events' codes (`turn_exit_code`)."""
     if result.status == "completed":
@@ -249,7 +249,7 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
         assistant=assistant.id,
         runner=assistant.sandbox.runner.name if assistant.sandbox else None,
         chat_id=opts.chat_id,
-        turn_id=result.turn_id,
+        turn_id=handle.turn_id,
         status=result.status,
         stop_reason=result.stop_reason,
         error=result.error,

@@ -4,6 +4,7 @@ The API and the CLI use `PipelineService` (a `TurnService`) and the contract mod
 from here.
 """
 
+from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import (
@@ -14,8 +15,8 @@ from orchestrator.pipeline.contract import (
     TurnHandle,
     TurnInput,
     TurnOptions,
-    TurnResult,
     TurnService,
+    new_chat_id,
     new_turn_id,
 )
 from orchestrator.pipeline.errors import CallDepthError, HookError
@@ -28,6 +29,7 @@ __all__ = [
     "Admit",
     "Attachment",
     "CallDepthError",
+    "CallResult",
     "CallStack",
     "ChatResumeStore",
     "HookError",
@@ -40,7 +42,7 @@ __all__ = [
     "TurnHandle",
     "TurnInput",
     "TurnOptions",
-    "TurnResult",
     "TurnService",
+    "new_chat_id",
     "new_turn_id",
 ]

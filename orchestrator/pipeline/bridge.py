@@ -8,7 +8,8 @@ The adapter (pure) says what to run and how to read it; the bridge does the I/O:
 4. closes stdin once the translator saw the end of the turn, and kills a CLI that lingers;
 5. on cancel, timeout or stall: the adapter's stdin interrupt, then its signal to the process
    group, then SIGKILL after the grace period — and still reads what the CLI printed last;
-6. hands exit code and stderr tail to `translator.close()` and returns the `TurnOutcome`;
+6. hands exit code and stderr tail to `translator.close()` and returns the `TurnOutcome`
+   (a CLI the bridge stopped has the `StopReason` as its `stop_reason`);
 7. reports the translator's `resume_state` to `on_resume` as soon as it first appears or changes
    (and once more after `close()` if it changed then), so a process that dies mid-turn has
    already saved the runner's session/thread id and the next turn resumes it;
@@ -95,14 +96,6 @@ class TurnLimits:
     every 0.2 s)."""
     linger_seconds: float = 10.0
     """Seconds a CLI may keep running after it reported the end of its turn."""
-
-
-@dataclass
-class BridgeResult:
-    outcome: TurnOutcome
-    exit_code: int | None
-    stopped: StopReason | None
-    resume_state: dict[str, str]
 
 
 def _safe_rel(path: str) -> str:
@@ -372,7 +365,7 @@ async def run_runner_turn(
     workspace_root: str = "/workspace",
     on_resume: SaveResume | None = None,
     gate: PermissionGate | None = None,
-) -> BridgeResult:
+) -> TurnOutcome:
     """Run one turn of `adapter` in `sandbox`, emitting its events; never raises for CLI failures.
 
     `on_resume` gets each new resume state as the runner reports it (mid-turn writes that fail
@@ -427,4 +420,6 @@ async def run_runner_turn(
         outcome = outcome.model_copy(
             update={"status": "error", "error": message, "stop_reason": state.stopped.value}
         )
-    return BridgeResult(outcome, exit_code, state.stopped, translator.resume_state)
+    elif state.stopped is StopReason.CANCELLED:
+        outcome = outcome.model_copy(update={"stop_reason": StopReason.CANCELLED.value})
+    return outcome

@@ -1,7 +1,7 @@
 """`CallRunner`: one call through the stages, for the turn's root and for every nested call.
 
 stream_start → history → sandbox (before hooks, so they can use it) → Create hook (may rewrite
-messages and options, or delegate) → dispatch by mode → Next hook (may delegate or return data),
+messages and options, or delegate) → the mode (`modes/`) → Next hook (may delegate or return data),
 else the standard response → stream_end (the caller's `finish`: the root persists the turn with
 it) → release the sandbox per lifecycle.
 
@@ -21,14 +21,13 @@ from pydantic import ValidationError
 
 from orchestrator.dsl.locales import request_locale
 from orchestrator.dsl.localized import localized
-from orchestrator.errors import CageError, WorkspaceError
+from orchestrator.errors import CageError
 from orchestrator.pipeline.agents import AgentCaller
 from orchestrator.pipeline.attachments import with_attachments
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallKind
-from orchestrator.pipeline.contract import Attachment, InputMessage
-from orchestrator.pipeline.dispatch import Completion, dispatch
-from orchestrator.pipeline.frame import CallFrame, CancelSignal
+from orchestrator.pipeline.contract import InputMessage
+from orchestrator.pipeline.frame import Call, CancelSignal
 from orchestrator.pipeline.hook_context import HookContext, HookSandbox
 from orchestrator.pipeline.hook_mcp import HookMcp
 from orchestrator.pipeline.hook_results import (
@@ -38,11 +37,10 @@ from orchestrator.pipeline.hook_results import (
     NextResult,
     parse_result,
 )
+from orchestrator.pipeline.modes import mode_for
 from orchestrator.pipeline.options import CallOptions
-from orchestrator.pipeline.runner_turn import RunnerTurnInput, acquire_sandbox, release_outcome
+from orchestrator.pipeline.stages.sandbox import acquire_sandbox, release_sandbox
 from orchestrator.redaction import redact
-from orchestrator.sandbox.backend import FileEntry
-from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.stream import Event, TurnBuilder, Usage
 
 log = structlog.get_logger(__name__)
@@ -69,39 +67,10 @@ def _sum_usage(*usages: Usage | None) -> Usage | None:
     return total.model_copy(update={"scope": "turn"})
 
 
-async def write_attachments(
-    manager: SandboxManager, lease: SandboxLease, attachments: Sequence[Attachment]
-) -> None:
-    """The user's files, into `<work dir>/attachments/`, owned by and written as the sandbox user.
-
-    `attachments` is a member of the archive (not the extraction root), so a symlink the agent
-    left in its place is replaced by a directory instead of followed (`put_files`).
-
-    Raises:
-        WorkspaceError: a name is a path, not a file name.
-    """
-    entries = []
-    for item in attachments:
-        if "/" in item.name or "\\" in item.name or item.name in (".", ".."):
-            raise WorkspaceError(item.name, "attachment names are plain file names")
-        entries.append(
-            FileEntry(path=f"attachments/{item.name}", content=item.content, uid=lease.uid, gid=lease.gid)
-        )
-    await manager.backend.put_files(lease.ref, lease.work_dir, entries)
-
-
-async def _gateway_port(frame: CallFrame) -> int | None:
-    """The gateway's port when the box will be isolated (its relay needs it at creation), else None."""
-    spec = frame.assistant.sandbox
-    if spec is None or not frame.scope.manager.isolates(spec):
-        return None
-    return (await frame.scope.gateway.start()).port
-
-
 class CallRunner:
     """Runs calls; `fork` and delegation nest new frames under a given one."""
 
-    async def run(self, frame: CallFrame, finish: Finish) -> CallResult:
+    async def run(self, frame: Call, finish: Finish) -> CallResult:
         """Run every stage of `frame`'s call; never raises for a failing stage (only cancellation)."""
         result: CallResult | None = None
         try:
@@ -122,16 +91,16 @@ class CallRunner:
             await self._close(frame, result, finish)
         return result
 
-    def _cancelled(self, frame: CallFrame) -> CallResult:
+    def _cancelled(self, frame: Call) -> CallResult:
         return CallResult(
             assistant_id=frame.assistant.id,
             status="cancelled",
-            content=frame.tap.content,
+            content=frame.transcript.content,
             usage=frame.builder.turn_usage,
             thread_id=frame.builder.thread_id,
         )
 
-    async def _enforce(self, frame: CallFrame, scope: anyio.CancelScope) -> None:
+    async def _enforce(self, frame: Call, scope: anyio.CancelScope) -> None:
         """Turn an interrupt into a stop: a runner first gets its graceful stop, anything else
         (hooks, model calls, sandbox set-up) is cancelled at once."""
         signal = frame.signal
@@ -144,7 +113,7 @@ class CallRunner:
             waited += _POLL
         scope.cancel()
 
-    async def _open(self, frame: CallFrame) -> None:
+    async def _open(self, frame: Call) -> None:
         """`stream_start`, once; a call cancelled before it ran still opens before it closes."""
         if frame.started:
             return
@@ -160,27 +129,25 @@ class CallRunner:
         with anyio.CancelScope(shield=True):  # half-written, the turn would have no beginning
             await frame.emit(events)
 
-    async def _close(self, frame: CallFrame, result: CallResult, finish: Finish) -> None:
+    async def _close(self, frame: Call, result: CallResult, finish: Finish) -> None:
         frame.stage = "end"
         try:
             await self._open(frame)
             end = frame.builder.stream_end(result.status, error=result.error, usage=result.usage)
             await finish(end, result)
         finally:
-            if frame.lease is not None:
-                lease, frame.lease = frame.lease, None
-                await frame.scope.manager.release(lease, release_outcome(result.status))
+            await release_sandbox(frame, result.status)
 
     # -- stages ----------------------------------------------------------------------------------
 
-    async def _stages(self, frame: CallFrame) -> CallResult:
+    async def _stages(self, frame: Call) -> CallResult:
         assistant = frame.assistant
         await self._open(frame)
         try:
             await self._history(frame)
             if assistant.sandbox is not None:
                 self._checkpoint(frame, "sandbox")
-                frame.lease = await self._acquire(frame)
+                frame.lease = await acquire_sandbox(frame)
             elif frame.scope.attachments and frame.stack.kind == "root":
                 # no box to put them in: the files travel in the user's message
                 frame.messages = with_attachments(frame.messages, frame.scope.attachments)
@@ -195,11 +162,12 @@ class CallRunner:
             # the request's (or Create's) locale picks the prompts' translations
             frame.assistant = localized(frame.assistant, request_locale(frame.options.locale))
             self._checkpoint(frame, "runner")
-            completion = await dispatch(frame)
-            if completion.status == "cancelled" or frame.signal.requested():
+            mode = mode_for(frame.assistant)
+            result = await mode.run(frame)
+            if result.status == "cancelled" or frame.signal.requested():
                 return self._cancelled(frame)
             self._checkpoint(frame, "next")
-            return await self._next(frame, ctx, completion)
+            return await self._next(frame, ctx, result, completes=mode.completes)
         except _Interrupted:
             return self._cancelled(frame)
         except (CageError, ValidationError) as exc:
@@ -210,18 +178,18 @@ class CallRunner:
             return CallResult(
                 assistant_id=assistant.id,
                 status="error",
-                content=frame.tap.content,
+                content=frame.transcript.content,
                 error=message,
                 usage=frame.builder.turn_usage,
                 thread_id=frame.builder.thread_id,
             )
 
-    def _checkpoint(self, frame: CallFrame, stage: Any) -> None:
+    def _checkpoint(self, frame: Call, stage: Any) -> None:
         if frame.signal.requested():
             raise _Interrupted
         frame.stage = stage
 
-    async def _history(self, frame: CallFrame) -> None:
+    async def _history(self, frame: Call) -> None:
         """Prepend the chat's last messages, unless the call is forked or history is skipped."""
         options = frame.options
         if frame.stack.forked or frame.history_loaded or options.skip_history:
@@ -242,29 +210,7 @@ class CallRunner:
         frame.messages = (*history, *frame.messages)
         frame.history_loaded = True
 
-    async def _acquire(self, frame: CallFrame) -> SandboxLease:
-        scope = frame.scope
-        inp = RunnerTurnInput(
-            frame.assistant,
-            "",
-            owner=scope.owner,
-            chat_id=scope.chat_id,
-            turn_id=scope.turn_id,
-            workspace_id=frame.options.workspace_id,
-            host_workspace=frame.options.host_workspace,
-            gateway_port=await _gateway_port(frame),
-        )
-        lease = await acquire_sandbox(inp, manager=scope.manager, builder=frame.builder, emit=frame.emit)
-        if scope.attachments and frame.stack.kind == "root":
-            try:
-                await write_attachments(scope.manager, lease, scope.attachments)
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await scope.manager.release(lease, release_outcome("error"))
-                raise
-        return lease
-
-    def _context(self, frame: CallFrame) -> HookContext:
+    def _context(self, frame: Call) -> HookContext:
         scope = frame.scope
         sandbox = HookSandbox(scope.manager, frame.lease) if frame.lease is not None else None
         return HookContext(
@@ -283,7 +229,7 @@ class CallRunner:
             mcp=HookMcp(frame.assistant, allow_host_mcp=scope.allow_host_mcp),
         )
 
-    async def _create(self, frame: CallFrame, ctx: HookContext) -> CreateResult:
+    async def _create(self, frame: Call, ctx: HookContext) -> CreateResult:
         messages = [m.model_dump(mode="json", exclude_none=True) for m in frame.messages]
         assistant = frame.assistant
         outcome = await frame.scope.hooks.invoke(assistant, "create", ctx, messages, frame.options.for_hook())
@@ -292,7 +238,7 @@ class CallRunner:
         return create
 
     async def _warn_ignored(
-        self, frame: CallFrame, hook: str, dropped: Sequence[str], ignored: Sequence[str]
+        self, frame: Call, hook: str, dropped: Sequence[str], ignored: Sequence[str]
     ) -> None:
         """A `hook/ignored` warning for the Yao keys a hook returned that Cage does not act on."""
         aid = frame.assistant.id
@@ -303,20 +249,24 @@ class CallRunner:
             reason = "Cage's hook results have no such keys"
             await frame.emit(frame.builder.hook_ignored(aid, hook, dropped, reason))
 
-    async def _next(self, frame: CallFrame, ctx: HookContext, completion: Completion) -> CallResult:
+    async def _next(
+        self, frame: Call, ctx: HookContext, result: CallResult, *, completes: bool
+    ) -> CallResult:
+        """The Next hook on the mode's result (`completion: null` when the mode ran nothing), then
+        the call's result: the mode's, with the answer and usage as they stand after Next."""
         assistant = frame.assistant
         payload = {
             "messages": [m.model_dump(mode="json", exclude_none=True) for m in frame.messages],
             "completion": {
-                "content": frame.tap.content if completion.content is None else completion.content,
-                "status": completion.status,
-                "stop_reason": completion.stop_reason,
+                "content": result.content,
+                "status": result.status,
+                "stop_reason": result.stop_reason,
             }
-            if completion.ran
+            if completes
             else None,
-            "tools": list(frame.tap.tools),
-            "tool_results": list(completion.tool_results),
-            "error": completion.error,
+            "tools": list(frame.transcript.tools),
+            "tool_results": list(result.tool_results),
+            "error": result.error,
         }
         outcome = await frame.scope.hooks.invoke(assistant, "next", ctx, payload, frame.options.for_hook())
         nxt = parse_result(NextResult, outcome.value, assistant_id=assistant.id, hook="next")
@@ -325,21 +275,19 @@ class CallRunner:
             return await self._delegate(frame, nxt.delegate)
         if nxt.data is not None or nxt.metadata is not None:
             await frame.emit(frame.builder.hook_next(assistant.id, data=nxt.data, metadata=nxt.metadata))
-        return CallResult(
-            assistant_id=assistant.id,
-            status=completion.status,
-            content=frame.tap.content if completion.content is None else completion.content,
-            error=completion.error,
-            stop_reason=completion.stop_reason,
-            usage=completion.usage or frame.builder.turn_usage,
-            data=nxt.data,
-            metadata=nxt.metadata,
-            thread_id=frame.builder.thread_id,
+        return result.model_copy(
+            update={
+                "content": frame.transcript.content,
+                "usage": result.usage or frame.builder.turn_usage,
+                "data": nxt.data,
+                "metadata": nxt.metadata,
+                "thread_id": frame.builder.thread_id,
+            }
         )
 
     # -- nested calls ----------------------------------------------------------------------------
 
-    async def _delegate(self, frame: CallFrame, delegate: Delegate) -> CallResult:
+    async def _delegate(self, frame: Call, delegate: Delegate) -> CallResult:
         """Hand the call to another assistant: its events nest under a thread; its answer is ours."""
         frame.stage = "delegate"
         messages = delegate.messages or frame.messages
@@ -362,14 +310,14 @@ class CallRunner:
 
     async def nested(
         self,
-        parent: CallFrame,
+        parent: Call,
         agent_id: str,
         messages: Sequence[InputMessage],
         options: Mapping[str, Any],
         *,
         kind: CallKind,
         signal: CancelSignal,
-    ) -> CallFrame:
+    ) -> Call:
         """A frame for a nested call under `parent`.
 
         Raises:
@@ -388,7 +336,7 @@ class CallRunner:
                 {k: v for k, v in opts.items() if k in CallOptions.model_fields}
             )
         )
-        return CallFrame(
+        return Call(
             scope=parent.scope,
             assistant=assistant,
             stack=stack,
@@ -399,7 +347,7 @@ class CallRunner:
             history_loaded=kind == "delegate" and parent.history_loaded,
         )
 
-    def thread_finish(self, frame: CallFrame) -> Finish:
+    def thread_finish(self, frame: Call) -> Finish:
         """A nested call's finish: emit its `stream_end` into the turn."""
 
         async def finish(events: list[Event], result: CallResult) -> None:
@@ -411,7 +359,7 @@ class CallRunner:
 class _FrameLauncher:
     """`Launcher` for `ctx.agent`: forked calls nested under one frame."""
 
-    def __init__(self, runner: CallRunner, frame: CallFrame) -> None:
+    def __init__(self, runner: CallRunner, frame: Call) -> None:
         self._runner = runner
         self._frame = frame
 

@@ -8,6 +8,7 @@ what it missed.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.dsl import Assistant
-from orchestrator.stream import Event, StreamStatus, Usage
+from orchestrator.pipeline.call_result import CallResult
+from orchestrator.stream import Event
 
 Release = Callable[[], None]
 """Gives back what an `Admit` took; called once, when the turn has ended."""
@@ -30,6 +32,10 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 def new_turn_id() -> str:
     return f"turn-{uuid.uuid4().hex[:16]}"
+
+
+def new_chat_id() -> str:
+    return f"chat-{uuid.uuid4().hex[:12]}"
 
 
 class Attachment(BaseModel):
@@ -49,6 +55,25 @@ class InputMessage(BaseModel):
     role: Literal["system", "user", "assistant", "tool"] = "user"
     content: str | list[dict[str, JsonValue]] = ""
     name: str | None = None
+
+
+def message_text(message: InputMessage) -> str:
+    """The text of a message: its string, or its text parts joined."""
+    if isinstance(message.content, str):
+        return message.content
+    parts = []
+    for part in message.content:
+        text = part.get("text")
+        parts.append(text if isinstance(text, str) else json.dumps(part))
+    return "\n".join(parts)
+
+
+def last_user_text(messages: tuple[InputMessage, ...]) -> str:
+    """What a CLI runner is prompted with: the last user message (Yao does the same)."""
+    for message in reversed(messages):
+        if message.role == "user":
+            return message_text(message)
+    return message_text(messages[-1]) if messages else ""
 
 
 class TurnOptions(BaseModel):
@@ -82,24 +107,6 @@ class TurnInput(BaseModel):
     metadata: Mapping[str, Any] = Field(default_factory=dict)
 
 
-class TurnResult(BaseModel):
-    """How a turn ended, after `stream_end` was emitted and the turn persisted."""
-
-    model_config = _FROZEN
-    turn_id: str
-    chat_id: str
-    status: StreamStatus
-    content: str = ""
-    """The assistant's final text (what an OpenAI client gets as `message.content`)."""
-    error: str | None = None
-    stop_reason: str | None = None
-    usage: Usage | None = None
-    data: JsonValue = None
-    """What a Next hook returned as `data`, if any."""
-    metadata: dict[str, JsonValue] | None = None
-    """What a Next hook returned as `metadata`, if any."""
-
-
 class TurnHandle(Protocol):
     """A turn running in the background. Iterating `events()` never stops the turn when abandoned."""
 
@@ -123,7 +130,7 @@ class TurnHandle(Protocol):
         """Graceful: stop the runner's turn, keep the session and its sandbox. Force: kill at once."""
         ...
 
-    async def result(self) -> TurnResult:
+    async def result(self) -> CallResult:
         """Wait for the end of the turn."""
         ...
 

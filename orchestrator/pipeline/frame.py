@@ -1,4 +1,4 @@
-"""The state a turn's calls share (`TurnScope`) and the state of one call (`CallFrame`)."""
+"""The state a turn's calls share (`TurnScope`) and one call (`Call`), the input of its stages and mode."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from orchestrator.pipeline.hooks import HookModules
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.permissions import Permissions
 from orchestrator.pipeline.resume import ResumeStore
-from orchestrator.pipeline.tap import CallTap
+from orchestrator.pipeline.transcript import CallTranscript
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.store import Store
 from orchestrator.stream import Emit, Event, IdSource, TurnBuilder
@@ -73,8 +73,12 @@ class TurnScope:
 
 
 @dataclass
-class CallFrame:
-    """One call on the stack: its assistant, messages, options, builder, sandbox and interrupt."""
+class Call:
+    """One call on the stack: its assistant, messages, options, builder, sandbox and interrupt.
+
+    The one input of a call's stages and of its `Mode`; what they learn on the way (the lease, the
+    stage, the history) is set on it.
+    """
 
     scope: TurnScope
     assistant: Assistant
@@ -83,7 +87,7 @@ class CallFrame:
     messages: tuple[InputMessage, ...]
     options: CallOptions
     signal: CancelSignal
-    tap: CallTap = field(init=False)
+    transcript: CallTranscript = field(init=False)
     lease: SandboxLease | None = None
     stage: Stage = "start"
     started: bool = False
@@ -91,8 +95,8 @@ class CallFrame:
     history_loaded: bool = False
 
     def __post_init__(self) -> None:
-        self.tap = CallTap(self.builder.thread_id)
+        self.transcript = CallTranscript(self.builder.thread_id)
 
     async def emit(self, events: Sequence[Event]) -> None:
-        self.tap.observe(events)
+        self.transcript.observe(events)
         await self.scope.emit(events)

@@ -6,7 +6,8 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from orchestrator.pipeline.contract import TurnInput, TurnResult
+from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.contract import TurnInput
 from orchestrator.pipeline.frame import CancelSignal
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.stream import Event, LifecycleEvent, StreamEnd
@@ -28,7 +29,7 @@ class RunningTurn:
         self.signal = CancelSignal()
         self._hub = hub
         self._done = anyio.Event()
-        self._result: TurnResult | None = None
+        self._result: CallResult | None = None
         self._ending = False
 
     @property
@@ -73,12 +74,12 @@ class RunningTurn:
         if force:
             self.signal.hard.set()
 
-    async def result(self) -> TurnResult:
+    async def result(self) -> CallResult:
         await self._done.wait()
         assert self._result is not None
         return self._result
 
-    def finish(self, result: TurnResult) -> None:
+    def finish(self, result: CallResult) -> None:
         """Called by the service once the turn is persisted (or failed to be)."""
         if self._result is None:
             self._result = result

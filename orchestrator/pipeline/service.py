@@ -31,9 +31,8 @@ from orchestrator.pipeline.call import CallRunner, Finish
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.chat_resume import ChatResumeStore
-from orchestrator.pipeline.contract import Admit, Release, TurnInput, TurnResult
-from orchestrator.pipeline.dispatch import last_user_text
-from orchestrator.pipeline.frame import CallFrame, TurnScope
+from orchestrator.pipeline.contract import Admit, Release, TurnInput, last_user_text
+from orchestrator.pipeline.frame import Call, TurnScope
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hook_memory import HookMemory
 from orchestrator.pipeline.hooks import HookModules
@@ -43,7 +42,6 @@ from orchestrator.pipeline.permissions import Permissions, Unattended
 from orchestrator.pipeline.recorder import TurnRecorder
 from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.titles import make_title, title_assistant_id
-from orchestrator.redaction import redact
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.services import Services
 from orchestrator.store import RecordExists, Store
@@ -350,7 +348,7 @@ class PipelineService:
             permissions=self.permissions,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
-        frame = CallFrame(
+        frame = Call(
             scope=scope,
             assistant=assistant,
             stack=CallStack.root(assistant.id),
@@ -380,19 +378,7 @@ class PipelineService:
                 self._reserved.discard(turn.chat_id)
                 if release is not None:
                     release()
-                handle.finish(
-                    TurnResult(
-                        turn_id=turn.turn_id,
-                        chat_id=turn.chat_id,
-                        status=result.status,
-                        content=redact(result.content) if result.content else result.content,
-                        error=redact(result.error) if result.error else result.error,
-                        stop_reason=result.stop_reason,
-                        usage=result.usage,
-                        data=result.data,
-                        metadata=result.metadata,
-                    )
-                )
+                handle.finish(result.redacted())
                 log.info(
                     "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
                 )
@@ -421,7 +407,7 @@ class PipelineService:
         self._titles.add(task)
         task.add_done_callback(self._titles.discard)
 
-    async def _close_crashed(self, frame: CallFrame, finish: Finish, result: CallResult) -> None:
+    async def _close_crashed(self, frame: Call, finish: Finish, result: CallResult) -> None:
         """Give clients the `stream_end` of a turn that failed outside its stages' handling, so no
         one waits for an end that never comes (a store that cannot write it falls back to live)."""
         try:

@@ -25,7 +25,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from orchestrator.assistants import AssistantRegistry
 from orchestrator.errors import Conflict
-from orchestrator.pipeline.contract import Admit, Release, TurnInput, TurnResult
+from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.contract import Admit, Release, TurnInput
 from orchestrator.pipeline.handle import is_root_end
 from orchestrator.pipeline.service import busy
 from orchestrator.store import RecordExists, Store
@@ -54,7 +55,7 @@ class FakeTurn:
         self._done = anyio.Event()
         self.graceful = anyio.Event()
         self.scope = anyio.CancelScope()
-        self.result_value: TurnResult | None = None
+        self.result_value: CallResult | None = None
         self.release: Release | None = None
         self.ending = False
         """Its root `stream_end` is out (the fake then settles for `FakeTurnService.settle`)."""
@@ -78,7 +79,7 @@ class FakeTurn:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def finish(self, result: TurnResult) -> None:
+    def finish(self, result: CallResult) -> None:
         self.result_value = result
         self._done.set()
         self._changed.set()
@@ -100,7 +101,7 @@ class FakeTurn:
         else:
             self.graceful.set()
 
-    async def result(self) -> TurnResult:
+    async def result(self) -> CallResult:
         await self._done.wait()
         assert self.result_value is not None
         return self.result_value
@@ -229,9 +230,8 @@ class FakeTurnService:
                 if handle.release is not None:
                     handle.release()
                 handle.finish(
-                    TurnResult(
-                        turn_id=handle.turn_id,
-                        chat_id=handle.chat_id,
+                    CallResult(
+                        assistant_id=handle.input.assistant_id,
                         status=status,
                         content=content,
                         error=error,

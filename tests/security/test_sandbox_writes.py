@@ -15,8 +15,8 @@ import docker
 import pytest
 
 from orchestrator.errors import SandboxError, WorkspaceError
-from orchestrator.pipeline.call import write_attachments
 from orchestrator.pipeline.contract import Attachment
+from orchestrator.pipeline.stages.sandbox import write_attachments
 from orchestrator.sandbox.backend import FileEntry
 from orchestrator.sandbox.docker.archive import files_tar
 from tests.security.sandbox_rig import *  # noqa: F403 - the fixtures

@@ -77,7 +77,7 @@ async def test_an_unlisted_tool_is_neither_offered_nor_run(
     scenario = f"allow-{runner}"
     # no gate: the turn runs with the CLI's own permissions, as without `permissions` in sandbox.yao
     turn = await run_turn(runner, sandbox, model, scenario, None, mcp=(server,), model="fake-model")  # type: ignore[arg-type]
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     first = model.requests.for_scenario(scenario)[0].body
     offered = names(first.get("tools", []))  # codex nests a server's tools under its namespace
     assert any(n.endswith("echo") for n in offered), sorted(offered)
@@ -136,7 +136,7 @@ async def test_claude_cannot_call_an_unlisted_tool_even_bypassing_permissions(
 
     with anyio.fail_after(300):
         result = await run_runner_turn(adapter_for("claude"), turn, sandbox, builder, emit)
-    assert result.outcome.status == "completed", result.outcome
+    assert result.status == "completed", result
     assert await _calls(sandbox) == ["echo"]  # the unlisted tool never reached the server
     results = json.dumps(model.requests.for_scenario(scenario)[-1].tool_results())
     assert bare.SECRET_ANSWER not in results and "allowlist" in results

@@ -21,14 +21,14 @@ from pydantic import SecretStr
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
 from orchestrator.permissions import Decision, Question, ToolRequest
-from orchestrator.pipeline.bridge import BridgeResult, run_runner_turn
+from orchestrator.pipeline.bridge import run_runner_turn
 from orchestrator.sandbox.backend import CreateSpec, ExecHandle, ExecSpec, FileEntry, SandboxRef, VolumeMount
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.limits import MAIN_COMMAND
 from orchestrator.settings import Settings
 from orchestrator.stream import CountingIds, Event, TurnBuilder, dump_event, validate_stream
-from runners.base import TurnRequest
+from runners.base import TurnOutcome, TurnRequest
 from runners.registry import adapter_for
 from tests.fakes.model_server import FakeModelServer
 
@@ -188,7 +188,7 @@ async def box(
 
 @dataclass
 class Turn:
-    result: BridgeResult
+    result: TurnOutcome
     events: list[dict[str, Any]]
 
 
@@ -232,7 +232,7 @@ async def run_turn(
         result = await run_runner_turn(
             adapter_for(runner), turn, sandbox, builder, emit, gate=gate, cancel=cancel
         )
-    events += builder.stream_end(result.outcome.status, error=result.outcome.error)
+    events += builder.stream_end(result.status, error=result.error)
     dumped = [dump_event(e) for e in events]
     assert validate_stream(dumped, stamped=False) == []
     return Turn(result, dumped)
@@ -248,7 +248,7 @@ async def test_a_refused_shell_call_never_runs_and_the_agent_gets_the_refusal(
     runner, sandbox = box
     gate = ScriptedGate(lambda _request: "deny")
     turn = await run_turn(runner, sandbox, model, "gate-write", gate)
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     [asked] = gate.asked
     assert (asked.tool, asked.subject, asked.runner) == ("bash", "echo gated > gated.txt", runner)
     assert not await sandbox.exists("/workspace/gated.txt")
@@ -259,7 +259,7 @@ async def test_an_approved_shell_call_runs(box: tuple[str, BoxSandbox], model: F
     runner, sandbox = box
     gate = ScriptedGate(lambda _request: "allow")
     turn = await run_turn(runner, sandbox, model, "gate-write", gate)
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     assert [r.tool for r in gate.asked] == ["bash"]
     assert await sandbox.exists("/workspace/gated.txt")
 
@@ -270,7 +270,7 @@ async def test_an_unanswered_call_gets_the_timeout_decision(
     runner, sandbox = box
     gate = ScriptedGate(lambda _request: "timeout", delay=3.0)
     turn = await run_turn(runner, sandbox, model, "gate-write", gate)
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     assert len(gate.asked) == 1
     assert not await sandbox.exists("/workspace/gated.txt")
     assert any(REFUSAL in result for result in last_tool_results(model, "gate-write"))
@@ -280,7 +280,7 @@ async def test_allow_always_stops_asking(box: tuple[str, BoxSandbox], model: Fak
     runner, sandbox = box
     gate = ScriptedGate(lambda _request: "always")
     turn = await run_turn(runner, sandbox, model, "gate-twice", gate)
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     assert [r.subject for r in gate.seen] == ["echo one > one.txt", "echo two > two.txt"]
     assert len(gate.asked) == 1  # the second call was decided by the remembered rule
     assert await sandbox.exists("/workspace/one.txt") and await sandbox.exists("/workspace/two.txt")
@@ -291,7 +291,7 @@ async def test_a_question_round_trips(box: tuple[str, BoxSandbox], model: FakeMo
     runner, sandbox = box
     gate = ScriptedGate(lambda _request: "deny", answer="blue")
     turn = await run_turn(runner, sandbox, model, "gate-question", gate)
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     [question] = gate.questions
     assert (question.text, question.options) == ("Which colour?", ("blue", "red"))
     assert gate.asked == []  # the question tool itself is not a permission
@@ -321,8 +321,8 @@ async def test_a_cancel_while_a_call_waits_refuses_it_and_stops_the_cli(
         turn = await run_turn(
             runner, sandbox, model, "gate-write-slow", Waiting(lambda _r: "allow"), cancel=cancel
         )
-    assert turn.result.outcome.status == "cancelled", turn.result.outcome
-    assert turn.result.stopped is not None and turn.result.stopped.value == "cancelled"
+    assert turn.result.status == "cancelled", turn.result
+    assert turn.result.stop_reason == "cancelled"
     assert not await sandbox.exists("/workspace/gated.txt")
 
 
@@ -337,7 +337,7 @@ async def test_a_refused_mcp_call_never_reaches_the_server(
     scenario = f"gate-mcp-{runner}"
     # an unbundled codex slug lists MCP tools directly (a bundled one defers them to tool_search)
     turn = await run_turn(runner, sandbox, model, scenario, gate, mcp=(echo,), model="fake-model")
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     [asked] = gate.asked
     assert (asked.tool, asked.subject) == ("mcp:echo/echo", "")
     if runner == "codex":  # opencode asks before it reports the call's input
@@ -354,7 +354,7 @@ async def test_a_refused_file_write_leaves_no_file(
     gate = ScriptedGate(lambda request: "deny" if request.tool in ("write", "edit") else "allow")
     scenario = f"gate-patch-{runner}"
     turn = await run_turn(runner, sandbox, model, scenario, gate)
-    assert turn.result.outcome.status == "completed", turn.result.outcome
+    assert turn.result.status == "completed", turn.result
     [asked] = gate.asked
     assert (asked.tool, asked.subject) == ("write", "/workspace/made.txt")
     assert not await sandbox.exists("/workspace/made.txt")

@@ -51,7 +51,7 @@ def test_root_help_does_not_even_load_pydantic_or_rich() -> None:
 def test_a_runner_turn_loads_no_model_sdk_and_no_mcp() -> None:
     """`cage run` of a claude/codex/opencode turn: the pipeline is loaded, the LLM-mode stack is not."""
     probe = (
-        "import json, sys; import orchestrator.cli.run, orchestrator.pipeline.dispatch;"
+        "import json, sys; import orchestrator.cli.run, orchestrator.pipeline.modes;"
         "print(json.dumps(sorted(sys.modules)))"
     )
     result = subprocess.run(

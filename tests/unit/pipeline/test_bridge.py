@@ -166,7 +166,7 @@ async def _run(
     *,
     cancel_after: float | None = None,
     limits: TurnLimits | None = None,
-) -> tuple[list[Event], FakeSandbox, StopReason | None, str]:
+) -> tuple[list[Event], FakeSandbox, str | None, str]:
     events: list[Event] = []
     builder = TurnBuilder(CountingIds(), runner="fake")
 
@@ -194,9 +194,9 @@ async def _run(
             limits=limits,
         )
         tg.cancel_scope.cancel()
-    events += builder.stream_end(result.outcome.status, error=result.outcome.error)
+    events += builder.stream_end(result.status, error=result.error)
     assert validate_stream([dump_event(e) for e in _stamp(events)]) == []
-    return events, sandbox, result.stopped, result.outcome.status
+    return events, sandbox, result.stop_reason, result.status
 
 
 def _stamp(events: list[Event]) -> list[Event]:
@@ -237,7 +237,7 @@ async def test_lingering_cli_is_killed_after_its_turn() -> None:
 async def test_cancel_uses_stdin_interrupt_first() -> None:
     handle = FakeHandle([b"text:a", 30.0, b"text:never"])
     events, _, stopped, status = await _run(handle, FakeAdapter(pipe=True, interrupt=True), cancel_after=0.2)
-    assert stopped is StopReason.CANCELLED and status == "cancelled"
+    assert stopped == StopReason.CANCELLED and status == "cancelled"
     assert handle.stdin[-1] == b"INTERRUPT\n" and handle.signals == []
     assert "never" not in _texts(events)
 
@@ -260,7 +260,7 @@ async def test_timeout_stops_the_turn_with_an_error() -> None:
 async def test_stall_emits_turn_stalled() -> None:
     handle = FakeHandle([b"text:a", 30.0])
     events, _, stopped, _ = await _run(handle, FakeAdapter(), limits=TurnLimits(stall_timeout=0.3))
-    assert stopped is StopReason.STALLED
+    assert stopped == StopReason.STALLED
     assert any(e.type == "event" and e.props.event == "turn/stalled" for e in events)  # type: ignore[union-attr]
 
 
@@ -356,7 +356,7 @@ async def test_a_failed_mid_turn_resume_write_is_retried_at_the_end() -> None:
     result = await run_runner_turn(
         SessionAdapter(), TURN, FakeSandbox(handle), TurnBuilder(CountingIds()), emit, on_resume=on_resume
     )
-    assert result.outcome.status == "completed"  # the turn went on
+    assert result.status == "completed"  # the turn went on
     assert calls == [{"session": "s-1"}, {"session": "s-1"}]
 
 
@@ -409,7 +409,7 @@ async def test_a_read_of_many_lines_is_one_emit_with_the_same_events_as_line_by_
 
     result = await run_runner_turn(FakeAdapter(), TURN, FakeSandbox(BatchedHandle([lines])), builder, emit)
     translated = len(by_read) - 1  # after the caller's stream_start
-    by_read += builder.stream_end(result.outcome.status)
+    by_read += builder.stream_end(result.status)
     assert batches == [translated]
     assert _timeless(by_read) == _timeless(by_line)
 

@@ -110,7 +110,7 @@ async def _turn(
     limits: TurnLimits | None = None,
     cancel: anyio.Event | None = None,
     release_on_text: str | None = None,
-) -> tuple[list[Event], StopReason | None]:
+) -> tuple[list[Event], str | None]:
     events: list[Event] = []
 
     async def emit(batch: Sequence[Event]) -> None:
@@ -132,7 +132,7 @@ async def _turn(
             limits=limits,
             gate=gate,
         )
-    return events, result.stopped
+    return events, result.stop_reason
 
 
 async def test_output_keeps_flowing_while_the_gate_decides_and_the_reply_goes_to_stdin() -> None:
@@ -172,7 +172,7 @@ async def test_a_waiting_request_pauses_the_stall_clock_but_not_the_turn_timeout
     never = Gate()
     handle = FakeHandle([b"ask:ls", 30.0])
     _, stopped = await _turn(handle, never, limits=TurnLimits(turn_timeout=0.4))
-    assert stopped is StopReason.TIMEOUT
+    assert stopped == StopReason.TIMEOUT
     assert handle.stdin[1:] == [b"deny:timeout:refused: the turn timed out\n", b"INTERRUPT\n"]
 
 
@@ -188,7 +188,7 @@ async def test_cancel_answers_waiting_requests_as_deny_before_the_interrupt() ->
     async with anyio.create_task_group() as tg:
         tg.start_soon(emit_then_cancel)
         _, stopped = await _turn(handle, gate, cancel=cancel)
-    assert stopped is StopReason.CANCELLED
+    assert stopped == StopReason.CANCELLED
     assert handle.stdin[1:] == [b"deny:user:refused: the turn was cancelled\n", b"answer:\n", b"INTERRUPT\n"]
 
 

@@ -1,4 +1,4 @@
-"""`CallTap`: what one call said and which tools it ran, read off its own events as they pass."""
+"""`CallTranscript`: what one call said and which tools it ran, read off its own events as they pass."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from orchestrator.stream import Event, ExecuteProps, LifecycleEvent, MessageEnd
 from orchestrator.stream.content import EXECUTE_TYPES
 
 
-class CallTap:
+class CallTranscript:
     """Watches the events of one thread (None: the turn's root) and keeps its answer and tool results."""
 
     def __init__(self, thread_id: str | None) -> None:
         self.thread_id = thread_id
         self.texts: list[str] = []
         self.tools: list[dict[str, Any]] = []
+        self.answer: str | None = None
+        """Set when the call's answer is not its own text (an LLM fallback assistant's)."""
 
     def observe(self, events: Sequence[Event]) -> None:
         for event in events:
@@ -41,5 +43,5 @@ class CallTap:
 
     @property
     def content(self) -> str:
-        """The call's answer: its text messages, in order."""
-        return "".join(self.texts)
+        """The call's answer: its text messages, in order (or the fallback's `answer`)."""
+        return "".join(self.texts) if self.answer is None else self.answer

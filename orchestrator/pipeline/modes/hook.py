@@ -1,0 +1,20 @@
+"""Pure-hook mode: the assistant's hooks do all the work; the mode itself runs nothing."""
+
+from __future__ import annotations
+
+from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.frame import Call
+
+
+class HookMode:
+    """Nothing runs between the Create and Next hooks; Next gets `completion: null`."""
+
+    completes = False
+
+    async def run(self, call: Call) -> CallResult:
+        return CallResult(
+            assistant_id=call.assistant.id,
+            status="completed",
+            content=call.transcript.content,
+            thread_id=call.builder.thread_id,
+        )
