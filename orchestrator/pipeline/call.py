@@ -39,6 +39,7 @@ from orchestrator.pipeline.hook_results import (
 )
 from orchestrator.pipeline.modes import mode_for
 from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.stages.history import load_history
 from orchestrator.pipeline.stages.sandbox import acquire_sandbox, release_sandbox
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, TurnBuilder, Usage
@@ -92,13 +93,7 @@ class CallRunner:
         return result
 
     def _cancelled(self, frame: Call) -> CallResult:
-        return CallResult(
-            assistant_id=frame.assistant.id,
-            status="cancelled",
-            content=frame.transcript.content,
-            usage=frame.builder.turn_usage,
-            thread_id=frame.builder.thread_id,
-        )
+        return frame.result("cancelled", usage=frame.builder.turn_usage)
 
     async def _enforce(self, frame: Call, scope: anyio.CancelScope) -> None:
         """Turn an interrupt into a stop: a runner first gets its graceful stop, anything else
@@ -144,7 +139,7 @@ class CallRunner:
         assistant = frame.assistant
         await self._open(frame)
         try:
-            await self._history(frame)
+            await load_history(frame)
             if assistant.sandbox is not None:
                 self._checkpoint(frame, "sandbox")
                 frame.lease = await acquire_sandbox(frame)
@@ -175,40 +170,12 @@ class CallRunner:
             code = exc.code if isinstance(exc, CageError) else "invalid_options"
             log.info("pipeline.call_failed", assistant=assistant.id, stage=frame.stage, code=code)
             await frame.emit(frame.builder.error(message, code))
-            return CallResult(
-                assistant_id=assistant.id,
-                status="error",
-                content=frame.transcript.content,
-                error=message,
-                usage=frame.builder.turn_usage,
-                thread_id=frame.builder.thread_id,
-            )
+            return frame.result("error", error=message, usage=frame.builder.turn_usage)
 
     def _checkpoint(self, frame: Call, stage: Any) -> None:
         if frame.signal.requested():
             raise _Interrupted
         frame.stage = stage
-
-    async def _history(self, frame: Call) -> None:
-        """Prepend the chat's last messages, unless the call is forked or history is skipped."""
-        options = frame.options
-        if frame.stack.forked or frame.history_loaded or options.skip_history:
-            return
-        frame.stage = "history"
-        size = options.history_size if options.history_size is not None else frame.assistant.history_size
-        if size <= 0:
-            return
-        records = await frame.scope.store.messages.history(
-            frame.scope.chat_id, limit=min(size, 1000), exclude_turn=frame.scope.turn_id
-        )
-        history = tuple(
-            InputMessage(
-                role=r.role, content=r.content if isinstance(r.content, str | list) else str(r.content)
-            )
-            for r in records
-        )
-        frame.messages = (*history, *frame.messages)
-        frame.history_loaded = True
 
     def _context(self, frame: Call) -> HookContext:
         scope = frame.scope

@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
+from pydantic import JsonValue
 
 from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.gateway import ModelGateway
+from orchestrator.permissions import PermissionGate
+from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.hook_memory import HookMemory
@@ -20,7 +23,7 @@ from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.transcript import CallTranscript
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.store import Store
-from orchestrator.stream import Emit, Event, IdSource, TurnBuilder
+from orchestrator.stream import Emit, Event, IdSource, StreamStatus, TurnBuilder, Usage
 
 Authorize = Callable[[str], Awaitable[Assistant]]
 Stage = Literal["start", "history", "sandbox", "create", "runner", "llm", "next", "delegate", "end"]
@@ -89,6 +92,8 @@ class Call:
     signal: CancelSignal
     transcript: CallTranscript = field(init=False)
     lease: SandboxLease | None = None
+    gate: PermissionGate | None = None
+    """The call's permission broker (`sandbox.yao` `permissions`); runners ask it before a tool runs."""
     stage: Stage = "start"
     started: bool = False
     """True once `stream_start` went out."""
@@ -96,6 +101,27 @@ class Call:
 
     def __post_init__(self) -> None:
         self.transcript = CallTranscript(self.builder.thread_id)
+
+    def result(
+        self,
+        status: StreamStatus,
+        *,
+        error: str | None = None,
+        stop_reason: str | None = None,
+        usage: Usage | None = None,
+        tool_results: tuple[dict[str, JsonValue], ...] = (),
+    ) -> CallResult:
+        """This call's result: its assistant, its answer so far, its thread."""
+        return CallResult(
+            assistant_id=self.assistant.id,
+            status=status,
+            content=self.transcript.content,
+            error=error,
+            stop_reason=stop_reason,
+            usage=usage,
+            thread_id=self.builder.thread_id,
+            tool_results=tool_results,
+        )
 
     async def emit(self, events: Sequence[Event]) -> None:
         self.transcript.observe(events)

@@ -12,9 +12,4 @@ class HookMode:
     completes = False
 
     async def run(self, call: Call) -> CallResult:
-        return CallResult(
-            assistant_id=call.assistant.id,
-            status="completed",
-            content=call.transcript.content,
-            thread_id=call.builder.thread_id,
-        )
+        return call.result("completed")

@@ -57,14 +57,11 @@ class LlmMode:
         )
         if result.fallback_used:  # the fallback assistant's answer is the call's
             call.transcript.answer = result.content
-        return CallResult(
-            assistant_id=call.assistant.id,
-            status=result.status,
-            content=call.transcript.content,
+        return call.result(
+            result.status,
             error=result.error,
             stop_reason=result.stop_reason,
             usage=result.usage,
-            thread_id=call.builder.thread_id,
             tool_results=tuple(
                 t.model_dump(mode="json", include={"call_id", "name", "arguments", "output", "is_error"})
                 for t in result.tool_results

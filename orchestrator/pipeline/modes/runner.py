@@ -14,7 +14,6 @@ from orchestrator.dsl import AppLoader, Assistant, ConnectorSpec
 from orchestrator.dsl.option_support import cli_connector, cli_runner_options, refuse_options
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import SandboxAccess
-from orchestrator.permissions import PermissionGate
 from orchestrator.pipeline.attachments import image_parts, with_attachment_note
 from orchestrator.pipeline.bridge import StopReason, TurnLimits, run_runner_turn
 from orchestrator.pipeline.call_result import CallResult
@@ -106,17 +105,10 @@ class RunnerMode:
         """
         lease, scope = call.lease, call.scope
         assert lease is not None, "the sandbox is acquired before the mode runs"
-        assistant = call.assistant
-        if call.options.connector:
-            assistant = assistant.model_copy(update={"connector": call.options.connector})
-        spec = assistant.sandbox
+        spec = call.assistant.sandbox
         assert spec is not None, "runner mode needs a sandbox assistant"
-        attached = scope.attachments if call.stack.kind == "root" else ()
-        prompt = with_attachment_note(last_user_text(call.messages), attached, lease.work_dir)
-        images = image_parts(attached, lease.work_dir)
-        gate: PermissionGate | None = None
         if scope.permissions is not None:
-            gate = await scope.permissions.broker(
+            call.gate = await scope.permissions.broker(
                 spec.permissions,
                 chat_id=scope.chat_id,
                 turn_id=scope.turn_id,
@@ -124,41 +116,44 @@ class RunnerMode:
                 emit=call.emit,
                 workspace=lease.work_dir,
             )
-        limits = turn_limits(assistant, call.options.turn_timeout)
         call.stage = "runner"
         adapter = adapter_for(spec.runner.name)
         if isinstance(adapter, LoopAdapter):  # the loop runs here; only its tools run in the sandbox
             async with egress_events(scope.manager, lease, call.builder, call.emit):
-                outcome = await _run_loop(adapter, call, assistant, prompt, images, gate, limits)
+                outcome = await _run_loop(adapter, call)
         else:
-            outcome = await _run_cli(adapter, call, assistant, prompt, images, gate, limits)
-        return CallResult(
-            assistant_id=call.assistant.id,
-            status=outcome.status,
-            content=call.transcript.content,
+            outcome = await _run_cli(adapter, call)
+        return call.result(
+            outcome.status,
             error=outcome.error,
             stop_reason=outcome.stop_reason,
             usage=outcome.usage or call.builder.turn_usage,
-            thread_id=call.builder.thread_id,
         )
 
 
-async def _run_cli(
-    adapter: RunnerAdapter,
-    call: Call,
-    assistant: Assistant,
-    prompt: str,
-    images: tuple[ImagePart, ...],
-    gate: PermissionGate | None,
-    limits: TurnLimits,
-) -> TurnOutcome:
+def _assistant(call: Call) -> Assistant:
+    """The call's assistant, with the connector a request (or its Create hook) asked for."""
+    if call.options.connector:
+        return call.assistant.model_copy(update={"connector": call.options.connector})
+    return call.assistant
+
+
+def _prompt(call: Call, lease: SandboxLease) -> tuple[str, tuple[ImagePart, ...]]:
+    """What the runner is prompted with: the last user message, noting the root's attachments
+    (and those that are images, for a runner that takes them)."""
+    attached = call.scope.attachments if call.stack.kind == "root" else ()
+    prompt = with_attachment_note(last_user_text(call.messages), attached, lease.work_dir)
+    return prompt, image_parts(attached, lease.work_dir)
+
+
+async def _run_cli(adapter: RunnerAdapter, call: Call) -> TurnOutcome:
     """One CLI-runner turn through the bridge.
 
     The CLI never sees the connector's key or the HTTP MCP servers' headers: it gets a token of
     this turn and URLs at the model gateway, which adds them outside the box. The token is
     revoked when the turn ends, whatever the CLI or its children still hold.
     """
-    scope, lease = call.scope, call.lease
+    scope, lease, assistant = call.scope, call.lease, _assistant(call)
     assert lease is not None
     connector = runner_connector(assistant, scope.loader)
     roles = role_models(assistant, scope.loader, connector)
@@ -174,7 +169,7 @@ async def _run_cli(
     )
     try:
         async with egress_events(scope.manager, lease, call.builder, call.emit):
-            return await _bridge(adapter, call, assistant, lease, access, prompt, images, gate, limits, roles)
+            return await _bridge(adapter, call, assistant, lease, access, roles)
     finally:
         scope.gateway.revoke(access)
 
@@ -185,13 +180,10 @@ async def _bridge(
     assistant: Assistant,
     lease: SandboxLease,
     access: SandboxAccess,
-    prompt: str,
-    images: tuple[ImagePart, ...],
-    gate: PermissionGate | None,
-    limits: TurnLimits,
     roles: dict[str, str],
 ) -> TurnOutcome:
     scope = call.scope
+    prompt, images = _prompt(call, lease)
     spec = assistant.sandbox
     assert spec is not None
     connector = access.connector
@@ -244,22 +236,14 @@ async def _bridge(
         call.builder,
         call.emit,
         cancel=call.signal.graceful,
-        limits=limits,
+        limits=turn_limits(assistant, call.options.turn_timeout),
         workspace_root=mount,
         on_resume=save_resume,
-        gate=gate,
+        gate=call.gate,
     )
 
 
-async def _run_loop(
-    adapter: LoopAdapter,
-    call: Call,
-    assistant: Assistant,
-    prompt: str,
-    images: tuple[ImagePart, ...],
-    gate: PermissionGate | None,
-    limits: TurnLimits,
-) -> TurnOutcome:
+async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
     """One loop-runner turn: the prompt, skills and the box's tools prepared here, the loop run
     by the adapter under the watchdog; the resume state stored when the turn completed.
 
@@ -268,12 +252,15 @@ async def _run_loop(
     """
     scope, lease, builder, emit = call.scope, call.lease, call.builder, call.emit
     assert lease is not None
+    assistant, gate = _assistant(call), call.gate
+    limits = turn_limits(assistant, call.options.turn_timeout)
     loader, manager, resume = scope.loader, scope.manager, scope.resume
     connector = runner_connector(assistant, loader)
     if connector is None:
         raise ConfigError(f"the {adapter.name} runner needs a connector", file=assistant.file("package.yao"))
     light = await anyio.to_thread.run_sync(role_connector, assistant, loader, "light")
     vision = await anyio.to_thread.run_sync(role_connector, assistant, loader, "vision")
+    prompt, images = _prompt(call, lease)
     message = await native_prompt(
         prompt,
         images,

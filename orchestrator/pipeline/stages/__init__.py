@@ -1,1 +1,1 @@
-"""The stages of a call that are not a mode's: acquiring and releasing the sandbox."""
+"""The stages of a call around its mode: the history before it, the sandbox it runs in."""
