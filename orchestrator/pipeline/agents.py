@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from orchestrator.errors import UsageError
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.portal import dual
+from orchestrator.pipeline.sync_hooks import dual
 
 
 class Launcher(Protocol):

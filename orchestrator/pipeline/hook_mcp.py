@@ -15,7 +15,7 @@ from pydantic import JsonValue
 
 from orchestrator.dsl import Assistant, McpServerSpec
 from orchestrator.errors import ConfigError, UsageError
-from orchestrator.pipeline.portal import dual
+from orchestrator.pipeline.sync_hooks import dual
 
 
 class HookMcp:

@@ -1,5 +1,7 @@
-"""Lets one hook API serve async and sync hooks: in the event loop a call returns an awaitable; in
-the worker thread a sync hook runs in, the same call runs on the loop and returns the result."""
+"""Sync hooks' way into the event loop: `dual` lets one hook API serve async and sync hooks.
+
+In the event loop a call returns an awaitable; in the worker thread a sync hook runs in, the same
+call runs on the loop and returns the result."""
 
 from __future__ import annotations
 
