@@ -1,6 +1,6 @@
 """A turn's attachments where no file lands in a box, and the line that tells a runner about them.
 
-Sandbox assistants get the files in `<work dir>/attachments/` (`call.write_attachments`) and the
+Sandbox assistants get the files in `<work dir>/attachments/` (`stages.sandbox.write_attachments`) and the
 runner's prompt ends with a line listing their paths (`with_attachment_note`), so the agent knows
 they are there (Claude Code reads images with its Read tool). Assistants without a sandbox (LLM
 and hook mode) get them in the user's message instead (`with_attachments`): images as image
