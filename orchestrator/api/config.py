@@ -73,6 +73,10 @@ class ApiConfig(BaseSettings):
     """Seconds between websocket protocol pings; a client that misses a pong is dropped."""
     ws_max_message_bytes: int = 16 * 2**20
     """Largest websocket frame a client may send (attachments travel base64-encoded)."""
+    ws_compression: bool = False
+    """permessage-deflate on websockets, when a client offers it. Off by default: each compressed
+    connection keeps two zlib streams (about a third of an idle session's memory) and pays a
+    deflate per event; events are small JSON, and on a LAN or loopback the bytes cost less."""
     readiness_timeout: float = 2.0
     """Seconds `/readyz` waits for the database and for the engine before answering 503."""
     shutdown_grace: float = 10.0

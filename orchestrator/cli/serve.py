@@ -52,6 +52,7 @@ def serve(
         ws_ping_interval=config.ws_ping_interval,
         ws_ping_timeout=config.ws_ping_interval,
         ws_max_size=config.ws_max_message_bytes,
+        ws_per_message_deflate=config.ws_compression,
         timeout_graceful_shutdown=5,  # the turns have ended by then (CageServer drains first)
         lifespan="on",
     )

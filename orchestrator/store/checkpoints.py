@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 from sqlalchemy import delete, select
 
-from orchestrator.store.database import Database, affected
+from orchestrator.store.database import Database
 from orchestrator.store.records import CheckpointRecord
 from orchestrator.store.tables import CheckpointRow
 from orchestrator.store.upsert import upsert
@@ -51,6 +51,4 @@ class CheckpointRepository:
 
     async def delete(self, turn_id: str) -> int:
         """Drop the turn's checkpoints (a finished turn needs none); returns how many went."""
-        async with self._db.write() as session:
-            result = await session.execute(delete(CheckpointRow).where(CheckpointRow.turn_id == turn_id))
-            return int(affected(result))
+        return await self._db.delete(delete(CheckpointRow).where(CheckpointRow.turn_id == turn_id))

@@ -2,10 +2,12 @@
 
 SQLite: every connection runs with foreign keys on, WAL and a busy timeout, and a write transaction
 starts with `BEGIN IMMEDIATE`, so two writers queue on the lock instead of failing halfway through
-with "database is locked". Within one process, SQLite's writers also take turns on an asyncio lock
-(first come, first served) before they begin: SQLite's own busy handler polls with growing sleeps,
-so under load a writer could starve behind others for the whole busy timeout. Postgres needs none
-of this: the repositories guard their races with compare-and-set updates and unique keys.
+with "database is locked". Within one process, SQLite's writers also take turns (`WriterTurns`)
+before they begin: SQLite's own busy handler polls with growing sleeps, so under load a writer could
+starve behind others for the whole busy timeout. The turns are first come, first served, except
+that the event log's group commit goes ahead of the other waiting writers: its batch holds every
+live client's next events, and the other writes can wait one batch. Postgres needs none of this:
+the repositories guard their races with compare-and-set updates and unique keys.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import asyncio
 import contextlib
 import hashlib
 import weakref
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import event, exc, text
+from sqlalchemy import Delete, event, exc, literal, select, text
 from sqlalchemy.engine import URL, Connection, CursorResult, Result, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
@@ -105,6 +108,45 @@ def writing(engine: AsyncEngine) -> AsyncEngine:
     return engine.execution_options(**{_WRITE: True})
 
 
+class WriterTurns:
+    """SQLite: the order in which one event loop's writers take the database's write lock. First
+    come, first served, except that a writer `ahead` (the event log's group commit, of which there
+    is one at a time) goes before every other waiting writer. Since the group commit asks again
+    only after its batch, the others still get every other turn at least: none starves."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._ahead: deque[asyncio.Future[None]] = deque()
+        self._rest: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, *, ahead: bool = False) -> None:
+        if not self._held and not self._ahead and not self._rest:
+            self._held = True
+            return
+        queue = self._ahead if ahead else self._rest
+        waiter = asyncio.get_running_loop().create_future()
+        queue.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():  # handed the turn while being cancelled
+                self.release()
+            else:
+                with contextlib.suppress(ValueError):  # a release may have skipped it already
+                    queue.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Hand the turn to the next waiter (the lock stays held), or free it."""
+        for queue in (self._ahead, self._rest):
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        self._held = False
+
+
 class Database:
     """Sessions on one engine: `read()` for queries, `write()` for anything that changes rows."""
 
@@ -113,10 +155,10 @@ class Database:
         self.clock = clock
         self._read = async_sessionmaker(engine, expire_on_commit=False)
         self._write = async_sessionmaker(writing(engine), expire_on_commit=False)
-        self._writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] | None = (
+        self._writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WriterTurns] | None = (
             weakref.WeakKeyDictionary() if engine.dialect.name == "sqlite" else None
         )
-        """SQLite: one lock per event loop that writers queue on (a store may outlive a loop)."""
+        """SQLite: the writers' turns, one per event loop (a store may outlive a loop)."""
 
     @property
     def dialect(self) -> str:
@@ -130,26 +172,40 @@ class Database:
                 yield session
 
     @contextlib.asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
+    async def write(self, *, ahead: bool = False) -> AsyncIterator[AsyncSession]:
         """A session in a write transaction, committed when the block ends without an error.
+        `ahead`: on SQLite, go before this process's other waiting writers (`WriterTurns`).
 
         Raises:
             StoreError: the database failed, or (SQLite) this process's other writers kept this
                 one waiting for over a minute.
         """
         with db_errors():
-            async with self._writer_turn(), self._write() as session, session.begin():
+            async with self._writer_turn(ahead), self._write() as session, session.begin():
                 yield session
 
+    async def delete(self, stmt: Delete) -> int:
+        """Run a DELETE in a write transaction and return how many rows went; when a read finds
+        no row it would delete, take no write lock at all (on SQLite that is a turn behind every
+        other writer of the process, and most deletes of a turn's leftovers find nothing)."""
+        probe = select(literal(1)).select_from(stmt.table).limit(1)
+        if stmt.whereclause is not None:
+            probe = probe.where(stmt.whereclause)
+        async with self.read() as session:
+            if await session.scalar(probe) is None:
+                return 0
+        async with self.write() as session:
+            return affected(await session.execute(stmt))
+
     @contextlib.asynccontextmanager
-    async def _writer_turn(self) -> AsyncIterator[None]:
+    async def _writer_turn(self, ahead: bool) -> AsyncIterator[None]:
         if self._writers is None:
             yield
             return
-        lock = self._writers.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        turns = self._writers.setdefault(asyncio.get_running_loop(), WriterTurns())
         try:
             async with asyncio.timeout(_WRITER_QUEUE_S):
-                await lock.acquire()
+                await turns.acquire(ahead=ahead)
         except TimeoutError:
             raise StoreError(
                 f"database unavailable (over {_WRITER_QUEUE_S:.0f} s behind this process's other writers)"
@@ -157,7 +213,7 @@ class Database:
         try:
             yield
         finally:
-            lock.release()
+            turns.release()
 
     async def aclose(self) -> None:
         await self.engine.dispose()

@@ -6,12 +6,14 @@ continue the log exactly (last seq + 1, + 2, ...) and refuses gaps and duplicate
 
 Group commit: the appends of one process are queued and written together, one transaction for all
 the sessions that have events waiting (at most `MAX_BATCH_EVENTS`), so a busy server pays one
-commit per batch instead of one per event. There is no timer: the first append starts a flush at
-once, and whatever arrives while a transaction is in flight goes into the next one. Each append
-still returns only once its own events are committed (or raises), and the outcome is per append:
-a gap or a duplicate in one session's events fails that append alone (the batch is then written
-again one append per transaction, each with its exact error). Durable order is seq order: one
-session's appends are written in the order they were queued, each checked against the log.
+commit per batch instead of one per event. On SQLite the batch goes ahead of the process's other
+waiting writers (`Database.write(ahead=True)`): live clients wait for it. There is no timer: the
+first append starts a flush at once, and whatever arrives while a transaction is in flight goes
+into the next one. Each append still returns only once its own events are committed (or raises),
+and the outcome is per append: a gap or a duplicate in one session's events fails that append
+alone (the batch is then written again one append per transaction, each with its exact error).
+Durable order is seq order: one session's appends are written in the order they were queued, each
+checked against the log.
 
 On Postgres every transaction that moves a session's log also sends `<session id> <last seq>` on
 `EVENTS_CHANNEL` (`orchestrator.store.notify`); Postgres delivers it on commit, in commit order, so
@@ -201,7 +203,7 @@ class EventLog:
 
     async def _write_alone(self, item: _Append) -> int | Exception:
         try:
-            async with self._db.write() as session:
+            async with self._db.write(ahead=True) as session:
                 return await append_events(session, item.session_id, item.events, self._db.clock())
         except Exception as exc:  # noqa: BLE001 - the append's own outcome
             return exc
@@ -214,7 +216,7 @@ class EventLog:
             _LogMoved: a compare-and-set lost (nothing was written).
         """
         sessions = sorted({item.session_id for item in batch})  # one lock order for every writer
-        async with self._db.write() as session:
+        async with self._db.write(ahead=True) as session:
             found = await session.execute(
                 select(ChatRow.id, ChatRow.last_seq).where(ChatRow.id.in_(sessions))
             )

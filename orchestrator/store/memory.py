@@ -182,17 +182,13 @@ class MemoryRepository:
     async def clear(self, space: MemorySpace, scope_id: str) -> int:
         """Delete every key of the scope; returns how many rows went."""
         _check(space, scope_id)
-        stmt = delete(MemoryRow).where(MemoryRow.space == space, MemoryRow.scope_id == scope_id)
-        async with self._db.write() as session:
-            result = await session.execute(stmt)
-            return int(affected(result))
+        return await self._db.delete(
+            delete(MemoryRow).where(MemoryRow.space == space, MemoryRow.scope_id == scope_id)
+        )
 
     async def purge_expired(self) -> int:
         """Delete expired entries in every space; returns how many went."""
-        stmt = delete(MemoryRow).where(MemoryRow.expires_at <= self._db.clock())
-        async with self._db.write() as session:
-            result = await session.execute(stmt)
-            return int(affected(result))
+        return await self._db.delete(delete(MemoryRow).where(MemoryRow.expires_at <= self._db.clock()))
 
 
 class MemoryScope:
