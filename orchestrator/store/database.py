@@ -5,8 +5,8 @@ starts with `BEGIN IMMEDIATE`, so two writers queue on the lock instead of faili
 with "database is locked". Within one process, SQLite's writers also take turns (`WriterTurns`)
 before they begin: SQLite's own busy handler polls with growing sleeps, so under load a writer could
 starve behind others for the whole busy timeout. The turns are first come, first served, except
-that the event log's group commit goes ahead of the other waiting writers: its batch holds every
-live client's next events, and the other writes can wait one batch. Postgres needs none of this:
+that the writes carrying events (the event log's group commit, a turn's end) go ahead of the other
+waiting writers: live clients wait for them, and the other writes can wait. Postgres needs none of this:
 the repositories guard their races with compare-and-set updates and unique keys.
 """
 
@@ -110,9 +110,10 @@ def writing(engine: AsyncEngine) -> AsyncEngine:
 
 class WriterTurns:
     """SQLite: the order in which one event loop's writers take the database's write lock. First
-    come, first served, except that a writer `ahead` (the event log's group commit, of which there
-    is one at a time) goes before every other waiting writer. Since the group commit asks again
-    only after its batch, the others still get every other turn at least: none starves."""
+    come, first served, except that a writer `ahead` (one that carries events live clients wait
+    for: the event log's group commit, a turn's end) goes before every other waiting writer. The
+    group commit asks again only after its batch and each turn ends once, so the others still get
+    their turn: none starves."""
 
     def __init__(self) -> None:
         self._held = False
@@ -120,7 +121,7 @@ class WriterTurns:
         self._rest: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self, *, ahead: bool = False) -> None:
-        if not self._held and not self._ahead and not self._rest:
+        if not self._held:  # then whoever is still queued was cancelled: none is owed the turn
             self._held = True
             return
         queue = self._ahead if ahead else self._rest

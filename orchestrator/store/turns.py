@@ -87,7 +87,7 @@ class TurnRepository:
         Raises:
             EventSequenceError: `events` do not continue the session's log; nothing was written.
         """
-        async with self._db.write() as session:
+        async with self._db.write(ahead=True) as session:
             now = self._db.clock()
             await locked_chat(session, chat_id, now)
             row = await session.get(TurnRow, turn_id)
@@ -107,7 +107,7 @@ class TurnRepository:
             RecordExists: the turn (or one of its message ids) was persisted (finished) already.
             EventSequenceError: `turn.events` do not continue the session's log.
         """
-        async with self._db.write() as session:
+        async with self._db.write(ahead=True) as session:  # its stream_end: clients wait for it
             now = self._db.clock()
             chat = await locked_chat(session, turn.chat_id, now)
             row = await session.get(TurnRow, turn.turn_id)
