@@ -9,12 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 from websockets.sync.client import connect
 
+from tests.serving import wait_until_healthy
 from tests.subprocess_env import EGRESS_VAR, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
@@ -41,14 +40,7 @@ def _extensions(tmp_path: Path, labels: dict[str, str], compression: str | None)
             [*CAGE, "serve", "--port", str(port)], cwd=app, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_until_healthy(proc, port, log)
         with connect(f"ws://127.0.0.1:{port}/v1/sessions/chat-1/ws", compression="deflate") as ws:
             assert ws.response is not None
             refused = json.loads(ws.recv())  # no key: refused after the handshake

@@ -8,11 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
+from tests.serving import wait_until_healthy
 from tests.subprocess_env import EGRESS_VAR, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
@@ -38,14 +38,7 @@ def _serve(app: Path, port: int, labels: dict[str, str], *root_args: str) -> tup
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_until_healthy(proc, port, log)
         key_file = app / ".cage" / "first-admin-key"
         if key_file.exists():
             token = key_file.read_text().strip()
