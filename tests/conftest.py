@@ -8,7 +8,12 @@ the one run id (`CAGE_TEST_RUN`) that every worker inherits.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
+import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from tests import postgres_cluster
 from tests.run_ids import WORKER  # the import sets CAGE_TEST_RUN, before the workers start
@@ -26,3 +31,23 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not WORKER:  # the run's end (the xdist controller's comes after every worker's)
         postgres_cluster.stop_if_started()
+
+
+@pytest.fixture
+async def turn_tasks() -> AsyncIterator[TaskGroup]:
+    """The task group a test's `PipelineService` runs its turns in, as the server's runtime or
+    `cage run` hands it one. It is hosted by a task of its own: pytest-asyncio sets a fixture up
+    and tears it down in other tasks than the test's, and a task group is left in the task that
+    entered it."""
+    ready: asyncio.Future[TaskGroup] = asyncio.get_running_loop().create_future()
+
+    async def host() -> None:
+        async with anyio.create_task_group() as tg:
+            ready.set_result(tg)
+            await anyio.sleep_forever()
+
+    hosting = asyncio.get_running_loop().create_task(host())
+    tg = await ready
+    yield tg
+    tg.cancel_scope.cancel()
+    await hosting

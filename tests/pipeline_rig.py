@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from orchestrator.dsl import AppLoader
 from orchestrator.pipeline import CallResult, InputMessage, PipelineService, TurnInput, TurnOptions
@@ -83,6 +84,7 @@ class Rig:
         store: Store,
         backend: SandboxBackend,
         *,
+        tasks: TaskGroup,
         data_dir: Path,
         images: ImageBuilder | None = None,
         labels: dict[str, str] | None = None,
@@ -93,7 +95,13 @@ class Rig:
         settings = Settings(app_dir=root, data_dir=data_dir)
         loader = AppLoader(root, environ=environ)
         manager = SandboxManager(backend, images or FakeImageBuilder(), settings, extra_labels=labels)
-        return cls(root, store, loader, manager, PipelineService(loader=loader, manager=manager, store=store))
+        return cls(
+            root,
+            store,
+            loader,
+            manager,
+            PipelineService(tasks=tasks, loader=loader, manager=manager, store=store),
+        )
 
     def turn(
         self,

@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
+import anyio
+
 from orchestrator.api.config import ApiConfig
 from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
-from orchestrator.pipeline import PipelineService, TurnService
+from orchestrator.pipeline import PipelineService, TurnService, turn_tasks
 from orchestrator.sandbox import SandboxManager
 from orchestrator.sandbox.images import ImageBuilder
 from orchestrator.services import open_services
@@ -44,18 +46,20 @@ async def production_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     """The server's runtime: services, store, registry and pipeline, closed in reverse order."""
     async with open_services(settings) as services, Store.from_settings(settings) as store:
         assistants = AssistantRegistry(services.loader, store, env_prefix=settings.api_assistant_env_prefix)
-        turns = PipelineService.from_services(
-            services, store, close_grace=ApiConfig().shutdown_grace, assistants=assistants
-        )
-        try:
-            yield Runtime(
-                settings=settings,
-                store=store,
-                loader=services.loader,
-                assistants=assistants,
-                manager=services.manager,
-                images=services.images,
-                turns=turns,
+        async with turn_tasks() as tasks:  # the turns run in the server's group, open with the runtime
+            turns = PipelineService.from_services(
+                services, store, tasks=tasks, close_grace=ApiConfig().shutdown_grace, assistants=assistants
             )
-        finally:
-            await turns.aclose()  # idempotent: the lifespan closed it already on a graceful stop
+            try:
+                yield Runtime(
+                    settings=settings,
+                    store=store,
+                    loader=services.loader,
+                    assistants=assistants,
+                    manager=services.manager,
+                    images=services.images,
+                    turns=turns,
+                )
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await turns.aclose()  # idempotent: the lifespan closed it already on a graceful stop

@@ -52,6 +52,7 @@ from orchestrator.pipeline import (
     TurnInput,
     TurnOptions,
     new_chat_id,
+    turn_tasks,
 )
 from orchestrator.pipeline.permissions import Unattended
 from orchestrator.sandbox.checkout import checkout_owner
@@ -178,6 +179,28 @@ def _prepare(services: Services, opts: RunOptions) -> Assistant:
     return changed
 
 
+async def _follow_turn(
+    pipeline: PipelineService, assistant: Assistant, opts: RunOptions, sink: _Sink, interrupted: list[bool]
+) -> tuple[str, CallResult]:
+    """Start the turn, render its events, answer SIGINT/SIGTERM; its id and result."""
+    handle = await pipeline.start(
+        TurnInput(
+            assistant_id=assistant.id,
+            owner=LOCAL_OWNER,
+            chat_id=opts.chat_id,
+            messages=(InputMessage(content=opts.prompt),),
+            options=TurnOptions(host_workspace=opts.workspace, turn_timeout=opts.turn_timeout),
+        )
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch_signals, handle, interrupted)
+        async for event in handle.events():
+            sink(event)
+        result = await handle.result()
+        tg.cancel_scope.cancel()
+    return handle.turn_id, result
+
+
 async def run_job(settings: Settings, opts: RunOptions) -> int:
     """Run the turn through the pipeline, render it, write the artifacts; return the exit code.
 
@@ -199,8 +222,6 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = Store.from_settings(settings)
     await store.migrate()
-    # no chat titles: the service closes as the turn ends, which cancels a title job anyway
-    pipeline = PipelineService.from_services(services, store, unattended=opts.permissions, titles=False)
     outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
     events_file = outputs.create("events.jsonl") if outputs is not None else None
     renderer = _renderer(opts.output, opts.workspace)
@@ -211,24 +232,18 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
         started = time.monotonic()
         interrupted: list[bool] = []
         try:
-            handle = await pipeline.start(
-                TurnInput(
-                    assistant_id=assistant.id,
-                    owner=LOCAL_OWNER,
-                    chat_id=opts.chat_id,
-                    messages=(InputMessage(content=opts.prompt),),
-                    options=TurnOptions(host_workspace=opts.workspace, turn_timeout=opts.turn_timeout),
+            async with turn_tasks() as turns:  # the run owns its turn's task
+                # no chat titles: the service closes as the turn ends, which cancels a title job anyway
+                pipeline = PipelineService.from_services(
+                    services, store, tasks=turns, unattended=opts.permissions, titles=False
                 )
-            )
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_watch_signals, handle, interrupted)
-                async for event in handle.events():
-                    sink(event)
-                result = await handle.result()
-                tg.cancel_scope.cancel()
+                try:
+                    turn_id, result = await _follow_turn(pipeline, assistant, opts, sink, interrupted)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await pipeline.aclose()
         finally:
             with anyio.CancelScope(shield=True):
-                await pipeline.aclose()
                 await store.aclose()
                 if assistant.sandbox is not None:
                     await _remove_boxes(services, run_id)
@@ -249,7 +264,7 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
         assistant=assistant.id,
         runner=assistant.sandbox.runner.name if assistant.sandbox else None,
         chat_id=opts.chat_id,
-        turn_id=handle.turn_id,
+        turn_id=turn_id,
         status=result.status,
         stop_reason=result.stop_reason,
         error=result.error,

@@ -23,7 +23,7 @@ from orchestrator.pipeline.errors import CallDepthError, HookError
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks import HookModules
 from orchestrator.pipeline.hub import SessionHub
-from orchestrator.pipeline.service import PipelineService
+from orchestrator.pipeline.service import PipelineService, turn_tasks
 
 __all__ = [
     "Admit",
@@ -45,4 +45,5 @@ __all__ = [
     "TurnService",
     "new_chat_id",
     "new_turn_id",
+    "turn_tasks",
 ]

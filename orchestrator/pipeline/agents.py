@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from orchestrator.errors import UsageError
 from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.sync_hooks import dual
 
@@ -23,12 +24,16 @@ from orchestrator.pipeline.sync_hooks import dual
 class Launcher(Protocol):
     """Runs a forked call under the current one (the pipeline's call runner)."""
 
+    def signal(self) -> CancelSignal:
+        """A signal under the current call's: set by its interrupt, or alone (a batch's loser)."""
+        ...
+
     async def fork(
         self,
         agent_id: str,
         messages: Sequence[InputMessage],
         options: Mapping[str, Any],
-        cancel: anyio.Event,
+        signal: CancelSignal,
     ) -> CallResult: ...
 
 
@@ -65,16 +70,17 @@ class AgentCaller:
         self._launcher = launcher
 
     async def _run(
-        self, agent_id: str, messages: object, options: Mapping[str, Any], cancel: anyio.Event
+        self, agent_id: str, messages: object, options: Mapping[str, Any], signal: CancelSignal | None = None
     ) -> CallResult:
-        return await self._launcher.fork(agent_id, call_messages(messages), options, cancel)
+        signal = signal if signal is not None else self._launcher.signal()
+        return await self._launcher.fork(agent_id, call_messages(messages), options, signal)
 
     @dual
     async def call(
         self, agent_id: str, messages: object, options: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """Run one assistant and wait for it."""
-        result = await self._run(agent_id, messages, options or {}, anyio.Event())
+        result = await self._run(agent_id, messages, options or {})
         return result.for_hook()
 
     @dual
@@ -85,7 +91,7 @@ class AgentCaller:
 
         async def one(index: int) -> None:
             agent_id, messages, options = specs[index]
-            results[index] = await self._run(agent_id, messages, options, anyio.Event())
+            results[index] = await self._run(agent_id, messages, options)
 
         async with anyio.create_task_group() as tg:
             for index in range(len(specs)):
@@ -108,18 +114,18 @@ class AgentCaller:
         specs = [_spec(c) for c in calls]
         if not specs:
             raise UsageError("agent.any / agent.race need at least one call")
-        cancels = [anyio.Event() for _ in specs]
+        signals = [self._launcher.signal() for _ in specs]
         winner: list[CallResult] = []
         others: list[CallResult] = []
 
         async def one(index: int) -> None:
             agent_id, messages, options = specs[index]
-            result = await self._run(agent_id, messages, options, cancels[index])
+            result = await self._run(agent_id, messages, options, signals[index])
             if not winner and accept(result):
                 winner.append(result)
-                for other, cancel in enumerate(cancels):
+                for other, signal in enumerate(signals):
                     if other != index:
-                        cancel.set()
+                        signal.set()
             else:
                 others.append(result)
 

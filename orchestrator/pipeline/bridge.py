@@ -25,11 +25,10 @@ The adapter (pure) says what to run and how to read it; the bridge does the I/O:
 
 from __future__ import annotations
 
-import enum
+import functools
 import signal
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import anyio
 import structlog
@@ -37,6 +36,7 @@ import structlog
 from orchestrator.errors import CageError, StreamLimitError, WorkspaceError
 from orchestrator.permissions import Decision, PermissionGate
 from orchestrator.permissions.requests import DecidedBy
+from orchestrator.pipeline.watchdog import StopReason, TurnLimits, TurnWatchdog, cut_short
 from orchestrator.redaction import redact, register_secret
 from orchestrator.sandbox.backend import BatchedExec, ExecHandle, ExecItem, ExecSpec, FileEntry
 from orchestrator.stream import Emit, Event, TurnBuilder
@@ -77,25 +77,6 @@ class TurnSandbox(Protocol):
     async def exec(self, spec: ExecSpec) -> ExecHandle: ...
 
     async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None: ...
-
-
-class StopReason(enum.StrEnum):
-    """Why the bridge stopped a CLI before it ended on its own."""
-
-    CANCELLED = "cancelled"
-    TIMEOUT = "timeout"
-    STALLED = "stalled"
-
-
-@dataclass(frozen=True)
-class TurnLimits:
-    turn_timeout: float | None = None
-    """Seconds the whole turn may take; then it is stopped like a cancel (outcome `error`)."""
-    stall_timeout: float | None = None
-    """Seconds without any output before `turn/stalled` is emitted and the turn stopped (checked
-    every 0.2 s)."""
-    linger_seconds: float = 10.0
-    """Seconds a CLI may keep running after it reported the end of its turn."""
 
 
 def _safe_rel(path: str) -> str:
@@ -144,6 +125,7 @@ class _Turn:
         rexec: RunnerExec,
         emit: Emit,
         limits: TurnLimits,
+        cancel: anyio.Event,
         resumed: Mapping[str, str],
         on_resume: SaveResume | None,
     ) -> None:
@@ -154,11 +136,12 @@ class _Turn:
         """The resume state last persisted (the turn's own at start): only a change is written."""
         self.stopped: StopReason | None = None
         self.stdin_open = rexec.keep_stdin_open
-        self.outputs = 0
-        """Items read so far; the watchdog notes when this changes (a clock read per line is too dear)."""
-        self.last_output = anyio.current_time()
+        self.watchdog = TurnWatchdog(limits, cancel, held=lambda: bool(self.waiting))
+        """Touched once per engine read (a clock read per line is too dear); a request waiting
+        for a human holds its stall clock."""
         self.eof = anyio.Event()
-        self.finished_at: float | None = None
+        self.finished = False
+        """The translator saw the end of the turn (stdin closed, the linger clock runs)."""
         self.killed_lingering = False
         """The CLI reported the end of its turn and was killed for not exiting: not a failure."""
         self.source: ControlSource | None = None
@@ -190,7 +173,7 @@ class _Turn:
         """Translate `items` and emit their events at once. Events go out before anything the
         lines led to (a control request put to the gate, a resume state saved, stdin closed), so
         that order is the order of the lines."""
-        self.outputs += len(items)
+        self.watchdog.touch()
         feed, builder, source = self.translator.feed, self.builder, self.source  # once per read
         pending: list[Event] = []
         for item in items:
@@ -205,7 +188,7 @@ class _Turn:
                     pending = []
             requests = source.take_requests() if source is not None else None
             resume = self.on_resume is not None and self._resume_changed()
-            finished = self.finished_at is None and self.translator.finished
+            finished = not self.finished and self.translator.finished
             if not (requests or resume or finished):
                 continue
             if pending:
@@ -216,7 +199,8 @@ class _Turn:
             if resume:
                 await self._save_resume_midturn()
             if finished:
-                self.finished_at = anyio.current_time()
+                self.finished = True
+                self._start(self._linger)
                 await self._close_stdin()
         if pending:
             await self.emit(pending)
@@ -227,9 +211,12 @@ class _Turn:
         number = self.asked
         scope = anyio.CancelScope()
         self.waiting[number] = (request, scope)
+        self._start(functools.partial(self._answer, number, request, scope))
+
+    def _start(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         if self.tasks is None:  # pragma: no cover - run_runner_turn always sets it
-            raise RuntimeError("control request outside a bridged turn")
-        self.tasks.start_soon(self._answer, number, request, scope)
+            raise RuntimeError("bridge work outside a bridged turn")
+        self.tasks.start_soon(work)
 
     async def _answer(self, number: int, request: ControlRequest, scope: anyio.CancelScope) -> None:
         reply: bytes | None = None
@@ -237,7 +224,7 @@ class _Turn:
             reply = await self._decide(request)
         if self.waiting.pop(number, None) is None or reply is None:
             return  # answered by `stop()` already
-        self.last_output = anyio.current_time()  # the stall clock restarts with the answer
+        self.watchdog.touch()  # the stall clock restarts with the answer
         await self._write(reply)
 
     async def _decide(self, request: ControlRequest) -> bytes:
@@ -302,34 +289,21 @@ class _Turn:
                 self.stdin_open = False
                 await self.handle.close_stdin()
 
-    async def watch(self, cancel: anyio.Event) -> None:
-        """Stop the CLI on cancel, timeout or stall; kill it when it lingers after its turn."""
-        started = anyio.current_time()
-        seen = self.outputs
-        while not self.eof.is_set():
-            with anyio.move_on_after(0.2):
-                await cancel.wait()
-            now = anyio.current_time()
-            if self.outputs != seen:  # output since the last look: it came within this tick
-                seen, self.last_output = self.outputs, now
-            if self.waiting:  # a request waits for a human: the CLI is silent on purpose
-                self.last_output = now
-            if cancel.is_set():
-                await self.stop(StopReason.CANCELLED)
-                return
-            if self.limits.turn_timeout is not None and now - started > self.limits.turn_timeout:
-                await self.stop(StopReason.TIMEOUT)
-                return
-            idle = now - self.last_output
-            if self.limits.stall_timeout is not None and idle > self.limits.stall_timeout:
-                await self.emit(self.builder.stalled(int(idle * 1000), "no output from the runner"))
-                await self.stop(StopReason.STALLED)
-                return
-            if self.finished_at is not None and now - self.finished_at > self.limits.linger_seconds:
-                log.info("bridge.kill_lingering", runner=self.adapter.name)
-                self.killed_lingering = True
-                await self.handle.aclose()
-                return
+    async def watch(self) -> None:
+        """Stop the CLI on cancel, timeout or stall."""
+        reason = await self.watchdog.watch()
+        if reason is StopReason.STALLED:
+            await self.emit(self.builder.stalled(self.watchdog.idle_ms(), "no output from the runner"))
+        await self.stop(reason)
+
+    async def _linger(self) -> None:
+        """Kill the CLI when it lingers after it reported the end of its turn."""
+        with anyio.move_on_after(self.limits.linger_seconds):
+            await self.eof.wait()
+        if not self.eof.is_set():
+            log.info("bridge.kill_lingering", runner=self.adapter.name)
+            self.killed_lingering = True
+            await self.handle.aclose()
 
     async def stop(self, reason: StopReason) -> None:
         """Graceful first (stdin interrupt, then the adapter's signal), SIGKILL after the grace."""
@@ -387,16 +361,16 @@ async def run_runner_turn(
         await sandbox.put_files(workspace_root, entries)
     translator = adapter.translator(builder, turn)
     handle = await sandbox.exec(exec_spec(rexec, adapter.cancel.grace_seconds))
-    cancel = cancel or anyio.Event()
     limits = limits or TurnLimits()
-    state = _Turn(adapter, translator, builder, handle, rexec, emit, limits, turn.resume, on_resume)
+    cancel = cancel or anyio.Event()
+    state = _Turn(adapter, translator, builder, handle, rexec, emit, limits, cancel, turn.resume, on_resume)
     state.gate = gate
     async with handle:
         if rexec.keep_stdin_open and rexec.stdin:
             await handle.write_stdin(rexec.stdin)
         async with anyio.create_task_group() as tg:
             state.tasks = tg
-            tg.start_soon(state.watch, cancel)
+            tg.start_soon(state.watch)
             await state.pump()
             tg.cancel_scope.cancel()
         with anyio.CancelScope(shield=True):
@@ -408,18 +382,9 @@ async def run_runner_turn(
     if events:
         await emit(events)
     await state.save_resume()
-    outcome = translator.outcome
-    if state.stopped in (StopReason.TIMEOUT, StopReason.STALLED):
-        seconds = limits.turn_timeout if state.stopped is StopReason.TIMEOUT else limits.stall_timeout
-        message = (
-            f"turn timed out after {seconds:g}s"
-            if state.stopped is StopReason.TIMEOUT
-            else f"runner stalled: no output for {seconds:g}s"
-        )
-        await emit(builder.error(message, f"turn_{state.stopped.value}"))
-        outcome = outcome.model_copy(
-            update={"status": "error", "error": message, "stop_reason": state.stopped.value}
-        )
+    outcome = cut_short(translator.outcome, state.stopped, limits, "runner stalled: no output")
+    if outcome.error is not None and state.stopped in (StopReason.TIMEOUT, StopReason.STALLED):
+        await emit(builder.error(outcome.error, f"turn_{state.stopped.value}"))
     elif state.stopped is StopReason.CANCELLED:
         outcome = outcome.model_copy(update={"stop_reason": StopReason.CANCELLED.value})
     return outcome

@@ -26,8 +26,9 @@ from orchestrator.pipeline.agents import AgentCaller
 from orchestrator.pipeline.attachments import with_attachments
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallKind
+from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.frame import Call, CancelSignal
+from orchestrator.pipeline.frame import Call
 from orchestrator.pipeline.hook_context import HookContext, HookSandbox
 from orchestrator.pipeline.hook_mcp import HookMcp
 from orchestrator.pipeline.hook_results import (
@@ -51,7 +52,6 @@ Finish = Callable[[list[Event], CallResult], Awaitable[None]]
 
 RUNNER_GRACE = 20.0
 """Seconds a runner gets to stop after a graceful interrupt before its call is cancelled hard."""
-_POLL = 0.05
 
 
 class _Interrupted(Exception):
@@ -96,16 +96,13 @@ class CallRunner:
         return frame.result("cancelled", usage=frame.builder.turn_usage)
 
     async def _enforce(self, frame: Call, scope: anyio.CancelScope) -> None:
-        """Turn an interrupt into a stop: a runner first gets its graceful stop, anything else
-        (hooks, model calls, sandbox set-up) is cancelled at once."""
-        signal = frame.signal
-        while not signal.requested():  # noqa: ASYNC110 - the interrupt may come from any ancestor call
-            await anyio.sleep(_POLL)
-        signal.graceful.set()
-        waited = 0.0
-        while frame.stage in ("runner", "llm") and waited < RUNNER_GRACE and not signal.forced():
-            await anyio.sleep(_POLL)
-            waited += _POLL
+        """Turn an interrupt into a stop: a runner first gets its graceful stop (until a forced
+        interrupt or `RUNNER_GRACE`), anything else (hooks, model calls, sandbox set-up) is
+        cancelled at once. The call's own signal fires for an ancestor's interrupt too."""
+        await frame.signal.wait()
+        if frame.stage in ("runner", "llm"):
+            with anyio.move_on_after(RUNNER_GRACE):
+                await frame.signal.wait_forced()
         scope.cancel()
 
     async def _open(self, frame: Call) -> None:
@@ -159,7 +156,7 @@ class CallRunner:
             self._checkpoint(frame, "runner")
             mode = mode_for(frame.assistant)
             result = await mode.run(frame)
-            if result.status == "cancelled" or frame.signal.requested():
+            if result.status == "cancelled" or frame.signal.is_set():
                 return self._cancelled(frame)
             self._checkpoint(frame, "next")
             return await self._next(frame, ctx, result, completes=mode.completes)
@@ -173,7 +170,7 @@ class CallRunner:
             return frame.result("error", error=message, usage=frame.builder.turn_usage)
 
     def _checkpoint(self, frame: Call, stage: Any) -> None:
-        if frame.signal.requested():
+        if frame.signal.is_set():
             raise _Interrupted
         frame.stage = stage
 
@@ -330,15 +327,16 @@ class _FrameLauncher:
         self._runner = runner
         self._frame = frame
 
+    def signal(self) -> CancelSignal:
+        return self._frame.signal.child()
+
     async def fork(
         self,
         agent_id: str,
         messages: Sequence[InputMessage],
         options: Mapping[str, Any],
-        cancel: anyio.Event,
+        signal: CancelSignal,
     ) -> CallResult:
-        signal = CancelSignal(parent=self._frame.signal)
-        signal.graceful = cancel
         try:
             child = await self._runner.nested(
                 self._frame, agent_id, messages, options, kind="fork", signal=signal

@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import anyio
 from pydantic import JsonValue
 
 from orchestrator.dsl import AppLoader, Assistant
@@ -14,6 +13,7 @@ from orchestrator.gateway import ModelGateway
 from orchestrator.permissions import PermissionGate
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
+from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import Attachment, InputMessage
 from orchestrator.pipeline.hook_memory import HookMemory
 from orchestrator.pipeline.hooks import HookModules
@@ -27,24 +27,6 @@ from orchestrator.stream import Emit, Event, IdSource, StreamStatus, TurnBuilder
 
 Authorize = Callable[[str], Awaitable[Assistant]]
 Stage = Literal["start", "history", "sandbox", "create", "runner", "llm", "next", "delegate", "end"]
-
-
-class CancelSignal:
-    """A call's interrupt: `graceful` asks the runner to stop, `hard` cancels at once.
-
-    A nested call's signal also fires when its parent's does.
-    """
-
-    def __init__(self, parent: CancelSignal | None = None) -> None:
-        self.parent = parent
-        self.graceful = anyio.Event()
-        self.hard = anyio.Event()
-
-    def requested(self) -> bool:
-        return self.graceful.is_set() or (self.parent is not None and self.parent.requested())
-
-    def forced(self) -> bool:
-        return self.hard.is_set() or (self.parent is not None and self.parent.forced())
 
 
 @dataclass

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import anyio
 
 from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import TurnInput
-from orchestrator.pipeline.frame import CancelSignal
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.stream import Event, LifecycleEvent, StreamEnd
 
@@ -70,9 +70,7 @@ class RunningTurn:
 
     async def interrupt(self, *, force: bool = False) -> None:
         """Graceful: the runner is asked to stop and the session is kept. Force: cancel at once."""
-        self.signal.graceful.set()
-        if force:
-            self.signal.hard.set()
+        self.signal.set(force=force)
 
     async def result(self) -> CallResult:
         await self._done.wait()

@@ -1,26 +1,29 @@
 """`PipelineService`: the `TurnService` the API and the CLI use.
 
 ```python
-service = PipelineService.from_services(services, store)
-handle = await service.start(TurnInput(assistant_id="examples.hooks", owner="alice",
+async with turn_tasks() as tasks:
+  service = PipelineService.from_services(services, store, tasks=tasks)
+  handle = await service.start(TurnInput(assistant_id="examples.hooks", owner="alice",
                                        chat_id="c1", messages=(InputMessage(content="hi"),)))
-async for event in handle.events(): ...
-result = await handle.result()
-await service.aclose()
+  async for event in handle.events(): ...
+  result = await handle.result()
+  await service.aclose()
 ```
 `start` authorizes, makes sure the chat exists and belongs to the owner, reserves the chat (one
-turn at a time) and runs the turn as a background task; the events are stamped by the chat's
-emitter, appended to the durable log and fanned out to `subscribe()`rs.
+turn at a time) and runs the turn in the task group its owner handed it (the server's runtime,
+`cage run`); the events are stamped by the chat's emitter, appended to the durable log and fanned
+out to `subscribe()`rs. `aclose()` ends the turns it started before the owner's group closes.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Literal
 
 import anyio
 import structlog
+from anyio.abc import TaskGroup
 from pydantic import ValidationError
 
 from orchestrator.assistants import AssistantRegistry
@@ -65,12 +68,50 @@ FORCE_GRACE = 5.0
 `close_grace + 2 * FORCE_GRACE`, inside a container's usual 30 s stop grace."""
 
 
+class _Job:
+    """A turn or a title job in the owner's task group: asked to stop, cancelled alone, awaited to
+    its end."""
+
+    def __init__(self) -> None:
+        self.stop = anyio.Event()
+        """Asked to end at its next step (a title job; a turn has its `CancelSignal`)."""
+        self.scope = anyio.CancelScope()
+        self.ended = anyio.Event()
+
+
+@asynccontextmanager
+async def turn_tasks() -> AsyncIterator[TaskGroup]:
+    """A task group for a `PipelineService`'s turns, for its owner to hold open around the service.
+
+    anyio wraps an exception of the body in an `ExceptionGroup`; the turns never raise into the
+    group, so the body's own error comes out as it was raised (a `ConfigError` stays one)."""
+    error: BaseException | None = None
+    try:
+        async with anyio.create_task_group() as tasks:
+            yield tasks
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        error = group.exceptions[0]
+    if error is not None:
+        raise error
+
+
+async def _ended(jobs: set[_Job], seconds: float) -> set[_Job]:
+    """Wait up to `seconds` for `jobs` to end; the ones still running."""
+    with anyio.move_on_after(seconds):
+        for job in list(jobs):
+            await job.ended.wait()
+    return {job for job in jobs if not job.ended.is_set()}
+
+
 class PipelineService:
     """Runs turns: authorize, stages, events, persistence; one turn at a time per chat."""
 
     def __init__(
         self,
         *,
+        tasks: TaskGroup,
         loader: AppLoader,
         manager: SandboxManager,
         store: Store,
@@ -84,7 +125,8 @@ class PipelineService:
         unattended: Unattended | None = None,
         titles: bool = True,
     ) -> None:
-        """`unattended` (CI mode): who answers permission requests when no client is there.
+        """`tasks`: where turns and title jobs run, the owner's group (open until after `aclose()`).
+        `unattended` (CI mode): who answers permission requests when no client is there.
         `titles=False`: no title jobs (`cage run` closes the service as its turn ends, which would
         cancel the job, after its import of the LLM-mode stack had already cost the run).
         `assistants`: the process's registry (the API's catalog shares it); without one, the service
@@ -108,8 +150,9 @@ class PipelineService:
         self._by_chat: dict[str, RunningTurn] = {}
         self._by_turn: dict[str, RunningTurn] = {}
         self._reserved: set[str] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._titles: set[asyncio.Task[None]] = set()
+        self._group = tasks
+        self._turns: set[_Job] = set()
+        self._titles: set[_Job] = set()
         """Background title jobs (`titles`), cancelled when the service closes."""
         self._closed = False
 
@@ -119,6 +162,7 @@ class PipelineService:
         services: Services,
         store: Store,
         *,
+        tasks: TaskGroup,
         resume: ResumeStore | None = None,
         ids: IdSource | None = None,
         close_grace: float = CLOSE_GRACE,
@@ -128,6 +172,7 @@ class PipelineService:
     ) -> PipelineService:
         """The pipeline over a process's services and its (migrated) store."""
         return cls(
+            tasks=tasks,
             loader=services.loader,
             manager=services.manager,
             store=store,
@@ -183,11 +228,7 @@ class PipelineService:
         handle = RunningTurn(self.hub, turn, start_seq)
         self._by_chat[chat_id] = handle
         self._by_turn[turn.turn_id] = handle
-        task = asyncio.get_running_loop().create_task(
-            self._run(handle, assistant, options, team, recorder, release)
-        )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._turns, lambda _: self._run(handle, assistant, options, team, recorder, release))
         log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
         return handle
 
@@ -235,11 +276,10 @@ class PipelineService:
         """Interrupt running turns (graceful, then forced after the grace, then cancelled); wait
         for them to end, in bounded time. Idempotent."""
         self._closed = True
-        titles = set(self._titles)
-        for title in titles:
-            title.cancel()
-        if titles:
-            await asyncio.wait(titles, timeout=FORCE_GRACE)
+        for title in self._titles:
+            title.stop.set()
+        for title in await _ended(self._titles, FORCE_GRACE):
+            title.scope.cancel()
         for handle in list(self._by_turn.values()):
             await handle.interrupt()
         with anyio.move_on_after(self._close_grace):
@@ -247,13 +287,11 @@ class PipelineService:
                 await handle.result()
         for handle in list(self._by_turn.values()):
             await handle.interrupt(force=True)
-        pending = set(self._tasks)
+        pending = await _ended(self._turns, FORCE_GRACE)
+        for job in pending:
+            job.scope.cancel()
         if pending:
-            _, pending = await asyncio.wait(pending, timeout=FORCE_GRACE)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=FORCE_GRACE)
+            await _ended(pending, FORCE_GRACE)
             log.warning("pipeline.turns_cancelled_on_close", count=len(pending))
         await self.gateway.aclose()
 
@@ -390,7 +428,7 @@ class PipelineService:
         if title_id is None or result.status != "completed" or not result.content or self._closed:
             return
 
-        async def job() -> None:
+        async def job(stop: anyio.Event) -> None:
             try:
                 await make_title(
                     self.store,
@@ -399,13 +437,30 @@ class PipelineService:
                     title_id=title_id,
                     question=last_user_text(turn.messages),
                     answer=result.content,
+                    stop=stop,
                 )
             except CageError as exc:  # a title is never worth more than a log line
                 log.warning("titles.crashed", chat_id=turn.chat_id, error=type(exc).__name__)
 
-        task = asyncio.get_running_loop().create_task(job())
-        self._titles.add(task)
-        task.add_done_callback(self._titles.discard)
+        self._spawn(self._titles, job)
+
+    def _spawn(self, jobs: set[_Job], work: Callable[[anyio.Event], Awaitable[None]]) -> None:
+        """Run `work` in the owner's group as one of `jobs`; a fault in it is logged, never raised
+        into the group (which would cancel everything else the owner runs)."""
+        job = _Job()
+        jobs.add(job)
+
+        async def run() -> None:
+            try:
+                with job.scope:
+                    await work(job.stop)
+            except Exception as exc:
+                log.error("pipeline.job_failed", error=type(exc).__name__, exc_info=exc)
+            finally:
+                jobs.discard(job)
+                job.ended.set()
+
+        self._group.start_soon(run)
 
     async def _close_crashed(self, frame: Call, finish: Finish, result: CallResult) -> None:
         """Give clients the `stream_end` of a turn that failed outside its stages' handling, so no

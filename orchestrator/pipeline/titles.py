@@ -49,13 +49,24 @@ def clean_title(text: str) -> str:
 
 
 async def make_title(
-    store: Store, loader: AppLoader, *, chat_id: str, title_id: str, question: str, answer: str
+    store: Store,
+    loader: AppLoader,
+    *,
+    chat_id: str,
+    title_id: str,
+    question: str,
+    answer: str,
+    stop: anyio.Event | None = None,
 ) -> str | None:
-    """Name the chat from its first exchange, unless it has a title; the title, or None."""
+    """Name the chat from its first exchange, unless it has a title; the title, or None.
+
+    `stop` ends the job between its steps (a database call is never cut in the middle, which
+    would leave its connection to the garbage collector)."""
+    stop = stop or anyio.Event()
     from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn  # lazy: the model SDKs
 
     chat = await store.chats.get(chat_id)
-    if chat is None or chat.title or chat.parent_id is not None:
+    if chat is None or chat.title or chat.parent_id is not None or stop.is_set():
         return None
     try:
         titler: Assistant = await anyio.to_thread.run_sync(loader.get, title_id)
@@ -79,8 +90,12 @@ async def make_title(
     content: str = ""
     error: str | None = "timed out"
     with anyio.move_on_after(TITLE_TIMEOUT):
-        result = await run_llm_turn(inp, loader=loader, builder=TurnBuilder(RandomIds()), emit=drop)
+        result = await run_llm_turn(
+            inp, loader=loader, builder=TurnBuilder(RandomIds()), emit=drop, cancel=stop
+        )
         content, error = result.content, result.error
+    if stop.is_set():
+        return None
     if error is not None:
         log.info("titles.failed", chat_id=chat_id, assistant=title_id, error=error)
         return None

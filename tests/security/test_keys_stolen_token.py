@@ -16,6 +16,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.pipeline import InputMessage, PipelineService, TurnInput, TurnOptions
 from orchestrator.services import Services
@@ -54,7 +55,8 @@ def sha(value: str) -> str:
 
 
 async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_is_gone(
-    keys_app: KeysApp, tmp_path: Path, docker_engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+    keys_app: KeysApp, tmp_path: Path, docker_engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch,
+    turn_tasks: TaskGroup,
 ) -> None:
     server = keys_app.server
     victim_key = "vctm" + os.urandom(12).hex()
@@ -79,7 +81,7 @@ async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_
     services = Services.from_settings(settings)
     store = Store.from_url(settings.resolved_database_url())
     await store.migrate()
-    pipeline = PipelineService.from_services(services, store)
+    pipeline = PipelineService.from_services(services, store, tasks=turn_tasks)
     before = len(server.requests.all())
     try:
         ws_thief, ws_victim = checkout(tmp_path / "thief"), checkout(tmp_path / "victim")

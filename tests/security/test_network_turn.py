@@ -13,6 +13,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.dsl import AppLoader
 from orchestrator.sandbox.docker import DockerBackend
@@ -47,7 +48,9 @@ def model_server(docker_engine: docker.DockerClient) -> Iterator[FakeModelServer
 
 
 @pytest.fixture
-async def rig(tmp_path: Path, model_server: FakeModelServer, egress_settings: Settings) -> AsyncIterator[Rig]:
+async def rig(
+    tmp_path: Path, model_server: FakeModelServer, egress_settings: Settings, turn_tasks: TaskGroup
+) -> AsyncIterator[Rig]:
     root = make_app(tmp_path / "app")
     write_connector(
         root, "fake", kind="anthropic", model="claude-sonnet-4-5@egress", host=model_server.url, key_env="K"
@@ -66,6 +69,7 @@ async def rig(tmp_path: Path, model_server: FakeModelServer, egress_settings: Se
         root,
         store,
         DockerBackend(egress_settings),
+        tasks=turn_tasks,
         data_dir=egress_settings.data_dir,
         images=DockerImageBuilder(egress_settings),
         labels=labels,

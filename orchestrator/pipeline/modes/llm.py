@@ -52,7 +52,7 @@ class LlmMode:
             loader=scope.loader,
             builder=call.builder,
             emit=call.emit,
-            cancel=call.signal.graceful,
+            cancel=call.signal.requested,
             checkpoints=StoreCheckpoints(scope.store, resumed_from=resumed_from) if root else None,
         )
         if result.fallback_used:  # the fallback assistant's answer is the call's

@@ -15,18 +15,18 @@ from orchestrator.dsl.option_support import cli_connector, cli_runner_options, r
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import SandboxAccess
 from orchestrator.pipeline.attachments import image_parts, with_attachment_note
-from orchestrator.pipeline.bridge import StopReason, TurnLimits, run_runner_turn
+from orchestrator.pipeline.bridge import run_runner_turn
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.child_sessions import StoreChildSessions
 from orchestrator.pipeline.contract import last_user_text
 from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.frame import Call
-from orchestrator.pipeline.loop_watch import LoopWatchdog, stopped_outcome
 from orchestrator.pipeline.options import tightened
 from orchestrator.pipeline.roles import role_models
 from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
 from orchestrator.pipeline.skills import deliver_skills
 from orchestrator.pipeline.vision_fallback import native_prompt, role_connector
+from orchestrator.pipeline.watchdog import StopReason, TurnLimits, WatchedLoop, cut_short
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
@@ -206,7 +206,8 @@ async def _bridge(
         options=cli_runner_options(spec.runner.options, assistant.package.options, adapter.name),
         package_options=assistant.package.options,
         compaction=assistant.package.compaction,
-        max_turn=assistant.mcp_options.max_turn if "max_turn" in assistant.mcp_options.model_fields_set
+        max_turn=assistant.mcp_options.max_turn
+        if "max_turn" in assistant.mcp_options.model_fields_set
         else None,
         workdir=lease.work_dir,
         home=f"{mount}/{HOME_SUBDIR}",
@@ -235,7 +236,7 @@ async def _bridge(
         sandbox,
         call.builder,
         call.emit,
-        cancel=call.signal.graceful,
+        cancel=call.signal.requested,
         limits=turn_limits(assistant, call.options.turn_timeout),
         workspace_root=mount,
         on_resume=save_resume,
@@ -304,9 +305,9 @@ async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
             turn_id=scope.turn_id,
         ),
     )
-    watch = LoopWatchdog(emit, builder, limits, call.signal.graceful, gate)
+    watch = WatchedLoop(emit, builder, limits, call.signal.requested, gate)
     run = await adapter.run(turn, builder, emit, watch)
-    outcome = stopped_outcome(run.outcome, watch.reason, limits)
+    outcome = cut_short(run.outcome, watch.reason, limits, "agent loop stalled: no events")
     if outcome.error is not None and watch.reason in (StopReason.TIMEOUT, StopReason.STALLED):
         await emit(builder.error(outcome.error, f"turn_{watch.reason.value}"))
     if outcome.status == "completed" and run.resume_state:

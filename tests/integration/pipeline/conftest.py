@@ -8,6 +8,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
@@ -34,6 +35,7 @@ async def e2e(
     model_server: FakeModelServer,
     test_run_labels: dict[str, str],
     docker_engine: docker.DockerClient,
+    turn_tasks: TaskGroup,
 ) -> AsyncIterator[Rig]:
     root = make_app(tmp_path / "app")
     write_connector(
@@ -64,6 +66,7 @@ async def e2e(
         root,
         store,
         DockerBackend.from_settings(settings),
+        tasks=turn_tasks,
         data_dir=settings.data_dir,
         images=DockerImageBuilder(settings),
         labels=test_run_labels,

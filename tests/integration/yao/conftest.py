@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.store import Store
 from tests.fakes.model_server import FakeModelServer
@@ -61,12 +62,16 @@ def environ(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-async def yao_rig(tmp_path: Path, yao_model_server: FakeModelServer) -> AsyncIterator[Rig]:
+async def yao_rig(
+    tmp_path: Path, yao_model_server: FakeModelServer, turn_tasks: TaskGroup
+) -> AsyncIterator[Rig]:
     """The dev app on the real pipeline (SQLite store); hook assistants need no container."""
     root = copy_dev_app(tmp_path / "app", yao_model_server.url)
     store = Store.from_url(f"sqlite+aiosqlite:///{tmp_path / 'cage.db'}")
     await store.migrate()
-    rig = Rig.build(root, store, FakeBackend(), data_dir=tmp_path / "data", environ=environ(root))
+    rig = Rig.build(
+        root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "data", environ=environ(root)
+    )
     yield rig
     await rig.service.aclose()
     await store.aclose()
@@ -74,7 +79,8 @@ async def yao_rig(tmp_path: Path, yao_model_server: FakeModelServer) -> AsyncIte
 
 @pytest.fixture
 async def yao_docker_rig(
-    tmp_path: Path, yao_model_server: FakeModelServer, test_run_labels: dict[str, str], docker_engine: object
+    tmp_path: Path, yao_model_server: FakeModelServer, test_run_labels: dict[str, str], docker_engine: object,
+    turn_tasks: TaskGroup,
 ) -> AsyncIterator[Rig]:
     """The dev app on the real pipeline with real containers (runner images as `cage images build`)."""
     from orchestrator.sandbox.docker import DockerBackend
@@ -87,7 +93,8 @@ async def yao_docker_rig(
                         extra_ca_certs=HOST_CA)
     store = Store.from_url(f"sqlite+aiosqlite:///{tmp_path / 'data' / 'cage.db'}")
     await store.migrate()
-    rig = Rig.build(root, store, DockerBackend.from_settings(settings), data_dir=settings.data_dir,
+    rig = Rig.build(root, store, DockerBackend.from_settings(settings), tasks=turn_tasks,
+                    data_dir=settings.data_dir,
                     images=DockerImageBuilder(settings), labels=test_run_labels, environ=environ(root))
     rig.manager.settings = settings
     yield rig

@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from orchestrator.api import Runtime, RuntimeFactory
 from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
-from orchestrator.pipeline import PipelineService
+from orchestrator.pipeline import PipelineService, turn_tasks
 from orchestrator.sandbox import SandboxManager
 from orchestrator.settings import Settings
 from orchestrator.store import KeyRole, Store
@@ -89,9 +89,11 @@ def pipeline_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
         images = FakeImageBuilder()
         loader = AppLoader(settings.app_dir, environ={})
         manager = SandboxManager(engine, images, settings)
-        async with Store.from_settings(settings) as store:
+        async with Store.from_settings(settings) as store, turn_tasks() as tasks:
             assistants = AssistantRegistry(loader, store)
-            turns = PipelineService(loader=loader, manager=manager, store=store, assistants=assistants)
+            turns = PipelineService(
+                tasks=tasks, loader=loader, manager=manager, store=store, assistants=assistants
+            )
             try:
                 yield Runtime(
                     settings=settings,
@@ -103,7 +105,8 @@ def pipeline_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
                     turns=turns,
                 )
             finally:
-                await turns.aclose()
+                with anyio.CancelScope(shield=True):
+                    await turns.aclose()
 
     return build
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.store import Store
 from tests.fakes.assistants import make_app
@@ -42,7 +43,9 @@ def backend() -> FakeBackend:
 
 
 @pytest.fixture
-async def rig(app_root: Path, store: Store, backend: FakeBackend, tmp_path: Path) -> AsyncIterator[Rig]:
-    running = Rig.build(app_root, store, backend, data_dir=tmp_path / "data")
+async def rig(
+    app_root: Path, store: Store, backend: FakeBackend, tmp_path: Path, turn_tasks: TaskGroup
+) -> AsyncIterator[Rig]:
+    running = Rig.build(app_root, store, backend, tasks=turn_tasks, data_dir=tmp_path / "data")
     yield running
     await running.service.aclose()

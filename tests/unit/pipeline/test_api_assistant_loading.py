@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.errors import ConfigError
 from orchestrator.pipeline import PipelineService
@@ -57,10 +58,11 @@ async def test_an_api_assistant_cannot_read_the_orchestrators_environment(
 
 
 async def test_only_the_exposed_prefix_is_readable(
-    rig: Rig, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, turn_tasks: TaskGroup
 ) -> None:
     monkeypatch.setenv("CAGE_ASSISTANT_REGION", "eu-west")
     service = PipelineService(
+        tasks=turn_tasks,
         loader=rig.loader,
         manager=rig.manager,
         store=store,

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.pipeline import Attachment
 from orchestrator.store import Store
@@ -58,7 +59,12 @@ async def _run(rig: Rig, assistant_id: str, attachments: tuple[Attachment, ...])
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_images_reach_a_vision_model_as_image_parts_and_text_inline(
-    kind: str, app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    kind: str,
+    app_root: Path,
+    store: Store,
+    server: FakeModelServer,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     host = server.url + "/v1" if kind == "openai" else server.url
     _connector(app_root, "eyes", kind, host, vision=True)
@@ -68,7 +74,9 @@ async def test_images_reach_a_vision_model_as_image_parts_and_text_inline(
         package={"name": "eyes", "connector": "eyes"},
         prompts="- role: system\n  content: Look.\n",
     )
-    rig = Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+    rig = Rig.build(
+        app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+    )
     await _run(rig, "llm.eyes", FILES)
     await rig.service.aclose()
     [request] = [r for r in server.requests.all() if r.api in ("openai-chat", "anthropic")]
@@ -86,7 +94,11 @@ async def test_images_reach_a_vision_model_as_image_parts_and_text_inline(
 
 
 async def test_a_model_without_vision_gets_a_line_naming_the_image(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    server: FakeModelServer,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     _connector(app_root, "blind", "openai", server.url + "/v1", vision=False)
     write_assistant(
@@ -95,7 +107,9 @@ async def test_a_model_without_vision_gets_a_line_naming_the_image(
         package={"name": "blind", "connector": "blind"},
         prompts="- role: system\n  content: Read.\n",
     )
-    rig = Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+    rig = Rig.build(
+        app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+    )
     await _run(rig, "llm.blind", FILES)
     await rig.service.aclose()
     [request] = [r for r in server.requests.all() if r.api == "openai-chat"]
@@ -106,10 +120,20 @@ async def test_a_model_without_vision_gets_a_line_naming_the_image(
 
 
 async def test_a_runner_is_told_where_the_files_are_and_they_are_in_the_box(
-    app_root: Path, store: Store, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     backend = RecordingBackend(GOLDEN.read_bytes().splitlines())
-    rig = Rig.build(app_root, store, backend, data_dir=tmp_path / "d", environ={"K": "sk-ant-fake-key-0001"})
+    rig = Rig.build(
+        app_root,
+        store,
+        backend,
+        tasks=turn_tasks,
+        data_dir=tmp_path / "d",
+        environ={"K": "sk-ant-fake-key-0001"},
+    )
     assistant_id = claude_assistant(app_root)
     await _run(rig, assistant_id, FILES)
     await rig.service.aclose()

@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from orchestrator.errors import StreamLimitError, WorkspaceError
-from orchestrator.pipeline.bridge import StopReason, TurnLimits, run_runner_turn
+from orchestrator.pipeline.bridge import run_runner_turn
+from orchestrator.pipeline.watchdog import StopReason, TurnLimits
 from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry
 from orchestrator.store import StoreError
 from orchestrator.stream import CountingIds, Event, TurnBuilder, dump_event, validate_stream

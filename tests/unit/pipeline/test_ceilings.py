@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.errors import UsageError
 from orchestrator.pipeline import TurnOptions
@@ -49,7 +50,10 @@ async def test_an_unoffered_connector_is_refused_before_the_turn_starts(
 
 
 async def test_an_llm_turn_runs_on_the_offered_connector_the_request_picks(
-    store: Store, app_root: Path, tmp_path: Path
+    store: Store,
+    app_root: Path,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     """`connector_options.connectors` has an effect: the model call goes to the one picked."""
     with FakeModelServer("text", host="127.0.0.1") as server:
@@ -66,7 +70,14 @@ async def test_an_llm_turn_runs_on_the_offered_connector_the_request_picks(
             )
         package = {"name": "llm", "connector": "own", "connector_options": {"connectors": ["picked"]}}
         write_assistant(app_root, "llm.picky", package=package, prompts="- role: system\n  content: Hi.\n")
-        rig = Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": "sk-fake-000"})
+        rig = Rig.build(
+            app_root,
+            store,
+            FakeBackend(),
+            tasks=turn_tasks,
+            data_dir=tmp_path / "d",
+            environ={"K": "sk-fake-000"},
+        )
         try:
             picked = await rig.run(
                 "llm.picky", "hi", chat_id="chat-l1", options=TurnOptions(connector="picked")

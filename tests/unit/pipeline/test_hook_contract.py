@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.store import Store
 from orchestrator.stream import Event, HookIgnored, HookNext, LifecycleEvent, validate_stream
@@ -40,13 +41,17 @@ def server() -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
-def llm_rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path) -> Rig:
+def llm_rig(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
+) -> Rig:
     write_connector(
         app_root, "fake", kind="openai", model="fake-model@text", host=server.url + "/v1", key_env="K"
     )
     package = {"name": "yao hooks", "connector": "fake"}
     write_assistant(app_root, "contract.yao", package=package, prompts=PROMPTS, hooks=YAO_CREATE)
-    return Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+    return Rig.build(
+        app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+    )
 
 
 def _props(ran_events: Sequence[Event], kind: type[P]) -> list[P]:
@@ -107,7 +112,11 @@ SYNC_MCP_HOOK = (
 
 
 async def test_ctx_mcp_lists_and_calls_the_assistants_tools_within_its_allowlist(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    server: FakeModelServer,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     write_connector(
         app_root, "fake", kind="openai", model="fake-model@text", host=server.url + "/v1", key_env="K"
@@ -126,7 +135,9 @@ async def test_ctx_mcp_lists_and_calls_the_assistants_tools_within_its_allowlist
         }
         write_assistant(app_root, "contract.mcp", package=package, prompts=PROMPTS, hooks=MCP_HOOKS)
         write_assistant(app_root, "contract.sync", package=package, prompts=PROMPTS, hooks=SYNC_MCP_HOOK)
-        rig = Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+        rig = Rig.build(
+            app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+        )
         try:
             ran = await rig.run("contract.mcp", "hello")
             sync = await rig.run("contract.sync", "hello")
@@ -157,7 +168,9 @@ TAKEOVER_HOOKS = (
 
 
 @pytest.fixture
-def takeover_rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path) -> Iterator[Rig]:
+def takeover_rig(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
+) -> Iterator[Rig]:
     server.add_scenario("takeover", [{"tool": "calc__add", "args": {"a": 2, "b": 3}}, {"text": "2 + 3 = 5."}])
     server.add_scenario("final", [{"text": "The sum is 5."}])
     for conn, model in (("tools", "fake-model@takeover"), ("final", "fake-model@final")):
@@ -170,7 +183,9 @@ def takeover_rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path
         package = {"name": "takeover", "connector": "tools", "mcp": {"servers": ["calc"]}}
         write_assistant(app_root, "contract.takeover", package=package, prompts=PROMPTS, hooks=TAKEOVER_HOOKS)
         write_assistant(app_root, "contract.loop", package=package, prompts=PROMPTS)
-        yield Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+        yield Rig.build(
+            app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+        )
 
 
 def _model_calls(server: FakeModelServer, scenario: str) -> int:

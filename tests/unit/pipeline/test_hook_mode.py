@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from anyio.abc import TaskGroup
+
 from orchestrator.store import Store
 from orchestrator.stream import LifecycleEvent, StreamStart
 from tests.fakes.assistants import write_assistant
@@ -104,8 +106,10 @@ async def test_sync_hook_runs_in_a_worker_thread_with_the_same_ctx(rig: Rig) -> 
     assert second.result.content == "count=2 thread=True"
 
 
-async def test_the_shipped_hook_example_runs_as_documented(store: Store, tmp_path: Path) -> None:
-    rig = Rig.build(REPO, store, FakeBackend(), data_dir=tmp_path / "d")
+async def test_the_shipped_hook_example_runs_as_documented(
+    store: Store, tmp_path: Path, turn_tasks: TaskGroup
+) -> None:
+    rig = Rig.build(REPO, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d")
     ran = await rig.run("examples.hooks", "quiet please")
     await rig.service.aclose()
     assert ran.result.content == "You said: QUIET PLEASE"

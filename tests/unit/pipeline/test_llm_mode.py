@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.store import Store
 from tests.fakes.assistants import write_assistant, write_connector
@@ -27,7 +28,9 @@ def server() -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
-def llm_rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path) -> Rig:
+def llm_rig(
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
+) -> Rig:
     write_connector(
         app_root, "fake", kind="openai", model="fake-model@text", host=server.url + "/v1", key_env="K"
     )
@@ -55,7 +58,9 @@ def llm_rig(app_root: Path, store: Store, server: FakeModelServer, tmp_path: Pat
             "async def create(ctx, messages, options):\n    return {'delegate': {'agent_id': 'hooks.echo'}}\n"
         ),
     )
-    return Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+    return Rig.build(
+        app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+    )
 
 
 def user_texts(body: dict[str, object]) -> list[str]:

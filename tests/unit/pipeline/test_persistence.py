@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.errors import Conflict, NotFound
 from orchestrator.pipeline import PipelineService
@@ -19,7 +20,13 @@ from tests.unit.store.conftest import FakeClock
 
 
 async def test_turns_survive_a_restart_and_read_back_identical(
-    rig: Rig, database_url: str, clock: FakeClock, backend: FakeBackend, app_root: Path, tmp_path: Path
+    rig: Rig,
+    database_url: str,
+    clock: FakeClock,
+    backend: FakeBackend,
+    app_root: Path,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     first = await rig.run("hooks.echo", "remember me", chat_id="chat-p")
     await rig.service.aclose()
@@ -42,7 +49,7 @@ async def test_turns_survive_a_restart_and_read_back_identical(
             "hooks.count",
             hooks="async def create(ctx, messages, options):\n    await ctx.send(str(len(messages)))\n",
         )
-        again = Rig.build(app_root, store, backend, data_dir=tmp_path / "data2")
+        again = Rig.build(app_root, store, backend, tasks=turn_tasks, data_dir=tmp_path / "data2")
         second = await again.run("hooks.count", "and now?", chat_id="chat-p")
         assert second.result.content == "3"  # the history came back from the store
         assert second.events[0].seq == first.events[-1].seq + 1

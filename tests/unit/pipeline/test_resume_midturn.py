@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+from anyio.abc import TaskGroup
 
 from orchestrator.pipeline.chat_resume import resume_key
 from orchestrator.pipeline.recovery import close_unfinished_turns
@@ -81,13 +82,16 @@ def init_line() -> bytes:
 
 
 async def test_resume_state_is_saved_mid_turn_and_the_next_turn_resumes_it(
-    app_root: Path, store: Store, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     assistant_id = claude_assistant(app_root)
     key = resume_key(assistant_id, "claude")
     environ = {"K": "sk-ant-fake-key-0001"}
     hanging = HangingBackend(init_line())
-    first = Rig.build(app_root, store, hanging, data_dir=tmp_path / "d", environ=environ)
+    first = Rig.build(app_root, store, hanging, tasks=turn_tasks, data_dir=tmp_path / "d", environ=environ)
     turn = first.turn(assistant_id, "think hard", chat_id="chat-mid")
     handle = await first.service.start(turn)
     try:
@@ -107,7 +111,7 @@ async def test_resume_state_is_saved_mid_turn_and_the_next_turn_resumes_it(
     # What a restart after `kill -9` does: close what is unfinished, then a new service.
     await close_unfinished_turns(store)
     backend = RecordingBackend(GOLDEN.read_bytes().splitlines())
-    second = Rig.build(app_root, store, backend, data_dir=tmp_path / "d", environ=environ)
+    second = Rig.build(app_root, store, backend, tasks=turn_tasks, data_dir=tmp_path / "d", environ=environ)
     try:
         ran = await second.run(assistant_id, "go on", chat_id="chat-mid")
     finally:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from anyio.abc import TaskGroup
+
 from orchestrator.sandbox.backend import ExecSpec, SandboxRef
 from orchestrator.store import Store
 from tests.fakes.assistants import write_assistant, write_connector
@@ -61,9 +63,18 @@ def claude_assistant(root: Path, *, lifecycle: str = "session") -> str:
     return "tests.claude"
 
 
-async def test_runner_turn_with_hooks_on_the_sandbox(app_root: Path, store: Store, tmp_path: Path) -> None:
+async def test_runner_turn_with_hooks_on_the_sandbox(
+    app_root: Path, store: Store, tmp_path: Path, turn_tasks: TaskGroup
+) -> None:
     backend = RecordingBackend(GOLDEN.read_bytes().splitlines())
-    rig = Rig.build(app_root, store, backend, data_dir=tmp_path / "d", environ={"K": "sk-ant-fake-key-0001"})
+    rig = Rig.build(
+        app_root,
+        store,
+        backend,
+        tasks=turn_tasks,
+        data_dir=tmp_path / "d",
+        environ={"K": "sk-ant-fake-key-0001"},
+    )
     assistant_id = claude_assistant(app_root)
     ran = await rig.run(assistant_id, "say hello", chat_id="chat-r")
     await rig.service.aclose()
@@ -91,10 +102,20 @@ async def test_runner_turn_with_hooks_on_the_sandbox(app_root: Path, store: Stor
 
 
 async def test_oneshot_sandbox_is_released_when_a_hook_fails(
-    app_root: Path, store: Store, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     backend = FakeBackend()
-    rig = Rig.build(app_root, store, backend, data_dir=tmp_path / "d", environ={"K": "sk-ant-fake-key-0001"})
+    rig = Rig.build(
+        app_root,
+        store,
+        backend,
+        tasks=turn_tasks,
+        data_dir=tmp_path / "d",
+        environ={"K": "sk-ant-fake-key-0001"},
+    )
     write_assistant(
         app_root,
         "tests.boom",
@@ -109,12 +130,15 @@ async def test_oneshot_sandbox_is_released_when_a_hook_fails(
 
 
 async def test_attachments_land_in_the_workspace_before_the_hooks(
-    app_root: Path, store: Store, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     from orchestrator.pipeline import Attachment
 
     backend = FakeBackend()
-    rig = Rig.build(app_root, store, backend, data_dir=tmp_path / "d")
+    rig = Rig.build(app_root, store, backend, tasks=turn_tasks, data_dir=tmp_path / "d")
     write_assistant(
         app_root,
         "tests.attach",

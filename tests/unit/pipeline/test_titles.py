@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from orchestrator.pipeline import PipelineService
 from orchestrator.pipeline.titles import clean_title
@@ -31,7 +32,14 @@ def server() -> Iterator[FakeModelServer]:
 
 
 def _rig(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, *, light: bool, agent: str = ""
+    app_root: Path,
+    store: Store,
+    server: FakeModelServer,
+    tmp_path: Path,
+    *,
+    light: bool,
+    agent: str = "",
+    turn_tasks: TaskGroup,
 ) -> Rig:
     write_connector(
         app_root, "fake", kind="openai", model="fake-model@text", host=server.url + "/v1", key_env="K"
@@ -44,7 +52,9 @@ def _rig(
     if agent:
         (app_root / "agent.yml").write_text(agent)
     write_assistant(app_root, "llm.plain", package={"name": "llm", "connector": "fake"}, prompts=PROMPTS)
-    return Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+    return Rig.build(
+        app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+    )
 
 
 async def _title_of(store: Store, chat_id: str) -> str:
@@ -57,9 +67,9 @@ async def _title_of(store: Store, chat_id: str) -> str:
 
 
 async def test_the_first_turn_names_the_chat(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
 ) -> None:
-    rig = _rig(app_root, store, server, tmp_path, light=True)
+    rig = _rig(app_root, store, server, tmp_path, light=True, turn_tasks=turn_tasks)
     try:
         first = await rig.run("llm.plain", "hello model", chat_id="chat-title")
         assert first.result.status == "completed"
@@ -79,9 +89,9 @@ async def test_the_first_turn_names_the_chat(
 
 
 async def test_no_light_or_default_connector_means_no_title_job(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
 ) -> None:
-    rig = _rig(app_root, store, server, tmp_path, light=False)
+    rig = _rig(app_root, store, server, tmp_path, light=False, turn_tasks=turn_tasks)
     try:
         ran = await rig.run("llm.plain", "hello model", chat_id="chat-untitled")
     finally:
@@ -93,7 +103,7 @@ async def test_no_light_or_default_connector_means_no_title_job(
 
 
 async def test_system_title_picks_the_title_jobs_connector(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
 ) -> None:
     """Yao's per-agent override: `system.title` names the connector of the title job, over the
     light role's connector that `__yao.title` names."""
@@ -101,7 +111,15 @@ async def test_system_title_picks_the_title_jobs_connector(
     write_connector(
         app_root, "namer", kind="openai", model="fake-model@named", host=server.url + "/v1", key_env="K"
     )
-    rig = _rig(app_root, store, server, tmp_path, light=True, agent="system:\n  title: namer\n")
+    rig = _rig(
+        app_root,
+        store,
+        server,
+        tmp_path,
+        light=True,
+        agent="system:\n  title: namer\n",
+        turn_tasks=turn_tasks,
+    )
     try:
         ran = await rig.run("llm.plain", "hello model", chat_id="chat-system-title")
         assert ran.result.status == "completed"
@@ -117,12 +135,15 @@ def test_a_title_is_one_clean_line() -> None:
 
 
 async def test_a_service_without_titles_starts_no_title_job(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
 ) -> None:
     """`cage run`'s pipeline (`titles=False`): a light connector is there, yet no title is asked."""
-    rig = _rig(app_root, store, server, tmp_path, light=True)
+    rig = _rig(app_root, store, server, tmp_path, light=True, turn_tasks=turn_tasks)
     rig = replace(
-        rig, service=PipelineService(loader=rig.loader, manager=rig.manager, store=store, titles=False)
+        rig,
+        service=PipelineService(
+            tasks=turn_tasks, loader=rig.loader, manager=rig.manager, store=store, titles=False
+        ),
     )
     try:
         ran = await rig.run("llm.plain", "hello model", chat_id="chat-cli")

@@ -8,6 +8,8 @@ import base64
 import json
 from pathlib import Path
 
+from anyio.abc import TaskGroup
+
 from orchestrator.store import Store
 from tests.fakes.assistants import write_assistant
 from tests.fakes.model_server import FakeModelServer
@@ -37,10 +39,16 @@ def _apps(app_root: Path, host: str, *, describer: str) -> None:
 
 
 async def test_a_model_without_vision_gets_the_vision_assistants_description(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    server: FakeModelServer,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     _apps(app_root, server.url + "/v1", describer="llm.eyes")
-    rig = Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+    rig = Rig.build(
+        app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+    )
     await _run(rig, "llm.blind", FILES)
     await rig.service.aclose()
     describe, answer = [r for r in server.requests.all() if r.api == "openai-chat"]
@@ -53,7 +61,11 @@ async def test_a_model_without_vision_gets_the_vision_assistants_description(
 
 
 async def test_a_vision_assistant_without_vision_is_not_used(
-    app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path
+    app_root: Path,
+    store: Store,
+    server: FakeModelServer,
+    tmp_path: Path,
+    turn_tasks: TaskGroup,
 ) -> None:
     _apps(app_root, server.url + "/v1", describer="llm.blind2")
     write_assistant(
@@ -62,7 +74,9 @@ async def test_a_vision_assistant_without_vision_is_not_used(
         package={"name": "blind2", "connector": "blind"},
         prompts="- role: system\n  content: Describe.\n",
     )
-    rig = Rig.build(app_root, store, FakeBackend(), data_dir=tmp_path / "d", environ={"K": KEY})
+    rig = Rig.build(
+        app_root, store, FakeBackend(), tasks=turn_tasks, data_dir=tmp_path / "d", environ={"K": KEY}
+    )
     await _run(rig, "llm.blind", FILES)
     await rig.service.aclose()
     [answer] = [r for r in server.requests.all() if r.api == "openai-chat"]
