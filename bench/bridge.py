@@ -32,7 +32,7 @@ from pydantic import SecretStr
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType
 from orchestrator.logs import configure_logging
-from orchestrator.pipeline.bridge import run_runner_turn
+from orchestrator.pipeline.modes.bridge import run_runner_turn
 from orchestrator.sandbox.backend import CreateSpec, ExecHandle, ExecSpec, FileEntry, SandboxRef
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder

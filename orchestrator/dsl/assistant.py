@@ -400,7 +400,7 @@ VISION_RUNNERS = ("yaocode",)
 
 def _vision_notes(doc: Document, package: PackageSpec, sandbox: SandboxSpec | None) -> list[ConfigWarning]:
     """`uses.vision` in package.yao where it does nothing: an `mcp:` value, or a runner that sends
-    images to its own model (`orchestrator.pipeline.vision_fallback`)."""
+    images to its own model (`orchestrator.pipeline.modes.vision_fallback`)."""
     value = package.uses.vision if package.uses else None
     where = ("uses", "vision")
     if not value:

@@ -9,7 +9,7 @@ roles name other *models* of that endpoint, mapped where the runner has a settin
 - `opencode`: `light` -> `small_model` (titles, summaries);
 - `yaocode` (the loop runs on the host, so these may be any endpoint): `light` writes the
   compaction summaries, `vision` describes attached images when the `default` connector has no
-  vision (`orchestrator.pipeline.vision_fallback`);
+  vision (`orchestrator.pipeline.modes.vision_fallback`);
 - `tai`: `light` writes the compaction summaries (another model of the same endpoint: `cage-tai`
   in the box reaches the model gateway only);
 - `codex`: the `default` role only.
@@ -17,7 +17,7 @@ roles name other *models* of that endpoint, mapped where the runner has a settin
 `vision` and `audio` have no setting in any CLI (each one's main model reads images itself). A role a
 runner cannot use loads with a warning naming file, line and key (`cage validate --strict` fails
 on it) and is dropped: Yao's own sample apps set such roles. A role whose connector is at another
-endpoint than the runner's is refused when the turn starts (`orchestrator.pipeline.roles`).
+endpoint than the runner's is refused when the turn starts (`orchestrator.pipeline.modes.roles`).
 """
 
 from __future__ import annotations

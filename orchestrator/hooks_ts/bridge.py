@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.dsl import Assistant
 
 HookContext = Any
-"""`orchestrator.pipeline.hook_context.HookContext`, not imported: `orchestrator.llm` (process MCP
+"""`orchestrator.pipeline.hooks.context.HookContext`, not imported: `orchestrator.llm` (process MCP
 servers) uses this package and must not depend on the pipeline."""
 
 

@@ -21,7 +21,7 @@ from orchestrator.pipeline.contract import (
 )
 from orchestrator.pipeline.errors import CallDepthError, HookError
 from orchestrator.pipeline.handle import RunningTurn
-from orchestrator.pipeline.hooks import HookModules
+from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.service import PipelineService, turn_tasks
 

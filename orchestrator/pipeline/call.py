@@ -22,16 +22,16 @@ from pydantic import ValidationError
 from orchestrator.dsl.locales import request_locale
 from orchestrator.dsl.localized import localized
 from orchestrator.errors import CageError
-from orchestrator.pipeline.agents import AgentCaller
 from orchestrator.pipeline.attachments import with_attachments
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallKind
 from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import InputMessage
 from orchestrator.pipeline.frame import Call
-from orchestrator.pipeline.hook_context import HookContext, HookSandbox
-from orchestrator.pipeline.hook_mcp import HookMcp
-from orchestrator.pipeline.hook_results import (
+from orchestrator.pipeline.hooks.agents import AgentCaller
+from orchestrator.pipeline.hooks.context import HookContext, HookSandbox
+from orchestrator.pipeline.hooks.mcp import HookMcp
+from orchestrator.pipeline.hooks.results import (
     IGNORED_CREATE_KEYS,
     CreateResult,
     Delegate,

@@ -15,8 +15,8 @@ from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import Attachment, InputMessage
-from orchestrator.pipeline.hook_memory import HookMemory
-from orchestrator.pipeline.hooks import HookModules
+from orchestrator.pipeline.hooks.memory import HookMemory
+from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.permissions import Permissions
 from orchestrator.pipeline.resume import ResumeStore

@@ -8,7 +8,7 @@ open ends, then an `error` event (code `orchestrator_restarted`) and the root `s
 (status `error`), written with the row's new status in one transaction. The chat can take its
 next turn at once: the user's message is in its history and the runner's resume state on the chat.
 An LLM-mode turn that saved a checkpoint (a tool round done) is resumed by the chat's next message
-from there (`orchestrator.pipeline.llm_checkpoints`); the error's `details.resume_round` says so.
+from there (`orchestrator.pipeline.modes.llm_checkpoints`); the error's `details.resume_round` says so.
 
 Processes the dead turn left running in re-adopted sandboxes are killed right after reconcile,
 before the server accepts a turn (`kill_orphaned_turns`, with the turns this returns).

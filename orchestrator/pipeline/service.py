@@ -37,8 +37,8 @@ from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import Admit, Release, TurnInput, last_user_text
 from orchestrator.pipeline.frame import Call, TurnScope
 from orchestrator.pipeline.handle import RunningTurn
-from orchestrator.pipeline.hook_memory import HookMemory
-from orchestrator.pipeline.hooks import HookModules
+from orchestrator.pipeline.hooks.memory import HookMemory
+from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.permissions import Permissions, Unattended

@@ -63,7 +63,7 @@ async def make_title(
     `stop` ends the job between its steps (a database call is never cut in the middle, which
     would leave its connection to the garbage collector)."""
     stop = stop or anyio.Event()
-    from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn  # lazy: the model SDKs
+    from orchestrator.pipeline.modes.llm_turn import LlmTurnInput, run_llm_turn  # lazy: the model SDKs
 
     chat = await store.chats.get(chat_id)
     if chat is None or chat.title or chat.parent_id is not None or stop.is_set():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from orchestrator.dsl import McpServerRef
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.frame import Call
-from orchestrator.pipeline.llm_checkpoints import StoreCheckpoints, crashed_checkpoint
+from orchestrator.pipeline.modes.llm_checkpoints import StoreCheckpoints, crashed_checkpoint
 
 
 class LlmMode:
@@ -20,7 +20,7 @@ class LlmMode:
             ConfigError, ModelError: the loop could not run.
         """
         # Imported here: a runner turn never loads the model SDKs or MCP (issue 14).
-        from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn
+        from orchestrator.pipeline.modes.llm_turn import LlmTurnInput, run_llm_turn
 
         scope, options = call.scope, call.options
         root = call.stack.kind == "root"

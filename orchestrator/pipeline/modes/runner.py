@@ -15,17 +15,17 @@ from orchestrator.dsl.option_support import cli_connector, cli_runner_options, r
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import SandboxAccess
 from orchestrator.pipeline.attachments import image_parts, with_attachment_note
-from orchestrator.pipeline.bridge import run_runner_turn
 from orchestrator.pipeline.call_result import CallResult
-from orchestrator.pipeline.child_sessions import StoreChildSessions
 from orchestrator.pipeline.contract import last_user_text
-from orchestrator.pipeline.egress_events import egress_events
 from orchestrator.pipeline.frame import Call
+from orchestrator.pipeline.modes.bridge import run_runner_turn
+from orchestrator.pipeline.modes.child_sessions import StoreChildSessions
+from orchestrator.pipeline.modes.egress_events import egress_events
+from orchestrator.pipeline.modes.roles import role_models
+from orchestrator.pipeline.modes.sandbox_tools import LeaseToolSandbox
+from orchestrator.pipeline.modes.skills import deliver_skills
+from orchestrator.pipeline.modes.vision_fallback import native_prompt, role_connector
 from orchestrator.pipeline.options import tightened
-from orchestrator.pipeline.roles import role_models
-from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
-from orchestrator.pipeline.skills import deliver_skills
-from orchestrator.pipeline.vision_fallback import native_prompt, role_connector
 from orchestrator.pipeline.watchdog import StopReason, TurnLimits, WatchedLoop, cut_short
 from orchestrator.sandbox.backend import ExecHandle, ExecSpec, FileEntry
 from orchestrator.sandbox.limits import SANDBOX_USER
@@ -281,7 +281,7 @@ async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
         workspace_root=mount,
     )
     # the loop's MCP stack (the mcp SDK) loads with the loop turn, never for a CLI runner's turn
-    from orchestrator.pipeline.sandbox_mcp import sandbox_stdio
+    from orchestrator.pipeline.modes.sandbox_mcp import sandbox_stdio
 
     turn = LoopTurn(
         assistant=assistant,

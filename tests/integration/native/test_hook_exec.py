@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.pipeline.hook_context import HookSandbox
+from orchestrator.pipeline.hooks.context import HookSandbox
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 
 

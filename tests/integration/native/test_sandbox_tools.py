@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from orchestrator.errors import ToolError
-from orchestrator.pipeline.sandbox_tools import LeaseToolSandbox
+from orchestrator.pipeline.modes.sandbox_tools import LeaseToolSandbox
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 
 

@@ -15,7 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
-from orchestrator.pipeline.bridge import run_runner_turn
+from orchestrator.pipeline.modes.bridge import run_runner_turn
 from orchestrator.sandbox.backend import CreateSpec, ExecSpec, FileEntry, VolumeMount
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder

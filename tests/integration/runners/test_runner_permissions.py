@@ -21,7 +21,7 @@ from pydantic import SecretStr
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
 from orchestrator.permissions import Decision, Question, ToolRequest
-from orchestrator.pipeline.bridge import run_runner_turn
+from orchestrator.pipeline.modes.bridge import run_runner_turn
 from orchestrator.sandbox.backend import CreateSpec, ExecHandle, ExecSpec, FileEntry, SandboxRef, VolumeMount
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder

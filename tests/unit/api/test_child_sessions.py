@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from orchestrator.pipeline.child_sessions import StoreChildSessions
+from orchestrator.pipeline.modes.child_sessions import StoreChildSessions
 from orchestrator.store import Store
 from orchestrator.stream import CountingIds, TurnBuilder
 from tests.unit.api.conftest import Served

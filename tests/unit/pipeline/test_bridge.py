@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from orchestrator.errors import StreamLimitError, WorkspaceError
-from orchestrator.pipeline.bridge import run_runner_turn
+from orchestrator.pipeline.modes.bridge import run_runner_turn
 from orchestrator.pipeline.watchdog import StopReason, TurnLimits
 from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry
 from orchestrator.store import StoreError

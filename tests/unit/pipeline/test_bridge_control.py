@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import anyio
 
 from orchestrator.permissions import Decision, Question, ToolRequest
-from orchestrator.pipeline.bridge import NO_GATE, run_runner_turn
+from orchestrator.pipeline.modes.bridge import NO_GATE, run_runner_turn
 from orchestrator.pipeline.watchdog import StopReason, TurnLimits
 from orchestrator.stream import CountingIds, Event, TurnBuilder
 from runners.base import ControlRequest, PermissionAsk, QuestionAsk, RunnerExec, TurnRequest

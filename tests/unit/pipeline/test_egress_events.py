@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.errors import SandboxNotFound
-from orchestrator.pipeline.egress_events import egress_events
+from orchestrator.pipeline.modes.egress_events import egress_events
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings

@@ -222,7 +222,7 @@ async def test_next_gives_the_model_another_round_by_delegating(
 
 async def test_which_hooks_an_assistant_defines(app_root: Path) -> None:
     from orchestrator.dsl import AppLoader
-    from orchestrator.pipeline.hooks import HookModules
+    from orchestrator.pipeline.hooks.modules import HookModules
 
     write_assistant(app_root, "contract.py_next", hooks="def next(ctx, payload, options):\n    return None\n")
     ts = write_assistant(app_root, "contract.ts_next", hooks=None)

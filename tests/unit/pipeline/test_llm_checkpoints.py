@@ -5,8 +5,8 @@ the resumed conversation gets the new prompt once."""
 from __future__ import annotations
 
 from orchestrator.llm import ChatMessage, Checkpoint, ToolCallBlock, ToolResultBlock
-from orchestrator.pipeline.llm_checkpoints import StoreCheckpoints, crashed_checkpoint
-from orchestrator.pipeline.llm_turn import _new_prompts
+from orchestrator.pipeline.modes.llm_checkpoints import StoreCheckpoints, crashed_checkpoint
+from orchestrator.pipeline.modes.llm_turn import _new_prompts
 from orchestrator.pipeline.recovery import RESTARTED, close_unfinished_turns
 from orchestrator.store import Store
 from orchestrator.store.retention import RetentionPolicy

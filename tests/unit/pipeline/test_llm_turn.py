@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.pipeline.llm_turn import LlmTurnInput, LlmTurnResult, run_llm_turn
+from orchestrator.pipeline.modes.llm_turn import LlmTurnInput, LlmTurnResult, run_llm_turn
 from orchestrator.stream import (
     CountingIds,
     ErrorEvent,

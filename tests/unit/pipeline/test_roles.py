@@ -10,8 +10,8 @@ import pytest
 
 from orchestrator.dsl import AppLoader
 from orchestrator.errors import ConfigError
+from orchestrator.pipeline.modes.roles import role_models
 from orchestrator.pipeline.modes.runner import runner_connector
-from orchestrator.pipeline.roles import role_models
 
 ENV = {"MAIN_KEY": "main-key-abcdef", "OTHER_KEY": "other-key-ghijkl"}
 

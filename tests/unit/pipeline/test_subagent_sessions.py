@@ -12,7 +12,7 @@ import pytest
 from orchestrator.llm import AgentLoop, AgentTool, ChatMessage, client_for
 from orchestrator.llm.subagent import AgentArgs
 from orchestrator.llm.tools import LocalSandbox, ToolContext, coding_tools
-from orchestrator.pipeline.child_sessions import StoreChildSessions
+from orchestrator.pipeline.modes.child_sessions import StoreChildSessions
 from orchestrator.store import Store
 from orchestrator.stream import (
     CountingIds,

@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import JsonValue
 
 from orchestrator.errors import UsageError
-from orchestrator.pipeline.agents import AgentCaller
-from orchestrator.pipeline.hook_mcp import HookMcp
-from orchestrator.pipeline.hook_memory import HookMemory
-from orchestrator.pipeline.sync_hooks import dual
+from orchestrator.pipeline.hooks.agents import AgentCaller
+from orchestrator.pipeline.hooks.mcp import HookMcp
+from orchestrator.pipeline.hooks.memory import HookMemory
+from orchestrator.pipeline.hooks.sync import dual
 from orchestrator.sandbox.backend import ExecSpec, FileEntry
 from orchestrator.sandbox.completion import run_to_end
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager

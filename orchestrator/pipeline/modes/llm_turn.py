@@ -66,7 +66,7 @@ from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, StopOnT
 from orchestrator.llm.messages import ImageBlock, TextBlock
 from orchestrator.llm.tools import ToolBox
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.vision_fallback import with_descriptions
+from orchestrator.pipeline.modes.vision_fallback import with_descriptions
 from orchestrator.stream import Emit, ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
 
 log = structlog.get_logger(__name__)
@@ -116,7 +116,7 @@ class LlmTurnInput(BaseModel):
     resumed: tuple[ChatMessage, ...] = ()
     """The conversation of a crashed turn's last checkpoint (prompt examples included): the loop
     starts from it and the trailing user message(s) of `messages`, not from `messages`' history
-    (`orchestrator.pipeline.llm_checkpoints`)."""
+    (`orchestrator.pipeline.modes.llm_checkpoints`)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -15,7 +15,7 @@ from pydantic import JsonValue
 
 from orchestrator.dsl import Assistant, McpServerSpec
 from orchestrator.errors import ConfigError, UsageError
-from orchestrator.pipeline.sync_hooks import dual
+from orchestrator.pipeline.hooks.sync import dual
 
 
 class HookMcp:

@@ -27,7 +27,7 @@ from anyio import to_thread
 from orchestrator.dsl import Assistant
 from orchestrator.hooks_ts import TsHooks, TsRuntimeError
 from orchestrator.pipeline.errors import HookError
-from orchestrator.pipeline.hook_results import CreateResult, NextResult
+from orchestrator.pipeline.hooks.results import CreateResult, NextResult
 
 log = structlog.get_logger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")

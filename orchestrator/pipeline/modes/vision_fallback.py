@@ -42,7 +42,7 @@ def vision_assistant_id(assistant: Assistant) -> str | None:
 
 def _describer(loader: AppLoader, assistant_id: str) -> Assistant | None:
     """The describing assistant when it is LLM mode with vision (blocking: the loader reads files)."""
-    from orchestrator.pipeline.llm_turn import _connector_spec  # lazy: llm_turn imports us
+    from orchestrator.pipeline.modes.llm_turn import _connector_spec  # lazy: llm_turn imports us
 
     describer = loader.get(assistant_id)
     if describer.mode is not AssistantMode.LLM:
@@ -53,7 +53,7 @@ def _describer(loader: AppLoader, assistant_id: str) -> Assistant | None:
 async def _description(
     loader: AppLoader, describer: Assistant, block: ImageBlock, session_id: str
 ) -> str | None:
-    from orchestrator.pipeline.llm_turn import LlmTurnInput, run_llm_turn  # lazy: llm_turn imports us
+    from orchestrator.pipeline.modes.llm_turn import LlmTurnInput, run_llm_turn  # lazy: llm_turn imports us
 
     inp = LlmTurnInput(
         assistant=describer,

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from pydantic import JsonValue
 
-from orchestrator.pipeline.sync_hooks import dual
+from orchestrator.pipeline.hooks.sync import dual
 from orchestrator.store import MemoryScope, Store
 from orchestrator.store.records import MemoryEntry
 

@@ -18,7 +18,7 @@ from orchestrator.errors import UsageError
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.sync_hooks import dual
+from orchestrator.pipeline.hooks.sync import dual
 
 
 class Launcher(Protocol):
