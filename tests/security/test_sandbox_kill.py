@@ -104,6 +104,9 @@ async def test_opencodes_resident_server_survives_and_a_lookalike_does_not(
         turn = await manager.acquire(req)
         start = (
             "cd /tmp && setsid opencode serve --hostname 127.0.0.1 --port 4096 >/tmp/oc.log 2>&1 </dev/null & "
+            # the real server listening before the lookalike starts: in one CI run two first starts
+            # at once left only one of them running
+            "for i in $(seq 1 240); do grep -q listening /tmp/oc.log 2>/dev/null && break; sleep 0.5; done; "
             "cp /usr/local/bin/opencode /workspace/opencode && "
             "(cd /workspace && setsid ./opencode serve --hostname 127.0.0.1 --port 4097 >/dev/null 2>&1 </dev/null &); "
             # both up (the copy of a large binary and two starts take a while under load)
