@@ -213,6 +213,9 @@ async def test_a_silent_client_is_dropped_and_its_turn_goes_on(tmp_path: Path) -
                 http, "/v1/sessions/quiet", lambda r: r.json()["running_turn_id"] is None
             )
             events = (await http.get("/v1/sessions/quiet/events")).json()["events"]
+            await _eventually(  # the metrics watcher counts the turn after its row closes
+                http, "/metrics", lambda r: 'cage_turns_total{runner="llm",status="completed"} 1.0' in r.text
+            )
             metrics = (await http.get("/metrics")).text
         ws.conn.transport.abort()
     finally:
