@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Runner images trust the host's CA bundle by default (Settings.extra_ca_certs), the same for a
 # direct `cage` call, so both build the same image tags.
 
-.PHONY: setup venv lock engine base-image hooks-ts chromium run test lint unit integration schemas golden bench images clean
+.PHONY: setup venv lock engine base-image hooks-ts chromium run test lint unit integration schemas golden bench images test-images clean
 
 venv:
 	@scripts/bootstrap-venv.sh
@@ -50,10 +50,10 @@ lint: venv
 # not both: a run that tests nothing fails. TEST_WORKERS=0 runs the first pass without xdist.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 TEST_LOGS := .cage/test-logs
-test: setup lint images chromium
+test: setup lint images test-images chromium
 	@mkdir -p $(TEST_LOGS); rc=0; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/parallel.log; p=$${PIPESTATUS[0]}; \
-	$(BIN)/python -m pytest -m serial $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/serial.log; s=$${PIPESTATUS[0]}; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=30 $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/parallel.log; p=$${PIPESTATUS[0]}; \
+	$(BIN)/python -m pytest -m serial --durations=10 $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/serial.log; s=$${PIPESTATUS[0]}; \
 	for c in $$p $$s; do [ $$c -eq 0 ] || [ $$c -eq 5 ] || rc=1; done; \
 	[ $$p -eq 5 ] && [ $$s -eq 5 ] && { echo "make test: no test selected" >&2; rc=5; }; \
 	echo "make test: what failed, from both passes (whole logs in $(TEST_LOGS)/):" >&2; \
@@ -85,8 +85,16 @@ golden: venv
 images: setup
 	$(BIN)/cage images build --all
 
+# What the tests build besides the runner images, built ahead for the same reason: the orchestrator
+# image (its test then builds from the layer cache).
+test-images: setup
+	$(BIN)/python -m tests.orchestrator_image
+
+# Every bench runs, each printing its figures against its baseline; the exit says whether all met
+# their targets (the benches that missed are named last).
 bench: setup
-	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@missed=""; for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || missed="$$missed $$b"; done; \
+	if [ -n "$$missed" ]; then echo "make bench: targets missed in:$$missed" >&2; exit 1; fi
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -3,11 +3,8 @@ mounted, a named data volume, the compose environment, the socket's group added.
 
 from __future__ import annotations
 
-import io
-import os
 import re
 import socket
-import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,43 +15,13 @@ import httpx
 import pytest
 import yaml
 
-from orchestrator.settings import Settings
 from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL
+from tests.orchestrator_image import build
 
 ROOT = Path(__file__).resolve().parents[3]
-CONTEXT = (
-    "Dockerfile",
-    "pyproject.toml",
-    "requirements-runtime.lock",
-    "README.md",
-    "agent.yml",
-    "orchestrator",
-    "runners",
-    "images",
-    "assistants",
-    "connectors",
-    "mcps",
-)
-SKIP = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 _DEFAULT = re.compile(r"\$\{(\w+):-([^}]*)\}")
 
 pytestmark = pytest.mark.slow
-
-
-def build_context() -> io.BytesIO:
-    """What `docker build .` sends (per .dockerignore), plus `extra-ca.pem`: the CA bundle runner images
-    get too (`Settings.extra_ca_certs`, the host's system bundle unless CAGE_EXTRA_CA_CERTS says otherwise)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name in CONTEXT:
-            for path in [ROOT / name, *sorted((ROOT / name).rglob("*"))]:
-                if (path.is_file() or path.is_symlink()) and not SKIP.intersection(path.parts) and path.suffix != ".pyc":
-                    tar.add(path, arcname=str(path.relative_to(ROOT)), recursive=False)
-        ca = Settings().extra_ca_certs
-        if ca is not None:
-            tar.add(ca, arcname="extra-ca.pem")
-    buffer.seek(0)
-    return buffer
 
 
 def compose_service() -> dict[str, Any]:
@@ -73,16 +40,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def orchestrator_image(docker_engine: docker.DockerClient) -> Iterator[str]:
     tag = f"cage-test/orchestrator:{TEST_RUN_ID[:12]}"
-    base = os.environ.get("CAGE_BASE_IMAGE", "cage/base:bookworm")
-    docker_engine.images.build(
-        fileobj=build_context(),
-        custom_context=True,
-        tag=tag,
-        buildargs={"BASE_IMAGE": base},
-        rm=True,
-        forcerm=True,
-        labels={TEST_RUN_LABEL: TEST_RUN_ID},
-    )
+    build(docker_engine, tag, {TEST_RUN_LABEL: TEST_RUN_ID})  # cached when make test built PREBUILT
     yield tag
     docker_engine.images.remove(tag, force=True)
 

@@ -3,11 +3,13 @@ whose agent is running a long command: its thread ends `cancelled` and the comma
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 import anyio
 import docker
+import docker.errors
 import pytest
 
 from tests.fakes.assistants import write_assistant
@@ -52,7 +54,8 @@ def boxes(
     # boxes of their own owners alive.
     labels = [f"{k}={v}" for k, v in rig.manager.extra_labels.items()]
     labels += [f"cage.assistant={assistant_id}", "cage.owner=alice"]
-    return client.containers.list(all=True, filters={"label": labels})
+    # a box removed between the listing and its inspect (a replaced or reaped one) is not listed
+    return client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
 
 
 def processes(container: docker.models.containers.Container) -> str:
@@ -89,9 +92,10 @@ async def test_race_cancels_the_slow_sandboxed_call_and_its_exec(
         """Write the marker once `sleep 60` runs inside the slow assistant's container."""
         while True:
             found = boxes(docker_engine, e2e, slow)
-            if found and found[0].status == "running" and "sleep 60" in processes(found[0]):
-                marker.write_text("yes")
-                return
+            with contextlib.suppress(docker.errors.NotFound):  # gone since the listing
+                if found and found[0].status == "running" and "sleep 60" in processes(found[0]):
+                    marker.write_text("yes")
+                    return
             await anyio.sleep(0.5)
 
     started = anyio.current_time()
