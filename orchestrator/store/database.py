@@ -27,6 +27,7 @@ from sqlalchemy.engine import URL, Connection, CursorResult, Result, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
+from orchestrator.store import sqlite_driver
 from orchestrator.store.errors import StoreError
 
 Clock = Callable[[], datetime]
@@ -84,9 +85,15 @@ def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> Asy
     if parsed.get_backend_name() != "sqlite":
         return create_async_engine(parsed, pool_pre_ping=True, **pool)
     engine = create_async_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000}, **pool)
+    event.listen(engine.sync_engine, "do_connect", _sqlite_driver)
     event.listen(engine.sync_engine, "connect", _sqlite_connect)
     event.listen(engine.sync_engine, "begin", _sqlite_begin)
     return engine
+
+
+def _sqlite_driver(_dialect: Any, _record: ConnectionPoolEntry, _cargs: Any, cparams: dict[str, Any]) -> None:
+    """Connect with `OneHopConnection` instead of a plain `aiosqlite` one (same arguments)."""
+    cparams["async_creator_fn"] = sqlite_driver.connect
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
@@ -99,8 +106,12 @@ def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None
 
 
 def _sqlite_begin(conn: Connection) -> None:
-    write = conn.get_execution_options().get(_WRITE, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+    begin = "BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE, False) else "BEGIN"
+    driver = conn.connection.driver_connection
+    if isinstance(driver, sqlite_driver.OneHopConnection):
+        driver.begin_with_next = begin  # sent with the transaction's first statement, in its hop
+    else:
+        conn.exec_driver_sql(begin)
 
 
 def writing(engine: AsyncEngine) -> AsyncEngine:
@@ -182,7 +193,7 @@ class Database:
                 one waiting for over a minute.
         """
         with db_errors():
-            async with self._writer_turn(ahead), self._write() as session, session.begin():
+            async with self.writer_turn(ahead=ahead), self._write() as session, session.begin():
                 yield session
 
     async def delete(self, stmt: Delete) -> int:
@@ -199,7 +210,13 @@ class Database:
             return affected(await session.execute(stmt))
 
     @contextlib.asynccontextmanager
-    async def _writer_turn(self, ahead: bool) -> AsyncIterator[None]:
+    async def writer_turn(self, *, ahead: bool = False) -> AsyncIterator[None]:
+        """SQLite: this process's turn to write (`WriterTurns`), for a writer that begins its
+        transaction itself (the event log's group commit); nothing to wait for on Postgres.
+
+        Raises:
+            StoreError: this process's other writers kept this one waiting for over a minute.
+        """
         if self._writers is None:
             yield
             return
