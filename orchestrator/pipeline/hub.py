@@ -122,17 +122,19 @@ class SessionHub:
             if tail is not None:  # our own notice for these must not make the follower read them
                 tail.high = max(tail.high, stamped[-1].seq)
             try:
-                if commit is None:
-                    await self._store.events.append(chat_id, stamped)
+                if commit is None:  # fanned out by the group commit itself, as soon as it commits
+                    await self._store.events.append(
+                        chat_id, stamped, committed=lambda: self.fan_out(chat_id, stamped)
+                    )
                 else:
                     await commit(stamped)
+                    self.fan_out(chat_id, stamped)
             except BaseException:
                 session.emitter = SessionEmitter.resume(chat_id, stamped[0].seq - 1, last_ts=emitter.last_ts)
                 session.stale = True
                 if tail is not None:  # if the write landed after all, its notice fans it out
                     tail.high = min(tail.high, stamped[0].seq - 1)
                 raise
-            self.fan_out(chat_id, stamped)
         return stamped
 
     @asynccontextmanager
@@ -166,11 +168,7 @@ class SessionHub:
     async def _load(self, chat_id: str, session: _Session) -> SessionEmitter:
         """The emitter continuing the log; call with `session.lock` held (no write of ours is under
         way, so the log's last seq is the last one stamped here)."""
-        last_seq = await self._store.events.last_seq(chat_id)
-        last_ts = 0
-        if last_seq:
-            tail = await self._store.events.after(chat_id, last_seq - 1, limit=1)
-            last_ts = tail[0].ts if tail else 0
+        last_seq, last_ts = await self._store.events.tail(chat_id)
         session.emitter = SessionEmitter.resume(chat_id, last_seq, last_ts=last_ts)
         session.stale = False
         return session.emitter
