@@ -19,6 +19,7 @@ from orchestrator.store.records import (
     NewMessage,
     TurnInput,
     TurnRecord,
+    TurnSummary,
 )
 
 __all__ = [
@@ -41,4 +42,5 @@ __all__ = [
     "StoreError",
     "TurnInput",
     "TurnRecord",
+    "TurnSummary",
 ]

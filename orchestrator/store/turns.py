@@ -20,7 +20,7 @@ from orchestrator.store.errors import RecordExists, TurnRunning
 from orchestrator.store.events import append_events
 from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
-from orchestrator.store.records import NewMessage, TurnInput, TurnRecord
+from orchestrator.store.records import NewMessage, TurnInput, TurnRecord, TurnSummary
 from orchestrator.store.tables import MessageRow, TurnRow
 from orchestrator.stream import Event, Usage
 
@@ -135,6 +135,21 @@ class TurnRepository:
             created_at=row.created_at,
             messages=tuple(messages),
         )
+
+    async def previous(self, chat_id: str, turn_id: str) -> TurnSummary | None:
+        """The chat's last turn other than `turn_id` (the one running), without its messages;
+        None when there is none."""
+        query = (
+            select(TurnRow.id, TurnRow.assistant_id, TurnRow.status)
+            .where(TurnRow.chat_id == chat_id, TurnRow.id != turn_id)
+            .order_by(TurnRow.created_at.desc(), TurnRow.id.desc())
+            .limit(1)
+        )
+        async with self._db.read() as session:
+            row = (await session.execute(query)).first()
+        if row is None:
+            return None
+        return TurnSummary(id=row.id, assistant_id=row.assistant_id, status=row.status)
 
     async def get(self, turn_id: str) -> TurnRecord | None:
         async with self._db.read() as session:
