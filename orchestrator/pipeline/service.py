@@ -47,7 +47,7 @@ from orchestrator.pipeline.resume import ResumeStore
 from orchestrator.pipeline.titles import make_title, title_assistant_id
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.services import Services
-from orchestrator.store import RecordExists, Store
+from orchestrator.store import ChatRecord, RecordExists, Store
 from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
 
 log = structlog.get_logger(__name__)
@@ -215,7 +215,7 @@ class PipelineService:
             assistant = await self.authorize(turn.owner, turn.assistant_id)
             release = admit(assistant) if admit is not None else None
             options = self._options(turn, assistant)
-            await self._ensure_chat(turn)
+            chat = await self._ensure_chat(turn)
             team = await self._team(turn)
             start_seq = await self.hub.begin(chat_id)
             recorder = TurnRecorder(self.store, turn, assistant.id)
@@ -228,7 +228,10 @@ class PipelineService:
         handle = RunningTurn(self.hub, turn, start_seq)
         self._by_chat[chat_id] = handle
         self._by_turn[turn.turn_id] = handle
-        self._spawn(self._turns, lambda _: self._run(handle, assistant, options, team, recorder, release))
+        named = bool(chat.title) or chat.parent_id is not None  # no title job to run after it
+        self._spawn(
+            self._turns, lambda _: self._run(handle, assistant, options, team, recorder, release, named=named)
+        )
         log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
         return handle
 
@@ -327,7 +330,7 @@ class PipelineService:
         except ValidationError as exc:
             raise UsageError(f"turn metadata must be JSON data: {exc.errors()[0]['msg']}") from None
 
-    async def _ensure_chat(self, turn: TurnInput) -> None:
+    async def _ensure_chat(self, turn: TurnInput) -> ChatRecord:
         chat = await self.store.chats.get(turn.chat_id)
         if chat is None:
             try:
@@ -336,6 +339,7 @@ class PipelineService:
                 chat = await self.store.chats.require(turn.chat_id)
         if chat.owner != turn.owner:
             raise NotFound(f"chat {turn.chat_id!r} not found")
+        return chat
 
     async def _team(self, turn: TurnInput) -> str:
         """The turn's team space, from the owner's memberships; `metadata.team_id` may only pick
@@ -357,7 +361,10 @@ class PipelineService:
         team: str,
         recorder: TurnRecorder,
         release: Release | None = None,
+        *,
+        named: bool = False,
     ) -> None:
+        """`named`: the chat had a title (or is a sub-agent's) when the turn began: no title job."""
         turn = handle.input
         memory = HookMemory(
             self.store,
@@ -420,7 +427,8 @@ class PipelineService:
                 log.info(
                     "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
                 )
-        self._title(turn, assistant, frame.options, result)
+        if not named:
+            self._title(turn, assistant, frame.options, result)
 
     def _title(self, turn: TurnInput, assistant: Assistant, options: CallOptions, result: CallResult) -> None:
         """Name the chat in the background after a completed turn (`titles`); cancelled on close."""
