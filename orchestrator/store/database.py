@@ -31,7 +31,8 @@ from orchestrator.store import sqlite_driver
 from orchestrator.store.errors import StoreError
 
 Clock = Callable[[], datetime]
-_WRITE = "cage_write"
+WRITE_OPTION = "cage_write"
+"""The execution option of a connection whose transactions write (SQLite: `BEGIN IMMEDIATE`)."""
 _SQLITE_BUSY_MS = 10_000
 _WRITER_QUEUE_S = 60.0
 """SQLite: how long a writer may wait behind this process's other writers (a queue that moves,
@@ -106,7 +107,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None
 
 
 def _sqlite_begin(conn: Connection) -> None:
-    begin = "BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE, False) else "BEGIN"
+    begin = "BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION, False) else "BEGIN"
     driver = conn.connection.driver_connection
     if isinstance(driver, sqlite_driver.OneHopConnection):
         driver.begin_with_next = begin  # sent with the transaction's first statement, in its hop
@@ -116,7 +117,7 @@ def _sqlite_begin(conn: Connection) -> None:
 
 def writing(engine: AsyncEngine) -> AsyncEngine:
     """The same engine (and pool) whose transactions take SQLite's write lock up front."""
-    return engine.execution_options(**{_WRITE: True})
+    return engine.execution_options(**{WRITE_OPTION: True})
 
 
 class WriterTurns:
@@ -180,7 +181,7 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A session in a read transaction (SQLite: a deferred one, which takes no write lock)."""
         with db_errors():
-            async with self._read() as session, session.begin():
+            async with self._session(self._read) as session, session.begin():
                 yield session
 
     @contextlib.asynccontextmanager
@@ -193,8 +194,25 @@ class Database:
                 one waiting for over a minute.
         """
         with db_errors():
-            async with self.writer_turn(ahead=ahead), self._write() as session, session.begin():
+            async with self.writer_turn(ahead=ahead), self._session(self._write) as session, session.begin():
                 yield session
+
+    @contextlib.asynccontextmanager
+    async def _session(self, maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+        """A session closed when the block ends. SQLAlchemy closes it in a task of its own, shielded
+        from the caller's cancellation, since a close that stops half-way (Postgres: the connection's
+        reset) loses the connection; that task costs the caller a turn of the event loop, several
+        milliseconds on a busy server, for each session. A SQLite session's close waits for
+        nothing (`sqlite_driver`), so no cancellation can stop it half-way: it is closed in place."""
+        if self._writers is None:
+            async with maker() as session:
+                yield session
+            return
+        session = maker()
+        try:
+            yield session
+        finally:
+            await session.close()
 
     async def delete(self, stmt: Delete) -> int:
         """Run a DELETE in a write transaction and return how many rows went; when a read finds

@@ -26,24 +26,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypeVar
 
 import structlog
 from sqlalchemy import Text, cast, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from orchestrator.errors import UsageError
 from orchestrator.store import log_writer
-from orchestrator.store.database import Database, affected, db_errors
+from orchestrator.store.database import WRITE_OPTION, Database, affected, db_errors
 from orchestrator.store.errors import EventSequenceError, RecordNotFound, StoreError
 from orchestrator.store.notify import EVENTS_CHANNEL, notify
 from orchestrator.store.tables import ChatRow, EventRow
 from orchestrator.stream import Event, dump_event, parse_event
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 MAX_READ = 10_000
 """The most events one `after()` call returns; a client catching up pages with the last seq it got."""
@@ -133,12 +136,19 @@ Committed = Callable[[], None]
 appending task resumes): the hub fans the events out from there."""
 
 
+Job = Callable[[AsyncSession], Awaitable[T]]
+"""Work for a write transaction (`EventLog.joined`): runs its statements on the session it is given."""
+
+
 @dataclass(eq=False)
 class _Append:
     session_id: str
     events: list[Event]
-    done: asyncio.Future[int]
+    """An append's events; none for a job."""
+    done: asyncio.Future[Any]
     committed: Committed | None = None
+    job: Job[Any] | None = None
+    """A job joining the group commit (SQLite), written in queue order with the appends."""
     taken: bool = False
     """In a transaction under way: a cancelled caller waits for its outcome."""
 
@@ -176,8 +186,32 @@ class EventLog:
         check_stamps(session_id, events)
         if not events:
             return await self.last_seq(session_id)
+        last: int = await self._queued(session_id, list(events), committed, None)
+        return last
+
+    async def joined(self, job: Job[T], *, ahead: bool = False) -> T:
+        """`job(session)` in a write transaction, committed before this returns its result.
+
+        On SQLite the job joins the group commit: it runs in the next batch's transaction, in
+        queue order with the appends, inside a savepoint of its own (its failure fails it alone),
+        so a turn's begin and end share one commit (one `fsync`, one turn of the writers) with
+        whatever else is queued. Postgres writers run side by side, so there the job gets a
+        transaction of its own (`Database.write(ahead=ahead)`), as it does on SQLite when its
+        batch could not be written whole. Cancelled, it settles as `append` does.
+
+        Raises: whatever `job` raises (nothing of it was written); StoreError.
+        """
+        if self._db.dialect != "sqlite":
+            async with self._db.write(ahead=ahead) as session:
+                return await job(session)
+        result: T = await self._queued("", [], None, job)
+        return result
+
+    async def _queued(
+        self, session_id: str, events: list[Event], committed: Committed | None, job: Job[Any] | None
+    ) -> Any:
         loop = asyncio.get_running_loop()
-        pending = _Append(session_id, list(events), loop.create_future(), committed)
+        pending = _Append(session_id, events, loop.create_future(), committed, job)
         queue = self._queue
         queue.waiting.append(pending)
         if queue.flusher is None or queue.flusher.done():
@@ -219,9 +253,20 @@ class EventLog:
         finally:
             await writer.close()
 
-    async def _write(self, writer: _Writer, batch: list[_Append]) -> list[int | Exception]:
+    async def _write(self, writer: _Writer, batch: list[_Append]) -> list[Any]:
         """The batch in one transaction when its appends continue each other; else (or when
-        the log says otherwise) one transaction per append, each with its own outcome."""
+        the log says otherwise) one transaction per append or job, each with its own outcome."""
+        if any(item.job is not None for item in batch):
+            try:
+                outcomes = await writer.write_with_jobs(batch)
+            except log_writer.LogMoved:
+                pass
+            except Exception as exc:  # noqa: BLE001 - every waiter gets the failure as its own
+                return [exc] * len(batch)
+            else:
+                self.batches += 1
+                return outcomes
+            return [await self._write_alone(item) for item in batch]
         planned = log_writer.plan([(item.session_id, item.events) for item in batch])
         if planned is not None:
             try:
@@ -235,14 +280,17 @@ class EventLog:
                 return [item.events[-1].seq for item in batch]
         return [await self._write_alone(item) for item in batch]
 
-    async def _write_alone(self, item: _Append) -> int | Exception:
+    async def _write_alone(self, item: _Append) -> Any:
         try:
             async with self._db.write(ahead=True) as session:
-                last = await append_events(session, item.session_id, item.events, self._db.clock())
+                if item.job is not None:
+                    outcome = await item.job(session)
+                else:
+                    outcome = await append_events(session, item.session_id, item.events, self._db.clock())
         except Exception as exc:  # noqa: BLE001 - the append's own outcome
             return exc
         self.batches += 1
-        return last
+        return outcome
 
     async def after(self, session_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events with seq > `after_seq`, in seq order, at most `limit` (1 to `MAX_READ`).
@@ -313,16 +361,17 @@ class EventLog:
 
 
 def _take(waiting: list[_Append]) -> list[_Append]:
-    """The next batch, in queue order: at least one append, then as many as fit."""
+    """The next batch, in queue order: at least one append, then as many as fit (a job counts
+    as one event)."""
     batch = [waiting.pop(0)]
-    count = len(batch[0].events)
-    while waiting and count + len(waiting[0].events) <= MAX_BATCH_EVENTS:
-        count += len(waiting[0].events)
+    count = len(batch[0].events) or 1
+    while waiting and count + (len(waiting[0].events) or 1) <= MAX_BATCH_EVENTS:
+        count += len(waiting[0].events) or 1
         batch.append(waiting.pop(0))
     return batch
 
 
-def _settle(item: _Append, outcome: int | BaseException) -> None:
+def _settle(item: _Append, outcome: object) -> None:
     if item.done.done():
         return
     if isinstance(outcome, BaseException):
@@ -350,16 +399,43 @@ class _Writer:
         """Raises: log_writer.LogMoved (nothing written), StoreError (the database failed)."""
         with db_errors():
             async with self._db.writer_turn(ahead=True):
-                if self._conn is None:
-                    self._conn = await self._db.engine.connect()
+                conn = await self._connection()
                 try:
-                    await log_writer.write(self._conn, batch, self._db.clock())
+                    await log_writer.write(conn, batch, self._db.clock())
                 except log_writer.LogMoved:
                     raise
                 except Exception as exc:
                     await self._drop()
                     reason = f"{type(exc).__name__}: {_first_line(exc)}"
                     raise StoreError(f"database unavailable ({reason})") from exc
+
+    async def write_with_jobs(self, batch: list[_Append]) -> list[Any]:
+        """SQLite: one transaction for the batch's appends and jobs, in queue order (each run of
+        appends one compare-and-set and one insert, each job in a savepoint of its own). Its
+        statements run on the loop's thread, where they wait for nothing (`sqlite_driver`), and
+        its commit is the one hop.
+
+        Raises: log_writer.LogMoved (nothing written), StoreError (the database failed).
+        """
+        now = self._db.clock()
+        with db_errors():
+            async with self._db.writer_turn(ahead=True):
+                conn = await self._connection()
+                try:
+                    async with conn.begin():
+                        return await _in_order(conn, batch, now)
+                except (log_writer.LogMoved, sa_exc.DBAPIError, StoreError):
+                    raise
+                except Exception as exc:
+                    await self._drop()
+                    reason = f"{type(exc).__name__}: {_first_line(exc)}"
+                    raise StoreError(f"database unavailable ({reason})") from exc
+
+    async def _connection(self) -> AsyncConnection:
+        if self._conn is None:
+            conn = await self._db.engine.connect()
+            self._conn = await conn.execution_options(**{WRITE_OPTION: True})
+        return self._conn
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -378,3 +454,41 @@ class _Writer:
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0][:200] if text else ""
+
+
+_FATAL = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
+"""Failures of the database, not of one job: the whole batch fails with them."""
+
+
+async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) -> list[Any]:
+    """The batch's appends and jobs on `conn`, in its open transaction, in queue order."""
+    outcomes: list[Any] = []
+    run: list[_Append] = []
+
+    async def appends() -> None:
+        if run:
+            planned = log_writer.plan([(item.session_id, item.events) for item in run])
+            if planned is None:
+                raise log_writer.LogMoved
+            await log_writer.write_in(conn, planned, now)
+            outcomes.extend(item.events[-1].seq for item in run)
+            run.clear()
+
+    for item in batch:
+        if item.job is None:
+            run.append(item)
+            continue
+        await appends()
+        session = AsyncSession(bind=conn, join_transaction_mode="create_savepoint", expire_on_commit=False)
+        try:
+            outcome = await item.job(session)
+            await session.commit()  # releases its savepoint; the batch commits it
+        except _FATAL:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the job's own outcome; its savepoint is undone
+            outcome = exc
+        finally:
+            await session.close()
+        outcomes.append(outcome)
+    await appends()
+    return outcomes

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.notify import EVENTS_CHANNEL
@@ -79,6 +80,25 @@ async def write(conn: AsyncConnection, batch: Batch, now: datetime) -> None:
         await driver.run(lambda db: _write_sqlite(db, batch, at(now) if at is not None else now))
     else:
         await _write_postgres(driver, batch, now)
+
+
+async def write_in(conn: AsyncConnection, batch: Batch, now: datetime) -> None:
+    """SQLite: the batch's statements in `conn`'s open write transaction, which the caller
+    commits (with the turns' writes that share it, `EventLog.joined`).
+
+    Raises:
+        LogMoved: a compare-and-set lost or the rows clash (the caller rolls back).
+    """
+    at = ChatRow.__table__.c.updated_at.type.bind_processor(conn.dialect)
+    stamp = at(now) if at is not None else now
+    moves = [(new, stamp, chat, old) for chat, old, new in batch.moves]
+    moved = await conn.exec_driver_sql(_SQLITE_MOVE, moves)
+    if moved.rowcount != len(batch.moves):
+        raise LogMoved
+    try:
+        await conn.exec_driver_sql(_SQLITE_ROWS, [_values(chat, event) for chat, event in batch.events])
+    except IntegrityError as exc:
+        raise LogMoved from exc
 
 
 _SQLITE_MOVE = "UPDATE chats SET last_seq = ?, updated_at = ? WHERE id = ? AND last_seq = ?"

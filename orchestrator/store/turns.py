@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from orchestrator.store.chats import locked_chat, merged_keys
 from orchestrator.store.database import Database
 from orchestrator.store.errors import RecordExists, TurnRunning
-from orchestrator.store.events import append_events
+from orchestrator.store.events import EventLog, append_events
 from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
 from orchestrator.store.records import NewMessage, TurnInput, TurnRecord, TurnSummary
@@ -28,9 +28,11 @@ RUNNING = "running"
 
 
 class TurnRepository:
-    def __init__(self, db: Database, leases: LeaseRepository) -> None:
+    def __init__(self, db: Database, leases: LeaseRepository, events: EventLog) -> None:
         self._db = db
         self._leases = leases
+        self._events = events
+        """A turn's begin and end join its group commit (`EventLog.joined`)."""
 
     async def begin(
         self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
@@ -45,7 +47,9 @@ class TurnRepository:
             OwnerTurnsRunning: the owner runs its cap of turns already, over every replica.
         """
         try:
-            await self._begin(chat_id, turn_id, assistant_id, messages)
+            await self._events.joined(
+                lambda session: self._begin(session, chat_id, turn_id, assistant_id, messages)
+            )
         except IntegrityError as exc:  # a lease of the chat committed between the check and the insert
             held = await self._leases.turn_of_chat(chat_id)
             if held is None:
@@ -53,26 +57,30 @@ class TurnRepository:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id) from exc
 
     async def _begin(
-        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+        self,
+        session: AsyncSession,
+        chat_id: str,
+        turn_id: str,
+        assistant_id: str,
+        messages: Sequence[NewMessage],
     ) -> None:
-        async with self._db.write() as session:
-            now = self._db.clock()
-            chat = await locked_chat(session, chat_id, now)
-            if await session.get(TurnRow, turn_id) is not None:
-                raise RecordExists("turn", turn_id)
-            session.add(
-                TurnRow(
-                    id=turn_id,
-                    chat_id=chat_id,
-                    assistant_id=assistant_id,
-                    status=RUNNING,
-                    usage={},
-                    created_at=now,
-                )
+        now = self._db.clock()
+        chat = await locked_chat(session, chat_id, now)
+        if await session.get(TurnRow, turn_id) is not None:
+            raise RecordExists("turn", turn_id)
+        session.add(
+            TurnRow(
+                id=turn_id,
+                chat_id=chat_id,
+                assistant_id=assistant_id,
+                status=RUNNING,
+                usage={},
+                created_at=now,
             )
-            await session.flush()
-            await self._leases.begin_turn(session, chat_id, turn_id, now, owner=chat.owner)
-            await insert_messages(session, chat_id, turn_id, messages, now)
+        )
+        await session.flush()
+        await self._leases.begin_turn(session, chat_id, turn_id, now, owner=chat.owner)
+        await insert_messages(session, chat_id, turn_id, messages, now)
 
     async def unfinished(self) -> list[TurnRecord]:
         """Turns whose end was never written (the process running them died), oldest first."""
@@ -107,25 +115,28 @@ class TurnRepository:
             RecordExists: the turn (or one of its message ids) was persisted (finished) already.
             EventSequenceError: `turn.events` do not continue the session's log.
         """
-        async with self._db.write(ahead=True) as session:  # its stream_end: clients wait for it
-            now = self._db.clock()
-            chat = await locked_chat(session, turn.chat_id, now)
-            row = await session.get(TurnRow, turn.turn_id)
-            if row is not None and row.status != RUNNING:
-                raise RecordExists("turn", turn.turn_id)
-            await append_events(session, turn.chat_id, turn.events, now)
-            messages = await insert_messages(session, turn.chat_id, turn.turn_id, turn.messages, now)
-            if row is None:
-                row = TurnRow(
-                    id=turn.turn_id, chat_id=turn.chat_id, assistant_id=turn.assistant_id, created_at=now
-                )
-                session.add(row)
-            row.status = turn.status
-            row.usage = turn.usage.model_dump(mode="json")
-            if turn.resume:
-                chat.resume = merged_keys(chat.resume, turn.resume)
-            await end_turn_lease(session, turn.turn_id)
-            await session.flush()
+        # its stream_end: clients wait for it (ahead of the other writers)
+        return await self._events.joined(lambda session: self._persist(session, turn), ahead=True)
+
+    async def _persist(self, session: AsyncSession, turn: TurnInput) -> TurnRecord:
+        now = self._db.clock()
+        chat = await locked_chat(session, turn.chat_id, now)
+        row = await session.get(TurnRow, turn.turn_id)
+        if row is not None and row.status != RUNNING:
+            raise RecordExists("turn", turn.turn_id)
+        await append_events(session, turn.chat_id, turn.events, now)
+        messages = await insert_messages(session, turn.chat_id, turn.turn_id, turn.messages, now)
+        if row is None:
+            row = TurnRow(
+                id=turn.turn_id, chat_id=turn.chat_id, assistant_id=turn.assistant_id, created_at=now
+            )
+            session.add(row)
+        row.status = turn.status
+        row.usage = turn.usage.model_dump(mode="json")
+        if turn.resume:
+            chat.resume = merged_keys(chat.resume, turn.resume)
+        await end_turn_lease(session, turn.turn_id)
+        await session.flush()
         return TurnRecord(
             id=row.id,
             chat_id=row.chat_id,

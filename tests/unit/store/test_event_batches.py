@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy import insert
 
-from orchestrator.store import EventSequenceError, RecordNotFound, Store
+from orchestrator.store import EventSequenceError, NewMessage, RecordExists, RecordNotFound, Store, TurnInput
 from orchestrator.store.tables import EventRow
 from orchestrator.stream import Event, SessionEmitter, TextEvent, TextProps, dump_event
 from tests.unit.store.factory import turn_events
@@ -159,3 +159,45 @@ async def test_closing_the_store_writes_what_is_queued(database_url: str) -> Non
         assert await reopened.events.after(chat) == events
     finally:
         await reopened.aclose()
+
+
+async def test_turn_begins_and_ends_join_the_group_commit_and_fail_alone(store: Store) -> None:
+    """SQLite: a turn's begin and end written meanwhile share the batch's one transaction with the
+    appends, in queue order; one that fails (a turn begun twice) fails alone. Postgres writes each
+    in a transaction of its own, with the same outcomes."""
+    talk, ending, other = [await _chat(store, name) for name in ("talk", "ending", "other")]
+    await store.turns.begin(ending, "t-end", "tests.echo", ())
+    await store.turns.begin(other, "t-twice", "tests.echo", ())
+    talk_events = texts(SessionEmitter(talk), 3)
+    end_events = texts(SessionEmitter(ending), 2, "t-end")
+    closing = TurnInput(
+        chat_id=ending,
+        turn_id="t-end",
+        assistant_id="tests.echo",
+        status="completed",
+        messages=(NewMessage(id="m-answer", role="assistant", content="done"),),
+        events=tuple(end_events),
+    )
+    user = (NewMessage(id="m-user", role="user", content="hi"),)
+    with counted_commits(store) as commits:
+        outcomes = await asyncio.gather(
+            store.events.append(talk, talk_events),
+            store.turns.begin(talk, "t-talk", "tests.echo", user),
+            store.persist_turn(closing),
+            store.turns.begin(other, "t-twice", "tests.echo", ()),
+            return_exceptions=True,
+        )
+    assert outcomes[0] == 3 and outcomes[1] is None
+    assert not isinstance(outcomes[2], BaseException) and outcomes[2].status == "completed"
+    assert isinstance(outcomes[3], RecordExists)
+    if store.url.get_backend_name() == "sqlite":
+        assert len(commits) == 1
+    assert await store.events.after(talk) == talk_events
+    assert await store.events.after(ending) == end_events
+    begun = await store.turns.get("t-talk")
+    assert begun is not None and begun.status == "running" and [m.id for m in begun.messages] == ["m-user"]
+    ended = await store.turns.get("t-end")
+    assert ended is not None and ended.status == "completed" and [m.id for m in ended.messages] == ["m-answer"]
+    assert await store.leases.turn_of_chat(ending) is None
+    twice = await store.leases.turn_of_chat(other)
+    assert twice is not None and twice.turn_id == "t-twice"  # the refused begin left it as it was
