@@ -232,26 +232,32 @@ class EventLog:
             await asyncio.wait([flusher])
 
     async def _flush(self, queue: _Queue) -> None:
-        """Write what is queued, batch after batch, on one connection kept for the run."""
-        writer = _Writer(self._db)
+        """Write what is queued, batch after batch, on one connection kept for the run. Closing
+        that connection may wait (Postgres), and an append queued meanwhile starts no flush of its
+        own (this one is not done yet): the run goes on until the queue is empty after a close."""
+        while queue.waiting:
+            writer = _Writer(self._db)
+            try:
+                while queue.waiting:
+                    await self._flush_one(queue, writer)
+            finally:
+                await writer.close()
+
+    async def _flush_one(self, queue: _Queue, writer: _Writer) -> None:
+        batch = _take(queue.waiting)
+        for item in batch:
+            item.taken = True
         try:
-            while queue.waiting:
-                batch = _take(queue.waiting)
-                for item in batch:
-                    item.taken = True
-                try:
-                    outcomes = await self._write(writer, batch)
-                except BaseException:  # the loop is closing: no waiter is left waiting
-                    for item in (*batch, *queue.waiting):
-                        item.done.cancel()
-                    queue.waiting.clear()
-                    raise
-                for item, outcome in zip(batch, outcomes, strict=True):
-                    if item.committed is not None and not isinstance(outcome, BaseException):
-                        _call(item.committed)
-                    _settle(item, outcome)
-        finally:
-            await writer.close()
+            outcomes = await self._write(writer, batch)
+        except BaseException:  # the loop is closing: no waiter is left waiting
+            for item in (*batch, *queue.waiting):
+                item.done.cancel()
+            queue.waiting.clear()
+            raise
+        for item, outcome in zip(batch, outcomes, strict=True):
+            if item.committed is not None and not isinstance(outcome, BaseException):
+                _call(item.committed)
+            _settle(item, outcome)
 
     async def _write(self, writer: _Writer, batch: list[_Append]) -> list[Any]:
         """The batch in one transaction when its appends continue each other; else (or when

@@ -201,3 +201,15 @@ async def test_turn_begins_and_ends_join_the_group_commit_and_fail_alone(store: 
     assert await store.leases.turn_of_chat(ending) is None
     twice = await store.leases.turn_of_chat(other)
     assert twice is not None and twice.turn_id == "t-twice"  # the refused begin left it as it was
+
+
+async def test_appends_one_after_the_other_each_get_written(store: Store) -> None:
+    """Each append here finds the flush that wrote the one before ending (closing its connection,
+    which waits when the pool is full and the connection is closed for real): an append queued
+    while the flush ends starts no flush of its own, so the ending one must write it (under load
+    one stayed queued for ever, and its turn hung)."""
+    chat = await _chat(store, "one-by-one")
+    emitter = SessionEmitter(chat)
+    for n in range(20):
+        assert await asyncio.wait_for(store.events.append(chat, texts(emitter, 1)), 30) == n + 1
+    assert [e.seq for e in await store.events.after(chat)] == list(range(1, 21))
