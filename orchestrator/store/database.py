@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import time
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -84,12 +85,41 @@ def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> Asy
     parsed = make_url(url)
     pool: dict[str, Any] = {"poolclass": poolclass} if poolclass is not None else {"pool_size": _POOL_SIZE}
     if parsed.get_backend_name() != "sqlite":
-        return create_async_engine(parsed, pool_pre_ping=True, **pool)
+        engine = create_async_engine(parsed, **pool)
+        event.listen(engine.sync_engine, "connect", _used)
+        event.listen(engine.sync_engine, "checkin", _used)
+        event.listen(engine.sync_engine, "checkout", _ping_if_idle)
+        return engine
     engine = create_async_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000}, **pool)
     event.listen(engine.sync_engine, "do_connect", _sqlite_driver)
     event.listen(engine.sync_engine, "connect", _sqlite_connect)
     event.listen(engine.sync_engine, "begin", _sqlite_begin)
     return engine
+
+
+_IDLE_SINCE = "cage_idle_since"
+_PING_AFTER_S = 5.0
+"""Postgres: a pooled connection idle longer than this is pinged before use (a server restart
+meanwhile would have closed it)."""
+
+
+def _used(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+    """Postgres: ping a connection before use when it has been idle a while; a dead one is
+    replaced (`DisconnectionError` makes the pool connect again). SQLAlchemy's `pool_pre_ping`
+    pings every checkout, and its asyncpg ping is three round trips (`BEGIN`, `;`, `ROLLBACK`):
+    on a busy server that was more round trips than the queries themselves, and each is a wait
+    in the event loop's queue."""
+    idle_since = record.info.get(_IDLE_SINCE)
+    if idle_since is not None and time.monotonic() - idle_since < _PING_AFTER_S:
+        return
+    try:
+        dbapi_connection.ping()
+    except Exception as error:
+        raise exc.DisconnectionError(f"connection lost while idle: {type(error).__name__}") from error
 
 
 def _sqlite_driver(_dialect: Any, _record: ConnectionPoolEntry, _cargs: Any, cparams: dict[str, Any]) -> None:
@@ -166,10 +196,14 @@ class Database:
     def __init__(self, engine: AsyncEngine, clock: Clock = utc_now) -> None:
         self.engine = engine
         self.clock = clock
-        self._read = async_sessionmaker(engine, expire_on_commit=False)
+        sqlite = engine.dialect.name == "sqlite"
+        reads = engine if sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._read = async_sessionmaker(reads, expire_on_commit=False)
+        """Postgres reads run in autocommit: one round trip a query, no `BEGIN`/`COMMIT` (in READ
+        COMMITTED each statement has a snapshot of its own anyway)."""
         self._write = async_sessionmaker(writing(engine), expire_on_commit=False)
         self._writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WriterTurns] | None = (
-            weakref.WeakKeyDictionary() if engine.dialect.name == "sqlite" else None
+            weakref.WeakKeyDictionary() if sqlite else None
         )
         """SQLite: the writers' turns, one per event loop (a store may outlive a loop)."""
 
