@@ -80,7 +80,7 @@ async def append_events(
         now_last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
         raise EventSequenceError(session_id, expected=(now_last or last) + 1, got=events[0].seq)
     try:
-        await session.execute(insert(EventRow), [_row(session_id, ev) for ev in events])
+        await session.execute(insert(EventRow), [event_row(session_id, ev) for ev in events])
     except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
         raise EventSequenceError(session_id, expected=new_last + 1, got=events[0].seq) from err
     await notify(session, EVENTS_CHANNEL, [notice(session_id, new_last)])
@@ -114,7 +114,8 @@ def check_continues(session_id: str, last: int, events: Sequence[Event]) -> None
             raise EventSequenceError(session_id, expected=last + offset, got=ev.seq)
 
 
-def _row(session_id: str, ev: Event) -> dict[str, object]:
+def event_row(session_id: str, ev: Event) -> dict[str, object]:
+    """An event's row of the `events` table (its payload as JSON data)."""
     return {
         "session_id": session_id,
         "seq": ev.seq,

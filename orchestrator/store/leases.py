@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import anyio
-from sqlalchemy import delete, func, or_, select, text, update
+from sqlalchemy import delete, func, insert, or_, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.store.database import Database, affected, db_errors, lock_number, transaction_lock
 from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
 from orchestrator.store.lease_tables import LeaderLeaseRow, ReplicaRow, TurnLeaseRow
-from orchestrator.store.tables import ChatRow, TurnRow
+from orchestrator.store.tables import ChatRow, TurnRow, table
 
 LEASE_SECONDS = 30.0
 """Default `CAGE_REPLICA_LEASE_SECONDS`: a replica silent this long is dead to the others."""
@@ -291,14 +291,18 @@ class LeaseRepository:
             TurnRunning: the chat has a running turn already (on any replica).
             OwnerTurnsRunning: the owner runs `max_turns_per_owner` turns already (on all replicas).
         """
-        held = await session.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
+        held = (
+            await session.execute(
+                select(TurnLeaseRow.turn_id, TurnLeaseRow.replica_id).where(TurnLeaseRow.chat_id == chat_id)
+            )
+        ).first()
         if held is not None:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id)
         if self.max_turns_per_owner is not None:
             await self._owner_turn_cap(session, owner, self.max_turns_per_owner)
         expires = None if self.lease_seconds is None else self._until(now)
-        session.add(
-            TurnLeaseRow(
+        await session.execute(
+            insert(table(TurnLeaseRow)).values(
                 turn_id=turn_id,
                 chat_id=chat_id,
                 replica_id=self.replica_id,

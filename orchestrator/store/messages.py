@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,7 +14,7 @@ from orchestrator.store.chats import locked_chat
 from orchestrator.store.database import Database
 from orchestrator.store.errors import RecordExists
 from orchestrator.store.records import MessageRecord, NewMessage
-from orchestrator.store.tables import MessageRow
+from orchestrator.store.tables import MessageRow, table
 
 MAX_HISTORY = 1000
 
@@ -41,9 +41,11 @@ async def insert_messages(
     Raises:
         RecordExists: a message id is taken.
     """
+    if not messages:
+        return []
     last = await session.scalar(select(func.max(MessageRow.sequence)).where(MessageRow.chat_id == chat_id))
-    rows = [
-        MessageRow(
+    records = [
+        MessageRecord(
             id=msg.id,
             chat_id=chat_id,
             turn_id=turn_id,
@@ -55,12 +57,11 @@ async def insert_messages(
         )
         for i, msg in enumerate(messages, start=1)
     ]
-    session.add_all(rows)
     try:
-        await session.flush()
+        await session.execute(insert(table(MessageRow)), [record.model_dump() for record in records])
     except IntegrityError as err:
         raise RecordExists("message", ", ".join(msg.id for msg in messages)) from err
-    return [message_record(row) for row in rows]
+    return records
 
 
 class MessageRepository:

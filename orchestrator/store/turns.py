@@ -9,22 +9,33 @@ closes it with `close_unfinished`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.store.chats import locked_chat, merged_keys
 from orchestrator.store.database import Database
-from orchestrator.store.errors import RecordExists, TurnRunning
-from orchestrator.store.events import EventLog, append_events
+from orchestrator.store.errors import EventSequenceError, RecordExists, RecordNotFound, TurnRunning
+from orchestrator.store.events import (
+    EventLog,
+    append_events,
+    check_continues,
+    check_stamps,
+    event_row,
+    notice,
+)
 from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
+from orchestrator.store.notify import EVENTS_CHANNEL
 from orchestrator.store.records import NewMessage, TurnInput, TurnRecord, TurnSummary
-from orchestrator.store.tables import MessageRow, TurnRow
+from orchestrator.store.tables import ChatRow, EventRow, MessageRow, TurnRow, table
 from orchestrator.stream import Event, Usage
 
 RUNNING = "running"
+_CHATS = table(ChatRow)
+_TURNS = table(TurnRow)
 
 
 class TurnRepository:
@@ -64,12 +75,20 @@ class TurnRepository:
         assistant_id: str,
         messages: Sequence[NewMessage],
     ) -> None:
+        """The begin's statements, in Core (a handful of statements, no ORM object): the chat row
+        touched (locked until commit), the turn row, its lease, the user's messages."""
         now = self._db.clock()
-        chat = await locked_chat(session, chat_id, now)
-        if await session.get(TurnRow, turn_id) is not None:
+        owner = (
+            await session.execute(
+                update(_CHATS).where(_CHATS.c.id == chat_id).values(updated_at=now).returning(_CHATS.c.owner)
+            )
+        ).scalar()
+        if owner is None:
+            raise RecordNotFound("chat", chat_id)
+        if await session.scalar(select(_TURNS.c.id).where(_TURNS.c.id == turn_id)) is not None:
             raise RecordExists("turn", turn_id)
-        session.add(
-            TurnRow(
+        await session.execute(
+            insert(_TURNS).values(
                 id=turn_id,
                 chat_id=chat_id,
                 assistant_id=assistant_id,
@@ -78,8 +97,7 @@ class TurnRepository:
                 created_at=now,
             )
         )
-        await session.flush()
-        await self._leases.begin_turn(session, chat_id, turn_id, now, owner=chat.owner)
+        await self._leases.begin_turn(session, chat_id, turn_id, now, owner=owner)
         await insert_messages(session, chat_id, turn_id, messages, now)
 
     async def unfinished(self) -> list[TurnRecord]:
@@ -119,33 +137,81 @@ class TurnRepository:
         return await self._events.joined(lambda session: self._persist(session, turn), ahead=True)
 
     async def _persist(self, session: AsyncSession, turn: TurnInput) -> TurnRecord:
+        """The end's statements, in Core: the chat row touched and, when the end carries events,
+        its log moved by compare-and-set from the seq before them (one statement, which also sends
+        the Postgres notice); the turn row closed; the events, the messages; the lease dropped."""
         now = self._db.clock()
-        chat = await locked_chat(session, turn.chat_id, now)
-        row = await session.get(TurnRow, turn.turn_id)
-        if row is not None and row.status != RUNNING:
-            raise RecordExists("turn", turn.turn_id)
-        await append_events(session, turn.chat_id, turn.events, now)
-        messages = await insert_messages(session, turn.chat_id, turn.turn_id, turn.messages, now)
-        if row is None:
-            row = TurnRow(
-                id=turn.turn_id, chat_id=turn.chat_id, assistant_id=turn.assistant_id, created_at=now
+        chat_id, events = turn.chat_id, turn.events
+        moved = update(_CHATS).where(_CHATS.c.id == chat_id)
+        values: dict[str, object] = {"updated_at": now}
+        if events:
+            check_stamps(chat_id, events)
+            check_continues(chat_id, events[0].seq - 1, events)
+            moved = moved.where(_CHATS.c.last_seq == events[0].seq - 1)
+            values["last_seq"] = events[-1].seq
+        returned: list[ColumnElement[Any]] = [_CHATS.c.resume]
+        if events and self._db.dialect == "postgresql":  # on commit, like every append's notice
+            returned.append(func.pg_notify(EVENTS_CHANNEL, notice(chat_id, events[-1].seq)))
+        chat = (await session.execute(moved.values(**values).returning(*returned))).first()
+        if chat is None:
+            await self._refused(session, turn)
+        closed = (
+            await session.execute(
+                update(_TURNS)
+                .where(_TURNS.c.id == turn.turn_id, _TURNS.c.status == RUNNING)
+                .values(status=turn.status, usage=turn.usage.model_dump(mode="json"))
+                .returning(_TURNS.c.assistant_id, _TURNS.c.created_at)
             )
-            session.add(row)
-        row.status = turn.status
-        row.usage = turn.usage.model_dump(mode="json")
+        ).first()
+        if closed is None:  # no `begin` wrote it (a turn persisted whole, `cage run`'s tests)
+            if await session.scalar(select(_TURNS.c.id).where(_TURNS.c.id == turn.turn_id)) is not None:
+                raise RecordExists("turn", turn.turn_id)
+            await session.execute(
+                insert(_TURNS).values(
+                    id=turn.turn_id,
+                    chat_id=chat_id,
+                    assistant_id=turn.assistant_id,
+                    status=turn.status,
+                    usage=turn.usage.model_dump(mode="json"),
+                    created_at=now,
+                )
+            )
+            assistant_id, created_at = turn.assistant_id, now
+        else:
+            assistant_id, created_at = closed.assistant_id, closed.created_at
+        if events:
+            try:
+                await session.execute(insert(table(EventRow)), [event_row(chat_id, ev) for ev in events])
+            except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
+                raise EventSequenceError(chat_id, expected=events[-1].seq + 1, got=events[0].seq) from err
+        messages = await insert_messages(session, chat_id, turn.turn_id, turn.messages, now)
         if turn.resume:
-            chat.resume = merged_keys(chat.resume, turn.resume)
+            resume = merged_keys(chat.resume, turn.resume)
+            await session.execute(update(_CHATS).where(_CHATS.c.id == chat_id).values(resume=resume))
         await end_turn_lease(session, turn.turn_id)
-        await session.flush()
         return TurnRecord(
-            id=row.id,
-            chat_id=row.chat_id,
-            assistant_id=row.assistant_id,
+            id=turn.turn_id,
+            chat_id=chat_id,
+            assistant_id=assistant_id,
             status=turn.status,
             usage=turn.usage,
-            created_at=row.created_at,
+            created_at=created_at,
             messages=tuple(messages),
         )
+
+    async def _refused(self, session: AsyncSession, turn: TurnInput) -> NoReturn:
+        """Why the chat's row did not take the turn's end: no such chat, the turn ended already,
+        or (its compare-and-set lost) events that do not continue the log.
+
+        Raises: RecordNotFound, RecordExists, EventSequenceError.
+        """
+        last = await session.scalar(select(_CHATS.c.last_seq).where(_CHATS.c.id == turn.chat_id))
+        if last is None:
+            raise RecordNotFound("chat", turn.chat_id)
+        status = await session.scalar(select(_TURNS.c.status).where(_TURNS.c.id == turn.turn_id))
+        if status is not None and status != RUNNING:
+            raise RecordExists("turn", turn.turn_id)
+        raise EventSequenceError(turn.chat_id, expected=last + 1, got=turn.events[0].seq)
 
     async def previous(self, chat_id: str, turn_id: str) -> TurnSummary | None:
         """The chat's last turn other than `turn_id` (the one running), without its messages;
