@@ -58,12 +58,15 @@ def lock_number(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
+_XACT_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+
+
 async def transaction_lock(session: AsyncSession, key: str) -> None:
     """Postgres: wait for the transaction advisory lock named `key`, held until this transaction
     ends, so every replica's transactions that count and then write under `key` take turns.
     SQLite: nothing to do (a write transaction holds the database's write lock already)."""
     if session.get_bind().dialect.name == "postgresql":
-        await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_number(key)})
+        await session.execute(_XACT_LOCK, {"k": lock_number(key)})
 
 
 def sqlite_path(url: URL) -> Path | None:

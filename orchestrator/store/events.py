@@ -194,11 +194,11 @@ class EventLog:
         """`job(session)` in a write transaction, committed before this returns its result.
 
         On SQLite the job joins the group commit: it runs in the next batch's transaction, in
-        queue order with the appends, inside a savepoint of its own (its failure fails it alone),
-        so a turn's begin and end share one commit (one `fsync`, one turn of the writers) with
-        whatever else is queued. Postgres writers run side by side, so there the job gets a
-        transaction of its own (`Database.write(ahead=ahead)`), as it does on SQLite when its
-        batch could not be written whole. Cancelled, it settles as `append` does.
+        queue order with the appends, so a turn's begin and end share one commit (one `fsync`,
+        one turn of the writers) with whatever else is queued; when a job fails, the batch is
+        undone and written again one item at a time, so the failure is that job's alone. Postgres
+        writers run side by side, so there the job gets a transaction of its own
+        (`Database.write(ahead=ahead)`). Cancelled, it settles as `append` does.
 
         Raises: whatever `job` raises (nothing of it was written); StoreError.
         """
@@ -266,7 +266,7 @@ class EventLog:
         if any(item.job is not None for item in batch):
             try:
                 outcomes = await writer.write_with_jobs(batch)
-            except log_writer.LogMoved:
+            except (log_writer.LogMoved, _JobFailed):
                 pass
             except Exception as exc:  # noqa: BLE001 - every waiter gets the failure as its own
                 return [exc] * len(batch)
@@ -418,11 +418,11 @@ class _Writer:
 
     async def write_with_jobs(self, batch: list[_Append]) -> list[Any]:
         """SQLite: one transaction for the batch's appends and jobs, in queue order (each run of
-        appends one compare-and-set and one insert, each job in a savepoint of its own). Its
+        appends one compare-and-set and one insert, the jobs on one session). Its
         statements run on the loop's thread, where they wait for nothing (`sqlite_driver`), and
         its commit is the one hop.
 
-        Raises: log_writer.LogMoved (nothing written), StoreError (the database failed).
+        Raises: log_writer.LogMoved, _JobFailed (nothing written), StoreError (the database failed).
         """
         now = self._db.clock()
         with db_errors():
@@ -431,7 +431,7 @@ class _Writer:
                 try:
                     async with conn.begin():
                         return await _in_order(conn, batch, now)
-                except (log_writer.LogMoved, sa_exc.DBAPIError, StoreError):
+                except (log_writer.LogMoved, _JobFailed, sa_exc.DBAPIError, StoreError):
                     raise
                 except Exception as exc:
                     await self._drop()
@@ -467,8 +467,16 @@ _FATAL = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
 """Failures of the database, not of one job: the whole batch fails with them."""
 
 
+class _JobFailed(Exception):
+    """A job of a batch raised: the batch is undone, and written again one item at a time (so
+    only that job fails, with its own error). Jobs rarely fail (a turn begun twice); savepoints
+    that would isolate them cost two statements each in every batch."""
+
+
 async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) -> list[Any]:
-    """The batch's appends and jobs on `conn`, in its open transaction, in queue order."""
+    """The batch's appends and jobs on `conn`, in its open transaction, in queue order.
+
+    Raises: log_writer.LogMoved, _JobFailed (the caller rolls back)."""
     outcomes: list[Any] = []
     run: list[_Append] = []
 
@@ -481,21 +489,20 @@ async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) 
             outcomes.extend(item.events[-1].seq for item in run)
             run.clear()
 
-    for item in batch:
-        if item.job is None:
-            run.append(item)
-            continue
+    session = AsyncSession(bind=conn, expire_on_commit=False)  # joins the batch's transaction
+    try:
+        for item in batch:
+            if item.job is None:
+                run.append(item)
+                continue
+            await appends()
+            try:
+                outcomes.append(await item.job(session))
+            except _FATAL:
+                raise
+            except Exception as exc:
+                raise _JobFailed from exc
         await appends()
-        session = AsyncSession(bind=conn, join_transaction_mode="create_savepoint", expire_on_commit=False)
-        try:
-            outcome = await item.job(session)
-            await session.commit()  # releases its savepoint; the batch commits it
-        except _FATAL:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the job's own outcome; its savepoint is undone
-            outcome = exc
-        finally:
-            await session.close()
-        outcomes.append(outcome)
-    await appends()
+    finally:
+        await session.close()
     return outcomes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -17,6 +17,9 @@ from orchestrator.store.records import MessageRecord, NewMessage
 from orchestrator.store.tables import MessageRow, table
 
 MAX_HISTORY = 1000
+_MESSAGES = table(MessageRow)
+_LAST = select(func.max(_MESSAGES.c.sequence)).where(_MESSAGES.c.chat_id == bindparam("p_chat"))
+_NEW_MESSAGES = insert(_MESSAGES)
 
 
 def message_record(row: MessageRow) -> MessageRecord:
@@ -43,7 +46,7 @@ async def insert_messages(
     """
     if not messages:
         return []
-    last = await session.scalar(select(func.max(MessageRow.sequence)).where(MessageRow.chat_id == chat_id))
+    last = await session.scalar(_LAST, {"p_chat": chat_id})
     records = [
         MessageRecord(
             id=msg.id,
@@ -58,7 +61,7 @@ async def insert_messages(
         for i, msg in enumerate(messages, start=1)
     ]
     try:
-        await session.execute(insert(table(MessageRow)), [record.model_dump() for record in records])
+        await session.execute(_NEW_MESSAGES, [record.model_dump() for record in records])
     except IntegrityError as err:
         raise RecordExists("message", ", ".join(msg.id for msg in messages)) from err
     return records

@@ -9,9 +9,9 @@ closes it with `close_unfinished`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from sqlalchemy import ColumnElement, func, insert, select, update
+from sqlalchemy import Text, bindparam, cast, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -24,7 +24,6 @@ from orchestrator.store.events import (
     check_continues,
     check_stamps,
     event_row,
-    notice,
 )
 from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
@@ -36,6 +35,36 @@ from orchestrator.stream import Event, Usage
 RUNNING = "running"
 _CHATS = table(ChatRow)
 _TURNS = table(TurnRow)
+
+# A turn's begin and end run these for every turn: built once (each is compiled once, and a
+# statement built per call cost as much again as running it).
+_TOUCH = (
+    update(_CHATS)
+    .where(_CHATS.c.id == bindparam("p_chat"))
+    .values(updated_at=bindparam("p_now"))
+    .returning(_CHATS.c.owner, _CHATS.c.resume)
+)
+_MOVE = (
+    update(_CHATS)
+    .where(_CHATS.c.id == bindparam("p_chat"), _CHATS.c.last_seq == bindparam("p_old"))
+    .values(updated_at=bindparam("p_now"), last_seq=bindparam("p_new"))
+)
+_MOVED = _MOVE.returning(_CHATS.c.owner, _CHATS.c.resume)
+_MOVED_NOTICE = _MOVE.returning(  # Postgres: the append's notice (`events.notice`), sent on commit
+    _CHATS.c.owner,
+    _CHATS.c.resume,
+    func.pg_notify(EVENTS_CHANNEL, _CHATS.c.id + " " + cast(_CHATS.c.last_seq, Text)),
+)
+_TURN_ID = select(_TURNS.c.id).where(_TURNS.c.id == bindparam("p_turn"))
+_NEW_TURN = insert(_TURNS)
+_CLOSE = (
+    update(_TURNS)
+    .where(_TURNS.c.id == bindparam("p_turn"), _TURNS.c.status == RUNNING)
+    .values(status=bindparam("p_status"), usage=bindparam("p_usage"))
+    .returning(_TURNS.c.assistant_id, _TURNS.c.created_at)
+)
+_NEW_EVENTS = insert(table(EventRow))
+_RESUME = update(_CHATS).where(_CHATS.c.id == bindparam("p_chat")).values(resume=bindparam("p_resume"))
 
 
 class TurnRepository:
@@ -78,25 +107,21 @@ class TurnRepository:
         """The begin's statements, in Core (a handful of statements, no ORM object): the chat row
         touched (locked until commit), the turn row, its lease, the user's messages."""
         now = self._db.clock()
-        owner = (
-            await session.execute(
-                update(_CHATS).where(_CHATS.c.id == chat_id).values(updated_at=now).returning(_CHATS.c.owner)
-            )
-        ).scalar()
-        if owner is None:
+        chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
+        if chat is None:
             raise RecordNotFound("chat", chat_id)
-        if await session.scalar(select(_TURNS.c.id).where(_TURNS.c.id == turn_id)) is not None:
+        owner = chat.owner
+        if await session.scalar(_TURN_ID, {"p_turn": turn_id}) is not None:
             raise RecordExists("turn", turn_id)
-        await session.execute(
-            insert(_TURNS).values(
-                id=turn_id,
-                chat_id=chat_id,
-                assistant_id=assistant_id,
-                status=RUNNING,
-                usage={},
-                created_at=now,
-            )
-        )
+        row = {
+            "id": turn_id,
+            "chat_id": chat_id,
+            "assistant_id": assistant_id,
+            "status": RUNNING,
+            "usage": {},
+            "created_at": now,
+        }
+        await session.execute(_NEW_TURN, row)
         await self._leases.begin_turn(session, chat_id, turn_id, now, owner=owner)
         await insert_messages(session, chat_id, turn_id, messages, now)
 
@@ -142,52 +167,44 @@ class TurnRepository:
         the Postgres notice); the turn row closed; the events, the messages; the lease dropped."""
         now = self._db.clock()
         chat_id, events = turn.chat_id, turn.events
-        moved = update(_CHATS).where(_CHATS.c.id == chat_id)
-        values: dict[str, object] = {"updated_at": now}
         if events:
             check_stamps(chat_id, events)
             check_continues(chat_id, events[0].seq - 1, events)
-            moved = moved.where(_CHATS.c.last_seq == events[0].seq - 1)
-            values["last_seq"] = events[-1].seq
-        returned: list[ColumnElement[Any]] = [_CHATS.c.resume]
-        if events and self._db.dialect == "postgresql":  # on commit, like every append's notice
-            returned.append(func.pg_notify(EVENTS_CHANNEL, notice(chat_id, events[-1].seq)))
-        chat = (await session.execute(moved.values(**values).returning(*returned))).first()
+            move = _MOVED_NOTICE if self._db.dialect == "postgresql" else _MOVED
+            params = {"p_chat": chat_id, "p_now": now, "p_old": events[0].seq - 1, "p_new": events[-1].seq}
+            chat = (await session.execute(move, params)).first()
+        else:
+            chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
         if chat is None:
             await self._refused(session, turn)
+        usage = turn.usage.model_dump(mode="json")
         closed = (
-            await session.execute(
-                update(_TURNS)
-                .where(_TURNS.c.id == turn.turn_id, _TURNS.c.status == RUNNING)
-                .values(status=turn.status, usage=turn.usage.model_dump(mode="json"))
-                .returning(_TURNS.c.assistant_id, _TURNS.c.created_at)
-            )
+            await session.execute(_CLOSE, {"p_turn": turn.turn_id, "p_status": turn.status, "p_usage": usage})
         ).first()
         if closed is None:  # no `begin` wrote it (a turn persisted whole, `cage run`'s tests)
-            if await session.scalar(select(_TURNS.c.id).where(_TURNS.c.id == turn.turn_id)) is not None:
+            if await session.scalar(_TURN_ID, {"p_turn": turn.turn_id}) is not None:
                 raise RecordExists("turn", turn.turn_id)
-            await session.execute(
-                insert(_TURNS).values(
-                    id=turn.turn_id,
-                    chat_id=chat_id,
-                    assistant_id=turn.assistant_id,
-                    status=turn.status,
-                    usage=turn.usage.model_dump(mode="json"),
-                    created_at=now,
-                )
-            )
+            row = {
+                "id": turn.turn_id,
+                "chat_id": chat_id,
+                "assistant_id": turn.assistant_id,
+                "status": turn.status,
+                "usage": usage,
+                "created_at": now,
+            }
+            await session.execute(_NEW_TURN, row)
             assistant_id, created_at = turn.assistant_id, now
         else:
             assistant_id, created_at = closed.assistant_id, closed.created_at
         if events:
             try:
-                await session.execute(insert(table(EventRow)), [event_row(chat_id, ev) for ev in events])
+                await session.execute(_NEW_EVENTS, [event_row(chat_id, ev) for ev in events])
             except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
                 raise EventSequenceError(chat_id, expected=events[-1].seq + 1, got=events[0].seq) from err
         messages = await insert_messages(session, chat_id, turn.turn_id, turn.messages, now)
         if turn.resume:
             resume = merged_keys(chat.resume, turn.resume)
-            await session.execute(update(_CHATS).where(_CHATS.c.id == chat_id).values(resume=resume))
+            await session.execute(_RESUME, {"p_chat": chat_id, "p_resume": resume})
         await end_turn_lease(session, turn.turn_id)
         return TurnRecord(
             id=turn.turn_id,
