@@ -17,7 +17,6 @@ from fastapi import FastAPI
 
 from orchestrator.api.app import drain
 
-
 _GC_YOUNG = 10_000
 """New container objects between two collections of the youngest generation (Python's default is
 700): a turn makes thousands, nearly all freed by reference counting long before a collection
