@@ -58,6 +58,11 @@ def busy(chat_id: str) -> str:
     return f"a turn is already running in session {chat_id!r}; interrupt it or wait for stream_end"
 
 
+STARTING = 2
+"""Turns this service begins at once (the reads and the first write before a turn runs). A burst
+of new turns (fifty clients sending together) otherwise queued fifty chains of queries in the
+event loop at once, ahead of the events of the turns already running; a few at a time, they
+interleave, and the turns' own work is spread out instead of arriving in one wave."""
 SETTLE_WAIT = 30.0
 """Seconds a new turn waits for the chat's previous one, already ended on the wire, to be persisted."""
 CLOSE_GRACE = 10.0
@@ -155,6 +160,8 @@ class PipelineService:
         self._titles: set[_Job] = set()
         """Background title jobs (`titles`), cancelled when the service closes."""
         self._closed = False
+        self._starting = anyio.Semaphore(STARTING, fast_acquire=True)
+        """Turns beginning at once: their reads and first write; the rest wait for a place."""
 
     @classmethod
     def from_services(
@@ -212,14 +219,15 @@ class PipelineService:
         self._reserved.add(chat_id)
         release: Release | None = None
         try:
-            assistant = await self.authorize(turn.owner, turn.assistant_id)
-            release = admit(assistant) if admit is not None else None
-            options = self._options(turn, assistant)
-            chat = await self._ensure_chat(turn)
-            team = await self._team(turn)
-            start_seq = await self.hub.begin(chat_id)
-            recorder = TurnRecorder(self.store, turn, assistant.id)
-            await recorder.begin()
+            async with self._starting:
+                assistant = await self.authorize(turn.owner, turn.assistant_id)
+                release = admit(assistant) if admit is not None else None
+                options = self._options(turn, assistant)
+                chat = await self._ensure_chat(turn)
+                team = await self._team(turn)
+                start_seq = await self.hub.begin(chat_id)
+                recorder = TurnRecorder(self.store, turn, assistant.id)
+                await recorder.begin()
         except BaseException:
             self._reserved.discard(chat_id)
             if release is not None:
