@@ -251,6 +251,23 @@ class Database:
         finally:
             await session.close()
 
+    @contextlib.asynccontextmanager
+    async def statement(self) -> AsyncIterator[AsyncSession]:
+        """A session for one writing statement that is atomic on its own (an upsert): Postgres
+        runs it in autocommit, one round trip instead of three (`BEGIN`, it, `COMMIT`); SQLite in a
+        write transaction, as `write()`.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        if self._writers is not None:
+            async with self.write() as session:
+                yield session
+            return
+        with db_errors():
+            async with self._session(self._read) as session:  # Postgres reads run in autocommit
+                yield session
+
     async def delete(self, stmt: Delete) -> int:
         """Run a DELETE in a write transaction and return how many rows went; when a read finds
         no row it would delete, take no write lock at all (on SQLite that is a turn behind every
