@@ -29,6 +29,7 @@ are) and runs on the loop's thread what cannot wait:
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import sqlite3
 from collections import deque
@@ -91,8 +92,39 @@ class OneHopConnection(aiosqlite.Connection):
         return await self._call(call)
 
     async def _call(self, fn: Callable[[], T]) -> T:
-        """`fn()` on the worker thread (`aiosqlite`'s queue)."""
-        return cast(T, await self._execute(fn))  # type: ignore[no-untyped-call]
+        """`fn()` on the worker thread (`aiosqlite`'s queue). A caller cancelled meanwhile waits
+        for `fn` to end before the cancel goes on: its connection then goes back to the pool only
+        once the thread is done with it (a statement on the loop's thread next would use the
+        connection while the thread still did)."""
+        if not self._running or self._connection is None:
+            raise ValueError("Connection closed")
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[T] = loop.create_future()
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def settle(value: T | None, error: BaseException | None) -> None:
+            if not result.done():
+                if error is not None:
+                    result.set_exception(error)
+                else:
+                    result.set_result(cast(T, value))
+            if not ended.done():
+                ended.set_result(None)
+
+        def work() -> None:
+            try:
+                value = fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                loop.call_soon_threadsafe(settle, None, exc)
+            else:
+                loop.call_soon_threadsafe(settle, value, None)
+
+        self._tx.put_nowait((None, work))
+        try:
+            return await result
+        except asyncio.CancelledError:
+            await asyncio.wait([ended])
+            raise
 
     async def here(self, sql: str) -> sqlite3.Connection | None:
         """Begin the pending transaction; the connection when `sql` may run on the loop's thread,

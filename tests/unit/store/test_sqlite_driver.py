@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from orchestrator.store import Store
 from orchestrator.store.database import sqlite_path
+from orchestrator.store.sqlite_driver import OneHopConnection
 from orchestrator.store.tables import ChatRow
 
 
@@ -103,3 +104,33 @@ async def test_reads_see_each_commit_and_many_run_at_once(sqlite_store: Store) -
         await sqlite_store.chats.update(chat.id, title=f"t{n}")
     got = await asyncio.gather(*(sqlite_store.chats.get(chat.id) for chat in chats * 10))
     assert [g.title if g else None for g in got] == [f"t{n}" for n in range(5)] * 10
+
+
+async def test_a_call_cancelled_on_the_thread_waits_for_it_before_the_connection_is_used_again(
+    sqlite_store: Store,
+) -> None:
+    """Cancelled while its connection's thread runs its call (a commit), a caller waits for the call
+    to end: only then does the connection go back to the pool, where the next user would run its
+    statements on the loop's thread while the worker thread still used the connection."""
+    gate, inside = threading.Event(), threading.Event()
+    conn = await sqlite_store._db.engine.connect()
+    try:
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert isinstance(driver, OneHopConnection)
+
+        def slow(_db: sqlite3.Connection) -> None:
+            inside.set()
+            gate.wait(30)
+
+        call = asyncio.create_task(driver.run(slow))
+        await asyncio.to_thread(inside.wait, 30)
+        call.cancel()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not call.done()  # still waiting for the thread, not cancelled under it
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    finally:
+        gate.set()
+        await conn.close()
