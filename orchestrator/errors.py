@@ -191,6 +191,10 @@ class CapacityError(CageError):
         super().__init__(f"{what} limit reached for {scope}: at most {limit}")
 
 
+STDERR_TAIL = 2000
+"""Characters of a process's stderr an error or event keeps: its last ones."""
+
+
 class RunnerError(CageError):
     """A runner (an agent CLI or the native loop) failed: bad options, a non-zero exit, unusable output."""
 

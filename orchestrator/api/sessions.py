@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import structlog
@@ -29,6 +29,7 @@ from orchestrator.errors import Conflict, NotFound, UsageError
 from orchestrator.pipeline import (
     Attachment,
     InputMessage,
+    PermissionAnswer,
     Release,
     TurnHandle,
     TurnInput,
@@ -43,9 +44,6 @@ from orchestrator.stream import Event, event_json, parse_event
 log = structlog.get_logger(__name__)
 DELETE_WAIT = 10.0
 """Seconds a session delete waits for its cancelled turn to end."""
-
-
-PermissionAnswer = Literal["allow", "deny", "allow_always"]
 
 
 @dataclass(frozen=True)

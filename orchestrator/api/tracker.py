@@ -5,19 +5,18 @@ only: whether a turn may start is the pipeline's decision (`TurnService.start`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from orchestrator.api.metrics import Metrics
 from orchestrator.errors import CageError
 from orchestrator.pipeline import TurnHandle
+from orchestrator.spawn import Spawn
 from orchestrator.stream import Event
 
 log = structlog.get_logger(__name__)
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
 @dataclass

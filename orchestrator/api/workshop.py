@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator
 
 import anyio
 import structlog
@@ -17,12 +16,12 @@ from orchestrator.api.metrics import Metrics
 from orchestrator.errors import CageError
 from orchestrator.redaction import redact
 from orchestrator.sandbox.images import RUNNER_IMAGES, BuildProgress, ImageBuilder, ImageInfo, runner_image
+from orchestrator.spawn import Spawn
 from orchestrator.store import Store
 
 log = structlog.get_logger(__name__)
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _PROGRESS_BUFFER = 256
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
 class BuildRequest(BaseModel):

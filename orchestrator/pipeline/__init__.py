@@ -23,6 +23,7 @@ from orchestrator.pipeline.errors import CallDepthError, HookError
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
+from orchestrator.pipeline.permission_answers import PermissionAnswer
 from orchestrator.pipeline.service import PipelineService, turn_tasks
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "HookError",
     "HookModules",
     "InputMessage",
+    "PermissionAnswer",
     "PipelineService",
     "Release",
     "RunningTurn",

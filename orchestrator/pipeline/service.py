@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Literal
 
 import anyio
 import structlog
@@ -41,6 +40,7 @@ from orchestrator.pipeline.hooks.memory import HookMemory
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.permission_answers import PermissionAnswer
 from orchestrator.pipeline.permissions import Permissions, Unattended
 from orchestrator.pipeline.recorder import TurnRecorder
 from orchestrator.pipeline.resume import ResumeStore
@@ -252,7 +252,7 @@ class PipelineService:
         self,
         chat_id: str,
         request_id: str,
-        decision: Literal["allow", "deny", "allow_always"],
+        decision: PermissionAnswer,
         message: str | None,
         *,
         actor: str = "user",

@@ -73,7 +73,7 @@ from orchestrator.sandbox.limits import (
 )
 from orchestrator.sandbox.locks import KeyedLocks
 from orchestrator.sandbox.network import proxy_env, sandbox_egress
-from orchestrator.sandbox.pool import PausingBackend, PoolKey, Spawn, WarmPool, pool_size
+from orchestrator.sandbox.pool import PausingBackend, PoolKey, WarmPool, pool_size
 from orchestrator.sandbox.prepare import PrepareContext, run_prepare
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
 from orchestrator.sandbox.strays import RESIDENT, stray_pids
@@ -84,6 +84,7 @@ from orchestrator.sandbox.workspace import (
     workspace_scope,
 )
 from orchestrator.settings import Settings
+from orchestrator.spawn import Spawn
 
 log = structlog.get_logger(__name__)
 _ENV_REF = "$ENV."

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import anyio
 import structlog
@@ -43,6 +42,7 @@ from orchestrator.sandbox.identity import identity_key
 from orchestrator.sandbox.labels import CHAT, MANAGED, SANDBOX, SandboxLabels
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
 from orchestrator.settings import Settings
+from orchestrator.spawn import Spawn
 
 log = structlog.get_logger(__name__)
 POOL = "cage.pool"
@@ -53,9 +53,6 @@ POOL_NAME_HEX = 8
 PAUSE_TRIES = 3
 PAUSE_BACKOFF = 0.5
 """Seconds before the second pause of a new box (twice that before the third)."""
-
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
-"""Runs a coroutine function in the background (the server's supervised task group)."""
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import JsonValue
 
-from orchestrator.errors import ProtocolError
+from orchestrator.errors import STDERR_TAIL, ProtocolError
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
 from runners.base import ControlRequest, TurnOutcome
@@ -43,7 +43,6 @@ INTERRUPT_REQUEST_ID = "cage-interrupt"
 """`request_id` of the stdin interrupt Cage sends (see `ClaudeAdapter.cancel`)."""
 _INTERRUPTED = "[Request interrupted by user"
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
-_STDERR_TAIL = 2000
 
 BlockKind = Literal["text", "thinking", "tool", "other"]
 
@@ -143,7 +142,7 @@ class ClaudeTranslator:
         if self._outcome is not None:
             return []
         self._out = []
-        tail = redact(stderr_tail.strip())[-_STDERR_TAIL:]
+        tail = redact(stderr_tail.strip())[-STDERR_TAIL:]
         ending = self._ending
         if ending is not None:
             error = ending.error

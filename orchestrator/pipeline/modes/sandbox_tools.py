@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from orchestrator.errors import SandboxError, ToolError
 from orchestrator.llm.tools import ExecResult
+from orchestrator.llm.tools.sandbox import DEFAULT_OUTPUT_CAP
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.completion import run_to_end
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 
-DEFAULT_OUTPUT_CAP = 64 * 1024
 MAX_FILE_BYTES = 16 * 2**20
 """The largest file `read_file` hands to a tool."""
 FILE_TIMEOUT = 60.0
