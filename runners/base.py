@@ -18,8 +18,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
 
 from orchestrator.dsl import ConnectorSpec, McpServerSpec
-from orchestrator.dsl.package import CompactionSettings
-from orchestrator.dsl.package import ModelOptions as PackageOptions
+from orchestrator.dsl.package import CompactionSettings, PackageOptions
 from orchestrator.permissions import Decision, Question, ToolRequest
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
 

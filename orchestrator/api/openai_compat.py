@@ -27,7 +27,7 @@ CHAT_HEADER = "X-Cage-Chat-Id"
 TURN_HEADER = "X-Cage-Turn-Id"
 
 
-class ChatMessage(BaseModel):
+class RequestMessage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, JsonValue]] | None = None
@@ -45,7 +45,7 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
     model: str = Field(min_length=1, max_length=128)
     """The assistant id (see `GET /v1/models`)."""
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[RequestMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, str] | None = None
@@ -75,7 +75,7 @@ class Interrupt(BaseModel):
     """False: stop gracefully, keep the session; True: kill the turn at once."""
 
 
-def _input(message: ChatMessage) -> InputMessage:
+def _input(message: RequestMessage) -> InputMessage:
     role = "system" if message.role == "developer" else message.role
     return InputMessage(role=role, content=message.content or "", name=message.name)
 

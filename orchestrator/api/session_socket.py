@@ -56,7 +56,7 @@ def error_frame(exc: CageError) -> SessionError:
     return SessionError(code=surfaces(exc).ws_code, message=redact(str(exc)))
 
 
-class SessionSocket:
+class SessionConnection:
     def __init__(self, websocket: WebSocket, chat: ChatRecord, principal: Principal, state: ApiState) -> None:
         self._ws = websocket
         self._chat = chat
@@ -289,7 +289,7 @@ async def serve_session(
     structlog.contextvars.bind_contextvars(chat_id=chat.id, owner=principal.owner)
     state.metrics.websocket_clients.inc()
     try:
-        await SessionSocket(websocket, chat, principal, state).run(params.after_seq)
+        await SessionConnection(websocket, chat, principal, state).run(params.after_seq)
     finally:
         state.caps.give_back("websocket", principal.owner)
         state.metrics.websocket_clients.dec()

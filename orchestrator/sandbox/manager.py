@@ -45,7 +45,7 @@ from orchestrator.sandbox.backend import (
     Mount,
     SandboxBackend,
     SandboxRef,
-    SandboxStatus,
+    SandboxState,
 )
 from orchestrator.sandbox.checkout import checkout_mounts, checkout_owner
 from orchestrator.sandbox.hashing import config_hash
@@ -88,7 +88,7 @@ from orchestrator.spawn import Spawn
 
 log = structlog.get_logger(__name__)
 _ENV_REF = "$ENV."
-_GONE = (SandboxStatus.DEAD, SandboxStatus.REMOVING)
+_GONE = (SandboxState.DEAD, SandboxState.REMOVING)
 STOP_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when the reaper stops an adopted box whose labels name no
 `stop_timeout` (one created before the label existed); others use their sandbox's `stop_timeout`."""
@@ -432,7 +432,7 @@ class SandboxManager:
             stop_timeout=labels.stop_timeout if labels.stop_timeout is not None else STOP_GRACE,
             created_at=now - age,
             last_used=now,
-            stopped=ref.status is not SandboxStatus.RUNNING,
+            stopped=ref.status is not SandboxState.RUNNING,
         )
         self.registry.put(box)
         return box
@@ -479,7 +479,7 @@ class SandboxManager:
         if keep is None:
             self.registry.drop(identity.name)  # removed behind our back: forget it before counting caps
             return None, False
-        if keep.status is not SandboxStatus.RUNNING:
+        if keep.status is not SandboxState.RUNNING:
             await self.backend.start(keep)
         box = self.registry.get(identity.name)
         if box is None:
@@ -488,7 +488,7 @@ class SandboxManager:
             if labels is None:
                 raise SandboxError(identity.name, "labels are incomplete; remove it to let Cage recreate it")
             box = self.adopt(info.ref, labels, age=_age(info.created_at))
-        box.ref = keep.model_copy(update={"status": SandboxStatus.RUNNING})
+        box.ref = keep.model_copy(update={"status": SandboxState.RUNNING})
         box.stopped = False
         return box.ref, False
 
@@ -634,7 +634,7 @@ class SandboxManager:
         now = self.registry.clock()
         self.registry.put(
             TrackedSandbox(
-                ref=ref.model_copy(update={"status": SandboxStatus.RUNNING}),
+                ref=ref.model_copy(update={"status": SandboxState.RUNNING}),
                 owner=identity.owner,
                 assistant_id=identity.assistant_id,
                 lifecycle=identity.lifecycle,
