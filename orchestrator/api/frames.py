@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from orchestrator.api.views import MAX_SEQ
+from orchestrator.api.limits import MAX_SEQ
 from orchestrator.pipeline import Attachment, PermissionAnswer
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")

@@ -9,16 +9,16 @@ from orchestrator.api.auth import Authenticator
 from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.config import ApiConfig
-from orchestrator.api.fleet import Fleet
+from orchestrator.api.images import ImageService
 from orchestrator.api.memories import Memories
 from orchestrator.api.metrics import Metrics
 from orchestrator.api.ratelimit import KeyLimiter, RateLimiter, SharedRateLimiter
 from orchestrator.api.runtime import Runtime
+from orchestrator.api.sandboxes import SandboxService
 from orchestrator.api.sessions import SessionService
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.api.tickets import SharedTickets, Tickets, WsTickets
-from orchestrator.api.tracker import TurnTracker
-from orchestrator.api.workshop import Workshop
+from orchestrator.api.turn_metrics import TurnMetrics
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,10 @@ class ApiState:
     limiter: KeyLimiter
     auth: Authenticator
     catalog: Catalog
-    tracker: TurnTracker
+    turn_metrics: TurnMetrics
     sessions: SessionService
-    fleet: Fleet
-    workshop: Workshop
+    sandboxes: SandboxService
+    images: ImageService
     memories: Memories
     supervisor: Supervisor
     caps: OwnerCaps
@@ -58,8 +58,8 @@ class ApiState:
         else:
             tickets = Tickets(config.ws_ticket_ttl)
         catalog = Catalog(runtime.assistants, runtime.store, config.api_assistant_policy())
-        tracker = TurnTracker(metrics, spawn)
-        fleet = Fleet(
+        turn_metrics = TurnMetrics(metrics, spawn)
+        sandboxes = SandboxService(
             runtime.manager,
             runtime.store,
             exec_timeout=config.exec_timeout,
@@ -73,7 +73,7 @@ class ApiState:
                 "running turn": config.max_turns_per_owner,
             }
         )
-        sessions = SessionService(runtime.store, runtime.turns, catalog, runtime.manager, tracker, caps)
+        sessions = SessionService(runtime.store, runtime.turns, catalog, runtime.manager, turn_metrics, caps)
         return cls(
             runtime=runtime,
             config=config,
@@ -81,10 +81,10 @@ class ApiState:
             limiter=limiter,
             auth=Authenticator(runtime.store, settings, limiter),
             catalog=catalog,
-            tracker=tracker,
+            turn_metrics=turn_metrics,
             sessions=sessions,
-            fleet=fleet,
-            workshop=Workshop(runtime.images, fleet, runtime.store, metrics, spawn),
+            sandboxes=sandboxes,
+            images=ImageService(runtime.images, sandboxes, runtime.store, metrics, spawn),
             memories=Memories(runtime.store, sessions),
             supervisor=supervisor,
             caps=caps,

@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
 from orchestrator.api.dependencies import CallerDep, SessionsDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
+from orchestrator.api.limits import CHAT_ID, MAX_SEQ
 from orchestrator.api.session_socket import SocketParams, serve_session
-from orchestrator.api.sessions import SessionService, session_view, session_views
-from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
+from orchestrator.api.sessions import SessionService, SessionView, session_view, session_views
 from orchestrator.errors import UsageError
 from orchestrator.store import ChatRecord
 from orchestrator.store.events import MAX_READ

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Path, Query
 
 from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
 from orchestrator.api.dependencies import AdminDep, SessionsDep
+from orchestrator.api.limits import CHAT_ID, MAX_SEQ
 from orchestrator.api.routers.sessions import EventPage
-from orchestrator.api.sessions import session_view, session_views
-from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
+from orchestrator.api.sessions import SessionView, session_view, session_views
 from orchestrator.store.events import MAX_READ
 
 router = APIRouter(prefix="/v1/admin/sessions", tags=["admin"])

@@ -1,6 +1,7 @@
 """Turn metrics: how turns end (by runner and status), how long they take, and how soon the first
-event reaches a client. Every way of starting a turn goes through `TurnTracker.track`. Metrics
-only: whether a turn may start is the pipeline's decision (`TurnService.start`)."""
+event reaches a client. Every way of starting a turn goes through `TurnMetrics.track`. Metrics
+only: whether a turn may start is the pipeline's decision (`PipelineService.start`, the one
+admission point)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ class _Turn:
     first_seen: bool = False
 
 
-class TurnTracker:
+class TurnMetrics:
+    """Per-turn figures for `Metrics`: counted when a turn ends, timed from its start."""
+
     def __init__(
         self, metrics: Metrics, spawn: Spawn, *, clock: Callable[[], float] = time.perf_counter
     ) -> None:
