@@ -29,7 +29,7 @@ from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.errors import CageError, Conflict, NotFound, ProtocolError, UsageError
 from orchestrator.gateway import ModelGateway
-from orchestrator.pipeline.call import CallRunner, Finish
+from orchestrator.pipeline.call_runner import CallRunner, Finish
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.chat_resume import ChatResumeStore
