@@ -23,11 +23,11 @@ from orchestrator.dsl.locales import request_locale
 from orchestrator.dsl.localized import localized
 from orchestrator.errors import CageError
 from orchestrator.pipeline.attachments import with_attachments
+from orchestrator.pipeline.call import Call, Stage
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallKind
 from orchestrator.pipeline.cancel import CancelSignal
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.frame import Call
 from orchestrator.pipeline.hooks.agents import AgentCaller
 from orchestrator.pipeline.hooks.context import HookContext, HookSandbox
 from orchestrator.pipeline.hooks.mcp import HookMcp
@@ -69,158 +69,158 @@ def _sum_usage(*usages: Usage | None) -> Usage | None:
 
 
 class CallRunner:
-    """Runs calls; `fork` and delegation nest new frames under a given one."""
+    """Runs calls; `fork` and delegation nest new calls under a given one."""
 
-    async def run(self, frame: Call, finish: Finish) -> CallResult:
-        """Run every stage of `frame`'s call; never raises for a failing stage (only cancellation)."""
+    async def run(self, call: Call, finish: Finish) -> CallResult:
+        """Run every stage of `call`; never raises for a failing stage (only cancellation)."""
         result: CallResult | None = None
         try:
             with anyio.CancelScope() as scope:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._enforce, frame, scope)
+                    tg.start_soon(self._enforce, call, scope)
                     try:
-                        result = await self._stages(frame)
+                        result = await self._stages(call)
                     finally:
                         tg.cancel_scope.cancel()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._close(frame, self._cancelled(frame), finish)
+                await self._close(call, self._cancelled(call), finish)
             raise
         if result is None:
-            result = self._cancelled(frame)
+            result = self._cancelled(call)
         with anyio.CancelScope(shield=True):
-            await self._close(frame, result, finish)
+            await self._close(call, result, finish)
         return result
 
-    def _cancelled(self, frame: Call) -> CallResult:
-        return frame.result("cancelled", usage=frame.builder.turn_usage)
+    def _cancelled(self, call: Call) -> CallResult:
+        return call.result("cancelled", usage=call.builder.turn_usage)
 
-    async def _enforce(self, frame: Call, scope: anyio.CancelScope) -> None:
+    async def _enforce(self, call: Call, scope: anyio.CancelScope) -> None:
         """Turn an interrupt into a stop: a runner first gets its graceful stop (until a forced
         interrupt or `RUNNER_GRACE`), anything else (hooks, model calls, sandbox set-up) is
         cancelled at once. The call's own signal fires for an ancestor's interrupt too."""
-        await frame.signal.wait()
-        if frame.stage in ("runner", "llm"):
+        await call.signal.wait()
+        if call.stage in ("runner", "llm"):
             with anyio.move_on_after(RUNNER_GRACE):
-                await frame.signal.wait_forced()
+                await call.signal.wait_forced()
         scope.cancel()
 
-    async def _open(self, frame: Call) -> None:
+    async def _open(self, call: Call) -> None:
         """`stream_start`, once; a call cancelled before it ran still opens before it closes."""
-        if frame.started:
+        if call.started:
             return
-        frame.started = True
-        assistant = frame.assistant
-        depth = frame.stack.depth
-        events = frame.builder.stream_start(
+        call.started = True
+        assistant = call.assistant
+        depth = call.stack.depth
+        events = call.builder.stream_start(
             assistant.id,
             assistant_name=assistant.name,
-            chat_id=frame.scope.chat_id,
-            metadata={"depth": depth, "kind": frame.stack.kind} if depth else None,
+            chat_id=call.scope.chat_id,
+            metadata={"depth": depth, "kind": call.stack.kind} if depth else None,
         )
         with anyio.CancelScope(shield=True):  # half-written, the turn would have no beginning
-            await frame.emit(events)
+            await call.emit(events)
 
-    async def _close(self, frame: Call, result: CallResult, finish: Finish) -> None:
-        frame.stage = "end"
+    async def _close(self, call: Call, result: CallResult, finish: Finish) -> None:
+        call.stage = "end"
         try:
-            await self._open(frame)
-            end = frame.builder.stream_end(result.status, error=result.error, usage=result.usage)
+            await self._open(call)
+            end = call.builder.stream_end(result.status, error=result.error, usage=result.usage)
             await finish(end, result)
         finally:
-            await release_sandbox(frame, result.status)
+            await release_sandbox(call, result.status)
 
     # -- stages ----------------------------------------------------------------------------------
 
-    async def _stages(self, frame: Call) -> CallResult:
-        assistant = frame.assistant
-        await self._open(frame)
+    async def _stages(self, call: Call) -> CallResult:
+        assistant = call.assistant
+        await self._open(call)
         try:
-            await load_history(frame)
+            await load_history(call)
             if assistant.sandbox is not None:
-                self._checkpoint(frame, "sandbox")
-                frame.lease = await acquire_sandbox(frame)
-            elif frame.scope.attachments and frame.stack.kind == "root":
+                self._checkpoint(call, "sandbox")
+                call.lease = await acquire_sandbox(call)
+            elif call.scope.attachments and call.stack.kind == "root":
                 # no box to put them in: the files travel in the user's message
-                frame.messages = with_attachments(frame.messages, frame.scope.attachments)
-            ctx = self._context(frame)
-            self._checkpoint(frame, "create")
-            create = await self._create(frame, ctx)
+                call.messages = with_attachments(call.messages, call.scope.attachments)
+            ctx = self._context(call)
+            self._checkpoint(call, "create")
+            create = await self._create(call, ctx)
             if create.delegate is not None:
-                return await self._delegate(frame, create.delegate)
+                return await self._delegate(call, create.delegate)
             if create.messages is not None:
-                frame.messages = create.messages
-            frame.options = frame.options.with_overrides(create.overrides())
+                call.messages = create.messages
+            call.options = call.options.with_overrides(create.overrides())
             # the request's (or Create's) locale picks the prompts' translations
-            frame.assistant = localized(frame.assistant, request_locale(frame.options.locale))
-            self._checkpoint(frame, "runner")
-            mode = mode_for(frame.assistant)
-            result = await mode.run(frame)
-            if result.status == "cancelled" or frame.signal.is_set():
-                return self._cancelled(frame)
-            self._checkpoint(frame, "next")
-            return await self._next(frame, ctx, result, completes=mode.completes)
+            call.assistant = localized(call.assistant, request_locale(call.options.locale))
+            self._checkpoint(call, "runner")
+            mode = mode_for(call.assistant)
+            result = await mode.run(call)
+            if result.status == "cancelled" or call.signal.is_set():
+                return self._cancelled(call)
+            self._checkpoint(call, "next")
+            return await self._next(call, ctx, result, completes=mode.completes)
         except _Interrupted:
-            return self._cancelled(frame)
+            return self._cancelled(call)
         except (CageError, ValidationError) as exc:
             message = redact(str(exc))
             code = exc.code if isinstance(exc, CageError) else "invalid_options"
-            log.info("pipeline.call_failed", assistant=assistant.id, stage=frame.stage, code=code)
-            await frame.emit(frame.builder.error(message, code))
-            return frame.result("error", error=message, usage=frame.builder.turn_usage)
+            log.info("pipeline.call_failed", assistant=assistant.id, stage=call.stage, code=code)
+            await call.emit(call.builder.error(message, code))
+            return call.result("error", error=message, usage=call.builder.turn_usage)
 
-    def _checkpoint(self, frame: Call, stage: Any) -> None:
-        if frame.signal.is_set():
+    def _checkpoint(self, call: Call, stage: Stage) -> None:
+        if call.signal.is_set():
             raise _Interrupted
-        frame.stage = stage
+        call.stage = stage
 
-    def _context(self, frame: Call) -> HookContext:
-        scope = frame.scope
-        sandbox = HookSandbox(scope.manager, frame.lease) if frame.lease is not None else None
+    def _context(self, call: Call) -> HookContext:
+        scope = call.scope
+        sandbox = HookSandbox(scope.manager, call.lease) if call.lease is not None else None
         return HookContext(
-            assistant_id=frame.assistant.id,
+            assistant_id=call.assistant.id,
             owner=scope.owner,
             chat_id=scope.chat_id,
             turn_id=scope.turn_id,
-            thread_id=frame.builder.thread_id,
-            metadata={**scope.metadata, **frame.options.metadata},
-            locale=frame.options.locale,
-            builder=frame.builder,
-            emit=frame.emit,
+            thread_id=call.builder.thread_id,
+            metadata={**scope.metadata, **call.options.metadata},
+            locale=call.options.locale,
+            builder=call.builder,
+            emit=call.emit,
             memory=scope.memory,
-            agent=AgentCaller(_FrameLauncher(self, frame)),
+            agent=AgentCaller(_CallLauncher(self, call)),
             sandbox=sandbox,
-            mcp=HookMcp(frame.assistant, allow_host_mcp=scope.allow_host_mcp),
+            mcp=HookMcp(call.assistant, allow_host_mcp=scope.allow_host_mcp),
         )
 
-    async def _create(self, frame: Call, ctx: HookContext) -> CreateResult:
-        messages = [m.model_dump(mode="json", exclude_none=True) for m in frame.messages]
-        assistant = frame.assistant
-        outcome = await frame.scope.hooks.invoke(assistant, "create", ctx, messages, frame.options.for_hook())
+    async def _create(self, call: Call, ctx: HookContext) -> CreateResult:
+        messages = [m.model_dump(mode="json", exclude_none=True) for m in call.messages]
+        assistant = call.assistant
+        outcome = await call.scope.hooks.invoke(assistant, "create", ctx, messages, call.options.for_hook())
         create = parse_result(CreateResult, outcome.value, assistant_id=assistant.id, hook="create")
-        await self._warn_ignored(frame, "create", outcome.dropped, create.ignored())
+        await self._warn_ignored(call, "create", outcome.dropped, create.ignored())
         return create
 
     async def _warn_ignored(
-        self, frame: Call, hook: str, dropped: Sequence[str], ignored: Sequence[str]
+        self, call: Call, hook: str, dropped: Sequence[str], ignored: Sequence[str]
     ) -> None:
         """A `hook/ignored` warning for the Yao keys a hook returned that Cage does not act on."""
-        aid = frame.assistant.id
+        aid = call.assistant.id
         if ignored:
             reasons = "; ".join(f"{k}: {IGNORED_CREATE_KEYS[k]}" for k in ignored)
-            await frame.emit(frame.builder.hook_ignored(aid, hook, ignored, reasons))
+            await call.emit(call.builder.hook_ignored(aid, hook, ignored, reasons))
         if dropped:
             reason = "Cage's hook results have no such keys"
-            await frame.emit(frame.builder.hook_ignored(aid, hook, dropped, reason))
+            await call.emit(call.builder.hook_ignored(aid, hook, dropped, reason))
 
     async def _next(
-        self, frame: Call, ctx: HookContext, result: CallResult, *, completes: bool
+        self, call: Call, ctx: HookContext, result: CallResult, *, completes: bool
     ) -> CallResult:
         """The Next hook on the mode's result (`completion: null` when the mode ran nothing), then
         the call's result: the mode's, with the answer and usage as they stand after Next."""
-        assistant = frame.assistant
+        assistant = call.assistant
         payload = {
-            "messages": [m.model_dump(mode="json", exclude_none=True) for m in frame.messages],
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in call.messages],
             "completion": {
                 "content": result.content,
                 "status": result.status,
@@ -228,46 +228,46 @@ class CallRunner:
             }
             if completes
             else None,
-            "tools": list(frame.transcript.tools),
+            "tools": list(call.transcript.tools),
             "tool_results": list(result.tool_results),
             "error": result.error,
         }
-        outcome = await frame.scope.hooks.invoke(assistant, "next", ctx, payload, frame.options.for_hook())
+        outcome = await call.scope.hooks.invoke(assistant, "next", ctx, payload, call.options.for_hook())
         nxt = parse_result(NextResult, outcome.value, assistant_id=assistant.id, hook="next")
-        await self._warn_ignored(frame, "next", outcome.dropped, ())
+        await self._warn_ignored(call, "next", outcome.dropped, ())
         if nxt.delegate is not None:
-            return await self._delegate(frame, nxt.delegate)
+            return await self._delegate(call, nxt.delegate)
         if nxt.data is not None or nxt.metadata is not None:
-            await frame.emit(frame.builder.hook_next(assistant.id, data=nxt.data, metadata=nxt.metadata))
+            await call.emit(call.builder.hook_next(assistant.id, data=nxt.data, metadata=nxt.metadata))
         return result.model_copy(
             update={
-                "content": frame.transcript.content,
-                "usage": result.usage or frame.builder.turn_usage,
+                "content": call.transcript.content,
+                "usage": result.usage or call.builder.turn_usage,
                 "data": nxt.data,
                 "metadata": nxt.metadata,
-                "thread_id": frame.builder.thread_id,
+                "thread_id": call.builder.thread_id,
             }
         )
 
     # -- nested calls ----------------------------------------------------------------------------
 
-    async def _delegate(self, frame: Call, delegate: Delegate) -> CallResult:
+    async def _delegate(self, call: Call, delegate: Delegate) -> CallResult:
         """Hand the call to another assistant: its events nest under a thread; its answer is ours."""
-        frame.stage = "delegate"
-        messages = delegate.messages or frame.messages
+        call.stage = "delegate"
+        messages = delegate.messages or call.messages
         child = await self.nested(
-            frame, delegate.agent_id, messages, delegate.options, kind="delegate", signal=frame.signal
+            call, delegate.agent_id, messages, delegate.options, kind="delegate", signal=call.signal
         )
         result = await self.run(child, self.thread_finish(child))
         if result.status == "error":
             # The delegate's thread shows its error; the caller's stream_end repeats it.
-            await frame.emit(
-                frame.builder.error(f"delegate {delegate.agent_id}: {result.error}", "delegate_failed")
+            await call.emit(
+                call.builder.error(f"delegate {delegate.agent_id}: {result.error}", "delegate_failed")
             )
         return result.model_copy(
             update={
-                "usage": _sum_usage(frame.builder.turn_usage, result.usage),
-                "thread_id": frame.builder.thread_id,
+                "usage": _sum_usage(call.builder.turn_usage, result.usage),
+                "thread_id": call.builder.thread_id,
                 "error": result.error,
             }
         )
@@ -282,7 +282,7 @@ class CallRunner:
         kind: CallKind,
         signal: CancelSignal,
     ) -> Call:
-        """A frame for a nested call under `parent`.
+        """A nested call under `parent`.
 
         Raises:
             CallDepthError: the nesting is too deep (a cycle). NotFound, ConfigError: no such assistant.
@@ -311,24 +311,24 @@ class CallRunner:
             history_loaded=kind == "delegate" and parent.history_loaded,
         )
 
-    def thread_finish(self, frame: Call) -> Finish:
+    def thread_finish(self, call: Call) -> Finish:
         """A nested call's finish: emit its `stream_end` into the turn."""
 
         async def finish(events: list[Event], result: CallResult) -> None:
-            await frame.emit(events)
+            await call.emit(events)
 
         return finish
 
 
-class _FrameLauncher:
-    """`Launcher` for `ctx.agent`: forked calls nested under one frame."""
+class _CallLauncher:
+    """`Launcher` for `ctx.agent`: forked calls nested under one call."""
 
-    def __init__(self, runner: CallRunner, frame: Call) -> None:
+    def __init__(self, runner: CallRunner, call: Call) -> None:
         self._runner = runner
-        self._frame = frame
+        self._call = call
 
     def signal(self) -> CancelSignal:
-        return self._frame.signal.child()
+        return self._call.signal.child()
 
     async def fork(
         self,
@@ -339,7 +339,7 @@ class _FrameLauncher:
     ) -> CallResult:
         try:
             child = await self._runner.nested(
-                self._frame, agent_id, messages, options, kind="fork", signal=signal
+                self._call, agent_id, messages, options, kind="fork", signal=signal
             )
         except (CageError, ValidationError) as exc:
             return CallResult(assistant_id=agent_id, status="error", error=redact(str(exc)))

@@ -29,12 +29,12 @@ from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.errors import CageError, Conflict, NotFound, ProtocolError, UsageError
 from orchestrator.gateway import ModelGateway
-from orchestrator.pipeline.call_runner import CallRunner, Finish
+from orchestrator.pipeline.call import Call, TurnScope
 from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.call_runner import CallRunner, Finish
 from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import Admit, Release, TurnInput, last_user_text
-from orchestrator.pipeline.frame import Call, TurnScope
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.memory import HookMemory
 from orchestrator.pipeline.hooks.modules import HookModules
@@ -386,7 +386,7 @@ class PipelineService:
             permissions=self.permissions,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
-        frame = Call(
+        call = Call(
             scope=scope,
             assistant=assistant,
             stack=CallStack.root(assistant.id),
@@ -398,12 +398,12 @@ class PipelineService:
         result = CallResult(assistant_id=assistant.id, status="cancelled")
         finish = self._root_finish(handle, recorder)
         try:
-            result = await self._calls.run(frame, finish)
+            result = await self._calls.run(call, finish)
         except Exception as exc:  # a fault outside the stages' own handling (the store failing mid-turn)
             log.error("pipeline.turn_crashed", turn_id=turn.turn_id, error=type(exc).__name__, exc_info=exc)
             result = CallResult(assistant_id=assistant.id, status="error", error=CRASHED)
             with anyio.CancelScope(shield=True):
-                await self._close_crashed(frame, finish, result)
+                await self._close_crashed(call, finish, result)
         finally:
             with anyio.CancelScope(shield=True):
                 try:
@@ -420,7 +420,7 @@ class PipelineService:
                 log.info(
                     "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
                 )
-        self._title(turn, assistant, frame.options, result)
+        self._title(turn, assistant, call.options, result)
 
     def _title(self, turn: TurnInput, assistant: Assistant, options: CallOptions, result: CallResult) -> None:
         """Name the chat in the background after a completed turn (`titles`); cancelled on close."""
@@ -462,18 +462,18 @@ class PipelineService:
 
         self._group.start_soon(run)
 
-    async def _close_crashed(self, frame: Call, finish: Finish, result: CallResult) -> None:
+    async def _close_crashed(self, call: Call, finish: Finish, result: CallResult) -> None:
         """Give clients the `stream_end` of a turn that failed outside its stages' handling, so no
         one waits for an end that never comes (a store that cannot write it falls back to live)."""
         try:
-            events = frame.builder.stream_end("error", error=CRASHED)
+            events = call.builder.stream_end("error", error=CRASHED)
         except ProtocolError:
             return  # the end went out already
         try:
             await finish(events, result)
         except Exception as exc:  # noqa: BLE001 - best effort; the next start closes the turn
             log.error(
-                "pipeline.crashed_turn_not_closed", turn_id=frame.scope.turn_id, error=type(exc).__name__
+                "pipeline.crashed_turn_not_closed", turn_id=call.scope.turn_id, error=type(exc).__name__
             )
 
     async def _publish(self, turn: TurnInput, events: Sequence[Event]) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.frame import Call
 from orchestrator.store.messages import MAX_HISTORY
 
 

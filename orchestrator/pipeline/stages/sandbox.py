@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import anyio
 
 from orchestrator.errors import ConfigError, WorkspaceError
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.contract import Attachment
-from orchestrator.pipeline.frame import Call
 from orchestrator.sandbox.backend import FileEntry
 from orchestrator.sandbox.images import BuildProgress
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxManager, SandboxRequest
