@@ -6,7 +6,6 @@ from here.
 
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
-from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import (
     Admit,
     Attachment,
@@ -24,6 +23,7 @@ from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.permission_answers import PermissionAnswer
+from orchestrator.pipeline.resume import ChatResumeStore
 from orchestrator.pipeline.service import PipelineService, turn_tasks
 
 __all__ = [

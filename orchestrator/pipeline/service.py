@@ -33,7 +33,6 @@ from orchestrator.pipeline.call import Call, TurnScope
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.call_runner import CallRunner, Finish
 from orchestrator.pipeline.callstack import CallStack
-from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import Admit, Release, TurnInput, last_user_text
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.memory import HookMemory
@@ -43,7 +42,7 @@ from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.permission_answers import PermissionAnswer
 from orchestrator.pipeline.permissions import Permissions, Unattended
 from orchestrator.pipeline.recorder import TurnRecorder
-from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.resume import ChatResumeStore, ResumeStore
 from orchestrator.pipeline.titles import make_title, title_assistant_id
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.services import Services
