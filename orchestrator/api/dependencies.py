@@ -80,7 +80,7 @@ def _images(state: StateDep) -> ImageService:
 
 
 def _store(state: StateDep) -> Store:
-    return state.runtime.store
+    return state.services.store
 
 
 CatalogDep = Annotated[Catalog, Depends(_catalog)]

@@ -1,18 +1,16 @@
 """`PipelineService`: the `TurnService` the API and the CLI use.
 
 ```python
-async with turn_tasks() as tasks:
-  service = PipelineService.from_services(services, store, tasks=tasks)
-  handle = await service.start(TurnInput(assistant_id="examples.hooks", owner="alice",
-                                       chat_id="c1", messages=(InputMessage(content="hi"),)))
+async with open_services(settings) as services:   # orchestrator/services.py builds the service
+  handle = await services.turns.start(TurnInput(assistant_id="examples.hooks", owner="alice",
+                                                chat_id="c1", messages=(InputMessage(content="hi"),)))
   async for event in handle.events(): ...
   result = await handle.result()
-  await service.aclose()
 ```
 `start` authorizes, makes sure the chat exists and belongs to the owner, reserves the chat (one
-turn at a time) and runs the turn in the task group its owner handed it (the server's runtime,
-`cage run`); the events are stamped by the chat's emitter, appended to the durable log and fanned
-out to `subscribe()`rs. `aclose()` ends the turns it started before the owner's group closes.
+turn at a time) and runs the turn in the task group its owner handed it (`open_services`, for the
+server and `cage run`); the events are stamped by the chat's emitter, appended to the durable log
+and fanned out to `subscribe()`rs. `aclose()` ends the turns it started before the owner's group closes.
 """
 
 from __future__ import annotations
@@ -45,7 +43,6 @@ from orchestrator.pipeline.recorder import TurnRecorder
 from orchestrator.pipeline.resume import ChatResumeStore, ResumeStore
 from orchestrator.pipeline.titles import make_title, title_assistant_id
 from orchestrator.sandbox.manager import SandboxManager
-from orchestrator.services import Services
 from orchestrator.store import RecordExists, Store
 from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
 
@@ -154,37 +151,6 @@ class PipelineService:
         self._titles: set[_Job] = set()
         """Background title jobs (`titles`), cancelled when the service closes."""
         self._closed = False
-
-    @classmethod
-    def from_services(
-        cls,
-        services: Services,
-        store: Store,
-        *,
-        tasks: TaskGroup,
-        resume: ResumeStore | None = None,
-        ids: IdSource | None = None,
-        close_grace: float = CLOSE_GRACE,
-        unattended: Unattended | None = None,
-        titles: bool = True,
-        assistants: AssistantRegistry | None = None,
-    ) -> PipelineService:
-        """The pipeline over a process's services and its (migrated) store."""
-        return cls(
-            tasks=tasks,
-            loader=services.loader,
-            manager=services.manager,
-            store=store,
-            resume=resume,
-            ids=ids,
-            assistants=assistants,
-            api_env_prefix=services.settings.api_assistant_env_prefix,
-            gateway=services.gateway,
-            allow_host_mcp=services.settings.allow_host_mcp,
-            close_grace=close_grace,
-            unattended=unattended,
-            titles=titles,
-        )
 
     # -- TurnService -----------------------------------------------------------------------------
 
