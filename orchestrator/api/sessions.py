@@ -66,17 +66,10 @@ class SessionView(BaseModel):
 
     @classmethod
     def of(cls, chat: ChatRecord, running_turn_id: str | None = None) -> SessionView:
+        """The view of `chat`: its fields of the same name as they are, its ids for the client."""
+        same = chat.model_dump(include=set(cls.model_fields) - {"id", "parent_id", "running_turn_id"})
         return cls(
-            id=chat.client_id,
-            owner=chat.owner,
-            assistant_id=chat.assistant_id,
-            title=chat.title,
-            created_at=chat.created_at,
-            updated_at=chat.updated_at,
-            last_seq=chat.last_seq,
-            metadata=chat.metadata,
-            running_turn_id=running_turn_id,
-            parent_id=_parent_session(chat),
+            **same, id=chat.client_id, parent_id=_parent_session(chat), running_turn_id=running_turn_id
         )
 
 
