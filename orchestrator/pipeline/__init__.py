@@ -9,6 +9,7 @@ from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.contract import (
     Admit,
     Attachment,
+    ClientOptions,
     InputMessage,
     Release,
     TurnHandle,
@@ -33,6 +34,7 @@ __all__ = [
     "CallResult",
     "CallStack",
     "ChatResumeStore",
+    "ClientOptions",
     "HookError",
     "HookModules",
     "InputMessage",

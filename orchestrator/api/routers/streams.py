@@ -18,23 +18,17 @@ from orchestrator.api.openai_compat import headers_for
 from orchestrator.api.sessions import SessionService
 from orchestrator.api.turn_metrics import TurnMetrics
 from orchestrator.dsl.locales import request_locale
-from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
+from orchestrator.pipeline import ClientOptions, InputMessage, TurnHandle, TurnOptions
 from orchestrator.store import ChatRecord
 from orchestrator.stream import SSEEncoder
 
 router = APIRouter(prefix="/v1/assistants", tags=["stream"])
 
 
-class RequestOptions(BaseModel):
-    """Per-turn overrides a network client may set (never a host path)."""
+class RequestOptions(ClientOptions):
+    """Per-turn overrides a network client may set (never a host path), within the server's limits."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    history_size: int | None = Field(default=None, ge=0, le=1000)
-    skip_history: bool = False
-    connector: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
-    locale: str | None = None
     workspace_id: str | None = Field(default=None, pattern=CHAT_ID)
     turn_timeout: float | None = Field(default=None, gt=0, le=MAX_TURN_SECONDS)
 
