@@ -113,6 +113,20 @@ class TurnInput(BaseModel):
     metadata: Mapping[str, Any] = Field(default_factory=dict)
 
 
+class TurnIds:
+    """The ids every `TurnHandle` answers, read off the `TurnInput` it runs (`input`)."""
+
+    input: TurnInput
+
+    @property
+    def turn_id(self) -> str:
+        return self.input.turn_id
+
+    @property
+    def chat_id(self) -> str:
+        return self.input.chat_id
+
+
 class TurnHandle(Protocol):
     """A turn running in the background. Iterating `events()` never stops the turn when abandoned."""
 

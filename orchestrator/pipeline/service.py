@@ -43,7 +43,7 @@ from orchestrator.pipeline.recorder import TurnRecorder
 from orchestrator.pipeline.resume import ChatResumeStore, ResumeStore
 from orchestrator.pipeline.titles import make_title, title_assistant_id
 from orchestrator.sandbox.manager import SandboxManager
-from orchestrator.store import RecordExists, Store
+from orchestrator.store import ChatRecord, RecordExists, Store
 from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
 
 log = structlog.get_logger(__name__)
@@ -91,6 +91,17 @@ async def turn_tasks() -> AsyncIterator[TaskGroup]:
         error = group.exceptions[0]
     if error is not None:
         raise error
+
+
+async def open_chat(store: Store, turn: TurnInput) -> ChatRecord:
+    """The turn's chat, created on first use for its owner and assistant (a racing creator's wins)."""
+    chat = await store.chats.get(turn.chat_id)
+    if chat is None:
+        try:
+            chat = await store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
+        except RecordExists:
+            chat = await store.chats.require(turn.chat_id)
+    return chat
 
 
 async def _ended(jobs: set[_Job], seconds: float) -> set[_Job]:
@@ -293,12 +304,7 @@ class PipelineService:
             raise UsageError(f"turn metadata must be JSON data: {exc.errors()[0]['msg']}") from None
 
     async def _ensure_chat(self, turn: TurnInput) -> None:
-        chat = await self.store.chats.get(turn.chat_id)
-        if chat is None:
-            try:
-                chat = await self.store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
-            except RecordExists:
-                chat = await self.store.chats.require(turn.chat_id)
+        chat = await open_chat(self.store, turn)
         if chat.owner != turn.owner:
             raise NotFound(f"chat {turn.chat_id!r} not found")
 
