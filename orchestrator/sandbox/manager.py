@@ -31,6 +31,7 @@ import structlog
 from anyio import to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dsl import McpServerSpec
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.dsl.source import stored_label
 from orchestrator.errors import CapacityError, SandboxError
@@ -48,7 +49,7 @@ from orchestrator.sandbox.backend import (
     SandboxState,
 )
 from orchestrator.sandbox.checkout import checkout_mounts, checkout_owner
-from orchestrator.sandbox.hashing import config_hash
+from orchestrator.sandbox.hashing import config_hash, mcp_document
 from orchestrator.sandbox.identity import SandboxIdentity, container_name, identity_for
 from orchestrator.sandbox.images import ImageBuilder, ProgressCallback
 from orchestrator.sandbox.labels import (
@@ -117,7 +118,7 @@ class SandboxRequest(BaseModel):
     spec: SandboxSpec
     chat_id: str | None = None
     workspace_id: str | None = None
-    mcp_servers: tuple[Mapping[str, Any], ...] = ()
+    mcp_servers: tuple[McpServerSpec, ...] = ()
     """The assistant's MCP server entries (feed the config hash)."""
     skills: Mapping[str, str] = Field(default_factory=dict)
     """Skill name -> content digest (feed the config hash)."""
@@ -281,7 +282,10 @@ class SandboxManager:
             hard = hard.model_copy(update={"user": f"{uid}:{gid}"})
         image = await self.images.ensure(spec.runner.name, base=spec.computer.image, on_progress=on_progress)
         digest = config_hash(
-            spec, image_hash=image.image_hash, mcp_servers=request.mcp_servers, skills=dict(request.skills)
+            spec,
+            image_hash=image.image_hash,
+            mcp_servers=[mcp_document(m) for m in request.mcp_servers],
+            skills=dict(request.skills),
         )
         if self.isolates(spec):  # its network's relay points at one gateway: another one means a new box
             relay = f"{self.settings.gateway_relay_host}:{request.gateway_port or self.gateway_port}"

@@ -36,9 +36,7 @@ def sandbox_request(call: Call, gateway_port: int | None = None) -> SandboxReque
         spec=assistant.sandbox,
         chat_id=call.scope.chat_id,
         workspace_id=call.options.workspace_id,
-        mcp_servers=tuple(
-            m.model_dump(mode="json", exclude={"env", "headers"}) for m in assistant.mcp_servers
-        ),
+        mcp_servers=assistant.mcp_servers,
         skills={s.name: s.digest for s in assistant.skills},
         host_workspace=call.options.host_workspace,
         gateway_port=gateway_port,
