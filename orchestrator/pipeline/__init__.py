@@ -19,7 +19,6 @@ from orchestrator.pipeline.contract import (
     new_chat_id,
     new_turn_id,
 )
-from orchestrator.pipeline.errors import CallDepthError, HookError
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
@@ -30,12 +29,10 @@ from orchestrator.pipeline.service import PipelineService, turn_tasks
 __all__ = [
     "Admit",
     "Attachment",
-    "CallDepthError",
     "CallResult",
     "CallStack",
     "ChatResumeStore",
     "ClientOptions",
-    "HookError",
     "HookModules",
     "InputMessage",
     "PermissionAnswer",
