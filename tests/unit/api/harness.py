@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,9 +24,8 @@ from fastapi import FastAPI
 from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
 from orchestrator.gateway import ModelGateway
-from orchestrator.pipeline import PipelineService, turn_tasks
 from orchestrator.sandbox import SandboxManager
-from orchestrator.services import Services, ServicesFactory
+from orchestrator.services import Services, ServicesFactory, open_services
 from orchestrator.settings import Settings
 from orchestrator.store import KeyRole, Store
 from tests.fakes.turns import FakeTurnService
@@ -84,34 +83,11 @@ def fake_services(backend: FakeBackend | None = None) -> ServicesFactory:
 
 
 def pipeline_services(backend: FakeBackend | None = None) -> ServicesFactory:
-    """Real store, manager and `PipelineService` (hook and LLM turns run for real); fake engine."""
+    """The production wiring (`open_services`: real store, manager and `PipelineService`, hook and
+    LLM turns run for real) over a fake engine."""
 
-    @asynccontextmanager
-    async def build(settings: Settings) -> AsyncIterator[Services]:
-        engine = backend or FakeBackend()
-        images = FakeImageBuilder()
-        loader = AppLoader(settings.app_dir, environ={})
-        manager = SandboxManager(engine, images, settings)
-        async with Store.from_settings(settings) as store, turn_tasks() as tasks:
-            assistants = AssistantRegistry(loader, store)
-            turns = PipelineService(
-                tasks=tasks, loader=loader, manager=manager, store=store, assistants=assistants
-            )
-            try:
-                yield Services(
-                    settings=settings,
-                    loader=loader,
-                    backend=engine,
-                    images=images,
-                    manager=manager,
-                    gateway=turns.gateway,
-                    store=store,
-                    assistants=assistants,
-                    turns=turns,
-                )
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await turns.aclose()
+    def build(settings: Settings) -> AbstractAsyncContextManager[Services]:
+        return open_services(settings, engine=(backend or FakeBackend(), FakeImageBuilder()))
 
     return build
 
