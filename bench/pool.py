@@ -27,7 +27,14 @@ from typing import Any
 
 import anyio
 import docker
-from sandbox import BENCH_LABEL, FixedImages, bench_image, first_line_of_exec, first_line_of_process
+from sandbox import (
+    BENCH_LABEL,
+    bench_image,
+    docker_run,
+    first_line_of_exec,
+    first_line_of_process,
+    fixed_images,
+)
 
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.errors import SandboxError
@@ -100,21 +107,10 @@ async def main(runs: int, shared_network: bool) -> None:
     tag = bench_image(client, settings.base_image)
     times: dict[str, list[float]] = defaultdict(list)
     cold_manager = SandboxManager(
-        timed_backend(DockerBackend(settings), times), FixedImages(tag), settings, extra_labels=labels
+        timed_backend(DockerBackend(settings), times), fixed_images(tag), settings, extra_labels=labels
     )
-    warm_manager = SandboxManager(DockerBackend(settings), FixedImages(tag), settings, extra_labels=labels)
-    raw_run = [
-        "docker",
-        "run",
-        "--rm",
-        "--label",
-        f"{BENCH_LABEL}={run_id}",
-        "-u",
-        "sandbox",
-        tag,
-        "echo",
-        "hi",
-    ]
+    warm_manager = SandboxManager(DockerBackend(settings), fixed_images(tag), settings, extra_labels=labels)
+    raw_run = docker_run(run_id, tag)
     claim, claim_line, cold, cold_line, raw = [], [], [], [], []
     misses = 0
     try:

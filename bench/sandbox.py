@@ -19,20 +19,21 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 import docker
 import docker.errors
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' fakes
+
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.logs import configure_logging
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker import DockerBackend
-from orchestrator.sandbox.images import BuildProgress, ImageInfo, ImageRef
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings
+from tests.unit.sandbox.fakes import FakeImageBuilder
 
 BENCH_LABEL = "cage.bench"
 DOCKERFILE = """\
@@ -43,38 +44,14 @@ WORKDIR /workspace
 """
 
 
-class FixedImages:
-    """An ImageBuilder returning the bench image for every runner."""
+def fixed_images(tag: str) -> FakeImageBuilder:
+    """An ImageBuilder returning the bench image for every runner (the tests' fake, on `tag`)."""
+    return FakeImageBuilder(tag=tag, image_hash=hashlib.sha256(tag.encode()).hexdigest())
 
-    def __init__(self, tag: str) -> None:
-        self.ref = ImageRef(tag=tag, image_hash=hashlib.sha256(tag.encode()).hexdigest())
 
-    async def aclose(self) -> None:
-        return None
-
-    async def ensure(
-        self,
-        runner: str,
-        *,
-        base: str | None = None,
-        on_progress: Callable[[BuildProgress], Awaitable[None]] | None = None,
-    ) -> ImageRef:
-        return self.ref
-
-    async def build(
-        self,
-        runner: str,
-        *,
-        force: bool = False,
-        on_progress: Callable[[BuildProgress], Awaitable[None]] | None = None,
-    ) -> ImageRef:
-        return self.ref
-
-    async def list_images(self) -> list[ImageInfo]:
-        return []
-
-    async def prune(self, keep_in_use: set[str]) -> list[str]:
-        return []
+def docker_run(run_id: str, tag: str) -> list[str]:
+    """`docker run --rm` of the bench image printing one line: the engine's floor for a cold box."""
+    return ["docker", "run", "--rm", "--label", f"{BENCH_LABEL}={run_id}", "-u", "sandbox", tag, "echo", "hi"]
 
 
 def bench_image(client: docker.DockerClient, base: str) -> str:
@@ -126,7 +103,7 @@ async def main(runs: int) -> None:
     settings = Settings()
     tag = bench_image(client, settings.base_image)
     backend = DockerBackend(settings)
-    manager = SandboxManager(backend, FixedImages(tag), settings, extra_labels=labels)
+    manager = SandboxManager(backend, fixed_images(tag), settings, extra_labels=labels)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             spec = SandboxSpec.model_validate(
@@ -153,18 +130,7 @@ async def main(runs: int) -> None:
             cold_req = SandboxRequest(
                 owner="bench", assistant_id="bench.sandbox", assistant_dir=Path(tmp), spec=oneshot
             )
-            raw_run = [
-                "docker",
-                "run",
-                "--rm",
-                "--label",
-                f"{BENCH_LABEL}={run_id}",
-                "-u",
-                "sandbox",
-                tag,
-                "echo",
-                "hi",
-            ]
+            raw_run = docker_run(run_id, tag)
             ours_cold, raw_cold = [], []
             for _ in range(max(3, runs // 2)):
                 started = time.perf_counter()

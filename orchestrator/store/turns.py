@@ -20,7 +20,7 @@ from orchestrator.store.errors import RecordExists, TurnRunning
 from orchestrator.store.events import append_events
 from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
-from orchestrator.store.records import NewMessage, TurnInput, TurnRecord
+from orchestrator.store.records import FinishedTurn, NewMessage, TurnRecord
 from orchestrator.store.tables import MessageRow, TurnRow
 from orchestrator.stream import Event, Usage
 
@@ -98,7 +98,7 @@ class TurnRepository:
             await end_turn_lease(session, turn_id)
         return True
 
-    async def persist(self, turn: TurnInput) -> TurnRecord:
+    async def persist(self, turn: FinishedTurn) -> TurnRecord:
         """Write the turn (closing its `running` row, if `begin` wrote one): all of it or, on any
         error, none of it.
 

@@ -25,10 +25,10 @@ from typing import Any, Literal
 import structlog
 from pydantic import JsonValue
 
-from orchestrator.errors import ProtocolError
+from orchestrator.errors import STDERR_TAIL, ProtocolError
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
-from runners.base import ControlRequest, TurnOutcome
+from runners.base import ControlQueue, ControlRequest, OutcomeOnClose, TurnOutcome
 from runners.claude.payload import clip, raw_payload, tool_output
 from runners.claude.permissions import control_request
 from runners.claude.session import RESUME_KEY
@@ -43,7 +43,6 @@ INTERRUPT_REQUEST_ID = "cage-interrupt"
 """`request_id` of the stdin interrupt Cage sends (see `ClaudeAdapter.cancel`)."""
 _INTERRUPTED = "[Request interrupted by user"
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
-_STDERR_TAIL = 2000
 
 BlockKind = Literal["text", "thinking", "tool", "other"]
 
@@ -82,7 +81,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class ClaudeTranslator:
+class ClaudeTranslator(OutcomeOnClose, ControlQueue):
     """Claude Code stream-json lines -> protocol events through `builder`. No I/O."""
 
     def __init__(self, builder: TurnBuilder, *, session_id: str | None = None) -> None:
@@ -93,7 +92,6 @@ class ClaudeTranslator:
         self._interrupted = False
         self._api_error: str | None = None
         self._ending: _Ending | None = None
-        self._outcome: TurnOutcome | None = None
         self._message_ids: dict[str | None, str] = {}
         """Id of the message streaming now, per sub-agent (`parent_tool_use_id`, None: main)."""
         self._blocks: dict[tuple[str | None, int], _Block] = {}
@@ -110,19 +108,8 @@ class ClaudeTranslator:
         return self._finished
 
     @property
-    def outcome(self) -> TurnOutcome:
-        if self._outcome is None:
-            raise ProtocolError(["ClaudeTranslator.outcome read before close()"])
-        return self._outcome
-
-    @property
     def resume_state(self) -> dict[str, str]:
         return {RESUME_KEY: self._session_id} if self._session_id else {}
-
-    def take_requests(self) -> list[ControlRequest]:
-        """The permission requests and questions the CLI raised since the last call."""
-        taken, self._requests = self._requests, []
-        return taken
 
     def feed(self, line: str) -> list[Event]:
         """Translate one stdout line. Blank, non-JSON and non-object lines are skipped."""
@@ -143,7 +130,7 @@ class ClaudeTranslator:
         if self._outcome is not None:
             return []
         self._out = []
-        tail = redact(stderr_tail.strip())[-_STDERR_TAIL:]
+        tail = redact(stderr_tail.strip())[-STDERR_TAIL:]
         ending = self._ending
         if ending is not None:
             error = ending.error

@@ -27,7 +27,7 @@ import structlog
 
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, TurnBuilder, Usage
-from runners.base import TurnOutcome, TurnRequest
+from runners.base import OutcomeOnClose, TurnOutcome, TurnRequest
 from runners.codex.invocation import RESUME_KEY
 from runners.codex.items import ToolView, clip, tool_view
 from runners.codex.usage import ThreadTotals
@@ -67,7 +67,7 @@ def _exit(exit_code: int | None) -> str:
     return "without an exit code (killed)" if exit_code is None else f"with code {exit_code}"
 
 
-class CodexTranslator:
+class CodexTranslator(OutcomeOnClose):
     """Translates one codex turn. Holds the turn's state; `resume_state` carries the thread on."""
 
     def __init__(self, builder: TurnBuilder, turn: TurnRequest) -> None:
@@ -87,7 +87,6 @@ class CodexTranslator:
         self._tools: dict[str, ToolView] = {}
         self._done_tools: set[str] = set()
         self._usage: Usage | None = None
-        self._outcome: TurnOutcome | None = None
         self._lost_thread = False
 
     # -- the Translator protocol -------------------------------------------------------------
@@ -95,12 +94,6 @@ class CodexTranslator:
     @property
     def finished(self) -> bool:
         return self._state != "running"
-
-    @property
-    def outcome(self) -> TurnOutcome:
-        if self._outcome is None:
-            raise RuntimeError("outcome is known only after close()")
-        return self._outcome
 
     @property
     def resume_state(self) -> dict[str, str]:

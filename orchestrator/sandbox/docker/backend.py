@@ -33,7 +33,7 @@ from orchestrator.sandbox.backend import (
     ResourceUsage,
     SandboxInfo,
     SandboxRef,
-    SandboxStatus,
+    SandboxState,
     VolumeInfo,
     VolumeMount,
 )
@@ -49,13 +49,13 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 _STATES = {
-    "created": SandboxStatus.CREATED,
-    "running": SandboxStatus.RUNNING,
-    "paused": SandboxStatus.PAUSED,
-    "restarting": SandboxStatus.RESTARTING,
-    "exited": SandboxStatus.STOPPED,
-    "removing": SandboxStatus.REMOVING,
-    "dead": SandboxStatus.DEAD,
+    "created": SandboxState.CREATED,
+    "running": SandboxState.RUNNING,
+    "paused": SandboxState.PAUSED,
+    "restarting": SandboxState.RESTARTING,
+    "exited": SandboxState.STOPPED,
+    "removing": SandboxState.REMOVING,
+    "dead": SandboxState.DEAD,
 }
 _INIT_MOUNT = "/cage-mount-init"
 PUT_SCRIPT = (
@@ -138,7 +138,7 @@ class DockerBackend:
                 id=row["Id"],
                 name=(row.get("Names") or ["/"])[0].lstrip("/"),
                 labels=row.get("Labels") or {},
-                status=_STATES.get(row.get("State", ""), SandboxStatus.DEAD),
+                status=_STATES.get(row.get("State", ""), SandboxState.DEAD),
             )
             for row in rows
         ]
@@ -148,9 +148,9 @@ class DockerBackend:
             data = await self._call(self._sync, "inspect_container", sandbox_id)
         state = data.get("State") or {}
         config = data.get("Config") or {}
-        status = _STATES.get(state.get("Status", ""), SandboxStatus.DEAD)
+        status = _STATES.get(state.get("Status", ""), SandboxState.DEAD)
         usage = ResourceUsage()
-        if status is SandboxStatus.RUNNING:
+        if status is SandboxState.RUNNING:
             usage = await self._usage(sandbox_id)
         ref = SandboxRef(
             id=data["Id"],

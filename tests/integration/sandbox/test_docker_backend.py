@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from orchestrator.errors import SandboxNotFound, StreamLimitError
-from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry, SandboxRef, SandboxStatus
+from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry, SandboxRef, SandboxState
 from orchestrator.sandbox.docker import DockerBackend
 
 
@@ -132,11 +132,11 @@ async def test_inspect_find_stop_remove(
     backend: DockerBackend, box: SandboxRef, test_run_labels: dict[str, str]
 ) -> None:
     info = await backend.inspect(box.id)
-    assert info.ref.status is SandboxStatus.RUNNING and info.user == "sandbox"
+    assert info.ref.status is SandboxState.RUNNING and info.user == "sandbox"
     assert info.started_at is not None and info.usage.pids is not None and info.usage.pids >= 1
     assert box.id in [r.id for r in await backend.find(test_run_labels)]
     await backend.stop(box, timeout=1)
-    assert (await backend.inspect(box.id)).ref.status is SandboxStatus.STOPPED
+    assert (await backend.inspect(box.id)).ref.status is SandboxState.STOPPED
     await backend.remove(box, force=True)
     await backend.remove(box, force=True)  # already gone: not an error
     with pytest.raises(SandboxNotFound):

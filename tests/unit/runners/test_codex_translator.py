@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.errors import ProtocolError
 from orchestrator.stream import CountingIds, TurnBuilder, dump_event, validate_stream
 from runners.base import TurnOutcome, TurnRequest
 from runners.codex import CodexAdapter, CodexTranslator
@@ -174,7 +175,7 @@ def test_close_is_idempotent_and_outcome_needs_close() -> None:
     builder = TurnBuilder(CountingIds())
     translator = CodexAdapter().translator(builder, TurnRequest(assistant_id="a", owner="o", chat_id="c",
                                                                 turn_id="t", prompt="p"))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ProtocolError, match="outcome read before close"):
         _ = translator.outcome
     assert translator.close(1, "boom") != []
     assert translator.close(1, "boom") == []
