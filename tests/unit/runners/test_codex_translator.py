@@ -263,6 +263,28 @@ def test_resume_state_survives_a_turn_that_never_started() -> None:
     assert "Error loading config.toml" in result.of("error")[0]["message"]
 
 
+def test_resume_state_follows_every_line_that_changes_it() -> None:
+    """The bridge reads `resume_state` after every line: each read says what the lines so far say."""
+    resume = {"thread_id": THREAD, **ThreadTotals(1000, 200, 50, 5).to_resume()}
+    builder = TurnBuilder(CountingIds(), runner="codex", clock=lambda: 0)
+    turn = TurnRequest(assistant_id="a", owner="o", chat_id="c", turn_id="t", prompt="p", resume=resume)
+    translator = CodexAdapter().translator(builder, turn)
+    assert translator.resume_state == resume
+    translator.feed(line("thread.started", thread_id="another"))  # codex started a new thread
+    assert translator.resume_state == {"thread_id": "another", **ThreadTotals().to_resume()}
+    translator.resume_state["thread_id"] = "changed by a reader"  # each read is the reader's own
+    translator.feed(line("turn.started"))
+    assert translator.resume_state["thread_id"] == "another"
+    translator.feed(completed(1500, 80))
+    assert translator.resume_state == {"thread_id": "another", **ThreadTotals(1500, 0, 80, 0).to_resume()}
+
+    lost = CodexAdapter().translator(TurnBuilder(CountingIds(), runner="codex"), turn)
+    lost.feed(line("thread.started", thread_id=THREAD))
+    assert lost.resume_state == resume
+    lost.close(1, f"Error: thread/resume failed: no rollout found for thread id {THREAD}")
+    assert lost.resume_state == {}  # its session files are gone: the next turn starts afresh
+
+
 @pytest.mark.parametrize(
     ("command", "script"),
     [
