@@ -510,9 +510,10 @@ class TurnBuilder:
     def raw(self, raw_type: str, raw: JsonValue, *, runner: str | None = None) -> list[Event]:
         """Forward a CLI message the translator does not understand."""
         self._live()
-        return [
-            self._event(RunnerRaw(runner=runner or self._runner or "unknown", raw_type=raw_type, raw=raw))
-        ]
+        props = trusted(
+            RunnerRaw, runner=runner or self._runner or "unknown", raw_type=raw_type, raw=checked_json(raw)
+        )
+        return [self._event(props)]
 
     # -- internals ---------------------------------------------------------------------------
 

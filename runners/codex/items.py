@@ -12,8 +12,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from pydantic import JsonValue
 
@@ -26,9 +25,9 @@ _SHELLS = ("bash", "sh", "zsh", "dash")
 _FAILED = ("failed", "declined", "errored")
 
 
-@dataclass(frozen=True)
-class ToolView:
-    """One tool-like item as the builder wants it."""
+class ToolView(NamedTuple):
+    """One tool-like item as the builder wants it (a tuple: two are made per tool run, and a
+    frozen dataclass pays an `object.__setattr__` per field)."""
 
     tool: str
     input: JsonValue
