@@ -164,12 +164,14 @@ class ClaudeTranslator(OutcomeOnClose, ControlQueue):
         self._out.extend(events)
 
     def _translate(self, message: dict[str, Any]) -> None:
-        session = _str(message.get("session_id"))
-        if session and self._session_id is None:
-            self._session_id = session
+        if self._session_id is None:
+            self._session_id = _str(message.get("session_id")) or None
         match message.get("type"):
-            case "stream_event":
-                self._stream_event(_dict(message.get("event")), _str(message.get("parent_tool_use_id")))
+            case "stream_event":  # most lines: their fields read without a helper call each
+                event, parent = message.get("event"), message.get("parent_tool_use_id")
+                self._stream_event(
+                    event if isinstance(event, dict) else {}, parent if isinstance(parent, str) else None
+                )
             case "assistant":
                 self._assistant(message)
             case "user":
@@ -234,7 +236,9 @@ class ClaudeTranslator(OutcomeOnClose, ControlQueue):
 
     def _stream_event(self, event: dict[str, Any], parent: str | None) -> None:
         kind = event.get("type")
-        index = _int(event.get("index"))
+        index = event.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = None
         if kind == "message_start":
             message_id = _str(_dict(event.get("message")).get("id"))
             if message_id:
@@ -243,7 +247,8 @@ class ClaudeTranslator(OutcomeOnClose, ControlQueue):
         elif kind == "content_block_start" and index is not None:
             self._block_start(parent, index, _dict(event.get("content_block")))
         elif kind == "content_block_delta" and index is not None:
-            self._block_delta(parent, index, _dict(event.get("delta")))
+            delta = event.get("delta")
+            self._block_delta(parent, index, delta if isinstance(delta, dict) else {})
         elif kind == "content_block_stop" and index is not None:
             self._block_stop(self._blocks.pop((parent, index), None))
         elif kind == "message_stop":
@@ -285,7 +290,9 @@ class ClaudeTranslator(OutcomeOnClose, ControlQueue):
             if text:
                 self._stream_text(block, text)
         elif kind == "input_json_delta" and block is not None and block.tool_id is not None:
-            fragment = _str(delta.get("partial_json"))
+            fragment = delta.get("partial_json")
+            if not isinstance(fragment, str):
+                fragment = None
             block.parts.append(fragment or "")
             if fragment and self._b.is_running(block.tool_id) and block.tool_id not in self._known_inputs:
                 self._emit(self._b.tool_input_delta(block.tool_id, fragment))

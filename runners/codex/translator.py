@@ -88,6 +88,8 @@ class CodexTranslator(OutcomeOnClose):
         self._done_tools: set[str] = set()
         self._usage: Usage | None = None
         self._lost_thread = False
+        self._resume: tuple[tuple[object, ...], dict[str, str]] | None = None
+        """`resume_state` and what it was made from: the bridge reads it after every line."""
 
     # -- the Translator protocol -------------------------------------------------------------
 
@@ -97,7 +99,17 @@ class CodexTranslator(OutcomeOnClose):
 
     @property
     def resume_state(self) -> dict[str, str]:
-        """`thread_id` and codex's cumulative counters after this turn (for the next subtraction)."""
+        """`thread_id` and codex's cumulative counters after this turn (for the next subtraction).
+
+        Made again only when what it is made from changed: the bridge asks after every line, and
+        most lines change none of it."""
+        basis = (self._lost_thread, self._thread_id, self._totals, self._previous)
+        cached = self._resume
+        if cached is None or cached[0] != basis:
+            cached = self._resume = (basis, self._make_resume_state())
+        return dict(cached[1])
+
+    def _make_resume_state(self) -> dict[str, str]:
         if self._lost_thread:
             return {}
         if self._thread_id is None:
