@@ -46,7 +46,7 @@ from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
-from orchestrator.sandbox.docker.timestamps import engine_age
+from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import EgressClient, render
 from orchestrator.sandbox.images import EGRESS_IMAGE
@@ -66,6 +66,10 @@ NETWORK_SUFFIX = "-net"
 SUBNET_PREFIX = 28
 SQUID_CONF = "/etc/squid/squid.conf"
 _CREATE_TRIES = 8
+PROXY_START_SECONDS = 30.0
+"""How long a just-started proxy may take to listen (squid reads its configuration first)."""
+LISTENING = b"Accepting HTTP Socket connections"
+"""What squid logs (to stderr) once its ports are open, its signal handlers set before."""
 _LOCK_POLL = 0.1
 _HOST_ALIAS = "host.docker.internal"
 
@@ -263,11 +267,42 @@ class DockerEgress:
                     data = None
                 elif stale:
                     log.warning("egress.proxy.stale", container=name, reason="sandbox networks attached")
+            fresh = data is None  # made now, by this process or (a name conflict) by another
             if data is None:
                 data = self._create_proxy(name, image, digest)
             if not (data.get("State") or {}).get("Running"):
                 api.start(data["Id"])
+                fresh = True
+            if fresh:
+                self._await_listening(str(data["Id"]))
         return str(data["Id"])
+
+    def _await_listening(self, proxy: str) -> None:
+        """Return once squid in the proxy, just started, listens: its SIGHUP handler is set by then.
+
+        Before, a reconfigure's SIGHUP ends squid (the default action) and the proxy with it, and
+        the first boxes behind it reach nothing.
+
+        Raises:
+            SandboxError: the proxy exited, or did not listen within `PROXY_START_SECONDS`.
+        """
+        api = self._api()
+        deadline = time.monotonic() + PROXY_START_SECONDS
+        while True:
+            state = api.inspect_container(proxy).get("State") or {}
+            started = engine_time(state.get("StartedAt"))
+            if not state.get("Running") or started is None:
+                status = f"{state.get('Status')}, exit code {state.get('ExitCode')}"
+                raise SandboxError(self._settings.egress_container, f"the egress proxy stopped ({status})")
+            logs = api.logs(proxy, stdout=False, stderr=True, since=started.timestamp())
+            if LISTENING in logs:
+                return
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    self._settings.egress_container,
+                    f"the egress proxy did not listen within {PROXY_START_SECONDS:g}s",
+                )
+            time.sleep(_LOCK_POLL)
 
     def _create_proxy(self, name: str, image: str, digest: str) -> dict[str, Any]:
         api = self._api()
