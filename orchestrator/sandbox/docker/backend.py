@@ -38,9 +38,10 @@ from orchestrator.sandbox.backend import (
     VolumeMount,
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
-from orchestrator.sandbox.docker.egress import DockerEgress
+from orchestrator.sandbox.docker.egress import DockerEgress, network_name
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
+from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.timestamps import engine_time
 from orchestrator.settings import Settings
 
@@ -96,6 +97,7 @@ class DockerBackend:
         self.egress = DockerEgress(self._api, settings)
         self._disk_ok: bool | None = None
         self._info: dict[str, Any] | None = None
+        self._info_lock = anyio.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DockerBackend:
@@ -179,35 +181,34 @@ class DockerBackend:
         return ResourceUsage(memory_bytes=mem, pids=pids)
 
     async def create(self, spec: CreateSpec) -> SandboxRef:
+        """Create the box; isolated, on a network of its own that the egress proxy takes and joins
+        in `start`, as the box starts (`DockerEgress`: the order)."""
         if spec.egress is None:
             return await self._create_container(spec)
-        made: list[SandboxRef] = []
+        policy, network = spec.egress, network_name(spec.name)
 
-        async def make(network: str) -> None:  # while the proxy joins the network
-            # an internal network publishes nothing: the box's ports go through its relay
-            box = spec.model_copy(update={"egress": None, "network": network, "ports": ()})
-            made.append(await self._create_container(box))
+        async def attach() -> None:
+            await self.egress.attach(spec.name, policy, gateway=spec.gateway_relay)
 
         try:
-            network = await self.egress.attach(
-                spec.name, spec.egress, gateway=spec.gateway_relay, alongside=make
-            )
-            [ref] = made
-            if spec.ports:
-                try:
-                    await self.egress.publish(spec.name, network, spec.ports)
-                except BaseException:
-                    with anyio.CancelScope(shield=True):
-                        await self._call(self._sync, "remove_container", ref.id, force=True, v=True)
-                    raise
-            return ref
+            await at_once(self._engine_info, attach)  # the engine's cores, asked meanwhile
+            # an internal network publishes nothing: the box's ports go through its relay
+            box = spec.model_copy(update={"egress": None, "network": network, "ports": ()})
+            ref = await self._create_container(box)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                for box in made:
-                    with contextlib.suppress(SandboxError), engine_errors(box.name):
-                        await self._call(self._sync, "remove_container", box.id, force=True, v=True)
                 await self.egress.detach(spec.name)
             raise
+        if spec.ports:
+            try:
+                await self.egress.publish(spec.name, network, spec.ports)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    with contextlib.suppress(SandboxError), engine_errors(ref.name):
+                        await self._call(self._sync, "remove_container", ref.id, force=True, v=True)
+                    await self.egress.detach(spec.name)
+                raise
+        return ref
 
     async def _create_container(self, spec: CreateSpec) -> SandboxRef:
         disk = spec.limits.disk_bytes
@@ -325,10 +326,18 @@ class DockerBackend:
                 await self._call(self._sync, "remove_container", made["Id"], force=True)
 
     async def start(self, ref: SandboxRef) -> None:
-        with engine_errors(ref.name or ref.id):
-            await self._call(self._sync, "start", ref.id)
-        if ref.name:
-            await self.egress.resume(ref.name)  # its port relay, if it has one
+        """Start the box while the egress proxy joins its network and its port relay (if it has
+        either) starts: all three independent, the box's policy in force before the proxy joins."""
+
+        async def container() -> None:
+            with engine_errors(ref.name or ref.id):
+                await self._call(self._sync, "start", ref.id)
+
+        if not ref.name:
+            await container()
+            return
+        name = ref.name
+        await at_once(container, lambda: self.egress.join(name), lambda: self.egress.resume(name))
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
         with engine_errors(ref.name or ref.id):
@@ -347,14 +356,26 @@ class DockerBackend:
             await self._call(self._sync, "unpause", ref.id)
 
     async def remove(self, ref: SandboxRef, *, force: bool = False) -> None:
-        try:
-            with engine_errors(ref.name or ref.id):
-                await self._call(self._sync, "remove_container", ref.id, force=force, v=True)
-        except SandboxError as exc:
-            if not (isinstance(exc, SandboxNotFound) or "already in progress" in str(exc)):
-                raise
-        if ref.name:
-            await self.egress.detach(ref.name)  # its network, if it had one of its own
+        """Remove the box and its network. Forced, the proxy leaves the network while the box
+        goes (the box loses its way out first, never the other way round)."""
+
+        async def container() -> None:
+            try:
+                with engine_errors(ref.name or ref.id):
+                    await self._call(self._sync, "remove_container", ref.id, force=force, v=True)
+            except SandboxError as exc:
+                if not (isinstance(exc, SandboxNotFound) or "already in progress" in str(exc)):
+                    raise
+
+        if not ref.name:
+            await container()
+            return
+        name = ref.name
+        if force:
+            await at_once(container, lambda: self.egress.leave(name))
+        else:  # a running box refuses: it keeps its way out
+            await container()
+        await self.egress.detach(name, left=force)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
         with engine_errors(ref.name or ref.id):
@@ -535,9 +556,11 @@ class DockerBackend:
         return self._disk_ok
 
     async def _engine_info(self) -> dict[str, Any]:
-        if self._info is None:
-            with engine_errors("engine"):
-                self._info = dict(await self._call(self._sync, "info"))
+        """The engine's `info`, asked once per process (concurrent first callers share the one ask)."""
+        async with self._info_lock:
+            if self._info is None:
+                with engine_errors("engine"):
+                    self._info = dict(await self._call(self._sync, "info"))
         return self._info
 
     async def list_processes(self, ref: SandboxRef) -> list[ProcessInfo]:

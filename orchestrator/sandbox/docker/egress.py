@@ -9,6 +9,11 @@
 * The proxy is one long-lived container (`Settings.egress_container`, squid, `images/egress/`) on
   `Settings.egress_network` (the outside, and the gateway's host). It joins each sandbox network
   with the aliases `cage-egress` and `cage-gateway`.
+* Order, so that a box never reaches anything its policy does not allow: `attach` creates the
+  network (the box's container is created on it next); `join`, made while the box starts, rewrites
+  the proxy's configuration to name the network and only then connects the proxy to it. Until
+  then the box is alone on a network with no route out; from the connect on, squid already holds
+  its policy, so a subnet reused from a removed network never meets that network's stale rules.
 * The proxy's configuration is rendered from the engine's state, not from this process's memory:
   every sandbox network carries its policy and gateway in labels, so two Cage processes sharing one
   engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
@@ -32,6 +37,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +100,14 @@ def _conf_tar(text: str) -> bytes:
     return buf.getvalue()
 
 
+@dataclass(frozen=True)
+class _Join:
+    """A network `attach` made that the proxy has yet to take and join (`join`)."""
+
+    proxy: str
+    network: str
+
+
 @contextmanager
 def _flock(path: Path) -> Iterator[None]:
     """Blocking exclusive lock; call from a worker thread."""
@@ -125,26 +139,19 @@ class DockerEgress:
         when the proxy cannot be ensured with it."""
         self.denials = EgressDenials(resolve=self._network_of)
         self._lock = anyio.Lock()
+        self._joins: dict[str, _Join] = {}
+        """Sandbox -> its network made by `attach` that the proxy has yet to take (`join`, `detach`)."""
         self._follower: threading.Thread | None = None
         self._pool = settings.egress_subnet_pool
 
     # --- public ------------------------------------------------------------------------------
 
-    async def attach(
-        self,
-        sandbox: str,
-        policy: EgressPolicy,
-        *,
-        gateway: str | None,
-        alongside: Callable[[str], Awaitable[None]] | None = None,
-    ) -> str:
-        """Create `sandbox`'s network, join the proxy to it, reconfigure the proxy; the network name.
+    async def attach(self, sandbox: str, policy: EgressPolicy, *, gateway: str | None) -> str:
+        """Create `sandbox`'s network, labelled with its policy and gateway; the network name.
 
         `gateway` is `host:port` of the model gateway as the proxy reaches it (None: no relay).
-        `alongside(network)` runs while the proxy joins the new network: the box's container
-        needs the network to exist, not the proxy on it, so it is created meanwhile (the join is
-        a fifth of a cold acquire). Its error is raised once both are done; on any error the
-        network is removed, and what `alongside` made is the caller's to remove.
+        The proxy takes the policy and joins the network in `join`, as the box starts (module
+        docstring: the order).
 
         Raises:
             SandboxError: the engine refused (no free subnet, the proxy failed to start).
@@ -158,36 +165,29 @@ class DockerEgress:
                 self._image = None  # removed behind our back, say: look it up again next time
                 raise
             name, subnet = await to_thread.run_sync(self._create_network, sandbox, policy, gateway)
-            errors: list[Exception] = []
-
-            async def join() -> None:
-                try:
-                    await to_thread.run_sync(self._connect, proxy, name)
-                    await to_thread.run_sync(self._reconfigure, proxy, name)
-                except Exception as exc:  # noqa: BLE001 - raised below, once `alongside` is done too
-                    errors.append(exc)
-
-            async def side() -> None:
-                try:
-                    if alongside is not None:
-                        await alongside(name)
-                except Exception as exc:  # noqa: BLE001 - raised below, once the join is done too
-                    errors.append(exc)
-
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(side)
-                    await join()
-                if errors:
-                    raise errors[0]
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await to_thread.run_sync(self._remove_network, name)
-                raise
+        self._joins[sandbox] = _Join(proxy=proxy, network=name)
         self.denials.track(sandbox, subnet, policy.mode)
         self._start_follower()
         log.info("egress.attached", sandbox=sandbox, network=name, subnet=subnet, policy=policy.mode)
         return name
+
+    async def join(self, sandbox: str) -> None:
+        """Put `sandbox`'s policy in the proxy's configuration, then connect the proxy to its network:
+        from then on the box reaches what its policy allows (and nothing before).
+
+        For a network `attach` made here, both; for any other (a box this process did not create,
+        started again), only when the proxy is missing from it. A sandbox without a network of its
+        own needs nothing.
+
+        Raises:
+            SandboxError: the engine refused, or the network vanished meanwhile.
+        """
+        pending = self._joins.pop(sandbox, None)
+        if pending is None:
+            await to_thread.run_sync(self._join_if_missing, network_name(sandbox))
+            return
+        await to_thread.run_sync(self._reconfigure, pending.proxy, pending.network)
+        await to_thread.run_sync(self._connect, pending.proxy, pending.network)
 
     async def publish(self, sandbox: str, network: str, ports: tuple[PortBinding, ...]) -> None:
         """Publish `sandbox`'s ports on 127.0.0.1 through a relay on its network `network`.
@@ -215,14 +215,29 @@ class DockerEgress:
         """Start `sandbox`'s port relay again if it has one (its box is being started)."""
         await to_thread.run_sync(start_relay, self._api(), sandbox)
 
-    async def detach(self, sandbox: str) -> None:
+    async def leave(self, sandbox: str) -> None:
+        """The proxy and the port relay leave `sandbox`'s network: the box has no way out left.
+
+        Made while the box is being removed (`detach(left=True)` removes the network once it is
+        gone). Never raises for the engine: what it could not do, `detach` does again.
+        """
+        self._joins.pop(sandbox, None)
+        try:
+            await to_thread.run_sync(self._leave, network_name(sandbox))
+        except SandboxError as exc:
+            log.warning("egress.leave_failed", sandbox=sandbox, error=str(exc))
+
+    async def detach(self, sandbox: str, *, left: bool = False) -> None:
         """Remove `sandbox`'s network (after its container is gone); a missing network is fine.
 
-        Never raises for the engine: a network it refuses to remove now is left to `sweep`.
+        `left`: `leave` has already been made. Never raises for the engine: a network it refuses
+        to remove now is left to `sweep`.
         """
         self.denials.forget(sandbox)
+        self._joins.pop(sandbox, None)
         try:
-            await to_thread.run_sync(self._remove_network, network_name(sandbox))
+            remove = functools.partial(self._remove_network, network_name(sandbox), left=left)
+            await to_thread.run_sync(remove)
         except SandboxError as exc:
             log.warning("egress.detach_failed", sandbox=sandbox, error=str(exc))
 
@@ -395,13 +410,45 @@ class DockerEgress:
         with engine_errors(network):
             self._api().connect_container_to_network(proxy, network, aliases=[PROXY_ALIAS, GATEWAY_ALIAS])
 
-    def _remove_network(self, name: str) -> None:
+    def _join_if_missing(self, network: str) -> None:
+        """Join the proxy to `network` if it exists without it (its box's create was cut short
+        before the join), rewriting the configuration first, so the join meets the box's policy."""
+        api = self._api()
+        proxy = self._settings.egress_container
+        with engine_errors(network):
+            try:
+                members = api.inspect_network(network).get("Containers") or {}
+            except docker.errors.NotFound:
+                return
+        if any(member.get("Name") == proxy for member in members.values()):
+            return
+        self._reconfigure(proxy, network)
+        self._connect(proxy, network)
+
+    def _leave(self, name: str) -> None:
+        """The port relay (its endpoint would keep the network) and the proxy off network `name`."""
         api = self._api()
         with engine_errors(name):
-            remove_relay(api, name.removesuffix(NETWORK_SUFFIX))  # its endpoint would keep the network
+            remove_relay(api, name.removesuffix(NETWORK_SUFFIX))
             with contextlib.suppress(docker.errors.APIError):  # not connected, or the network is gone
                 api.disconnect_container_from_network(self._settings.egress_container, name, force=True)
-            for proxy in self._other_proxies(name):
+
+    def _remove_network(self, name: str, *, left: bool = False) -> None:
+        """Remove network `name`, the proxy and relay taken off it first unless `left`; another
+        Cage proxy still on it (`_other_proxies`) is taken off when the engine names an endpoint."""
+        api = self._api()
+        if not left:
+            self._leave(name)
+        with engine_errors(name):
+            try:
+                api.remove_network(name)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if "active endpoints" not in str(exc):
+                    raise
+            for proxy in [self._settings.egress_container, *self._other_proxies(name)]:
                 with contextlib.suppress(docker.errors.APIError):
                     api.disconnect_container_from_network(proxy, name, force=True)
             try:
