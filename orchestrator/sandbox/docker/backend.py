@@ -75,6 +75,11 @@ last `) ` so a process name with spaces or parentheses cannot shift the fields),
 (readable for the lister's own uid only) and the head of its argv."""
 
 
+def _own_key(mount: VolumeMount) -> tuple[str, int, int]:
+    uid, gid = mount.owner or (0, 0)
+    return mount.source, uid, gid
+
+
 def _process(line: bytes) -> ProcessInfo | None:
     words = line.decode(errors="replace").split()
     try:
@@ -98,6 +103,9 @@ class DockerBackend:
         self._disk_ok: bool | None = None
         self._info: dict[str, Any] | None = None
         self._info_lock = anyio.Lock()
+        self._owned: dict[tuple[str, int, int], str] = {}
+        """(volume, uid, gid) -> the volume's creation time, once this process gave its root to
+        that owner (`_own_mount`): later boxes mount it as it is, without owning it again."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DockerBackend:
@@ -219,27 +227,48 @@ class DockerBackend:
             # a default quota above the engine's cores is refused by the engine: all its cores
             limits = spec.limits.model_copy(update={"nano_cpus": cores * 10**9})
             spec = spec.model_copy(update={"limits": limits})
+        to_own = [m for m in spec.mounts if isinstance(m, VolumeMount) and m.owner is not None]
+        stamps = {m.source: await self._volume_stamp(m.source) for m in to_own}
+        owned = {m.source for m in to_own if self._owned.get(_own_key(m)) == stamps[m.source] != ""}
         try:
             with engine_errors(spec.name, not_found=f"image {spec.image}"):
-                container_id = await self._call(self._create_sync, spec, disk)
+                container_id = await self._call(self._create_sync, spec, disk, owned)
         except SandboxError as exc:
             if disk is None or "storage" not in str(exc).lower():
                 raise
             self._disk_ok = False  # e.g. overlay2 on xfs without pquota: say so once, go on unbounded
             log.warning("storage driver refuses a writable-layer size; sandboxes are not disk-bounded")
             with engine_errors(spec.name, not_found=f"image {spec.image}"):
-                container_id = await self._call(self._create_sync, spec, None)
+                container_id = await self._call(self._create_sync, spec, None, owned)
         try:
-            for mount in spec.mounts:
-                if isinstance(mount, VolumeMount) and mount.owner is not None:
-                    await self._own_mount(container_id, spec, mount, mount.owner)
+            for mount in to_own:
+                if mount.source in owned:
+                    continue
+                assert mount.owner is not None
+                await self._own_mount(container_id, spec, mount, mount.owner)
+                if stamps[mount.source]:
+                    self._owned[_own_key(mount)] = stamps[mount.source]
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._call(self._sync, "remove_container", container_id, force=True)
             raise
         return SandboxRef(id=container_id, name=spec.name, labels=dict(spec.labels))
 
-    def _create_sync(self, spec: CreateSpec, disk_bytes: int | None) -> str:
+    async def _volume_stamp(self, name: str) -> str:
+        """The volume's creation time (empty when it does not exist yet): a volume removed and made
+        again under the same name has another, so its root is given to its owner again."""
+        try:
+            with engine_errors(name, not_found="volume"):
+                info = await self._call(self._sync, "inspect_volume", name)
+        except SandboxError as exc:
+            if not isinstance(exc.__cause__, docker.errors.NotFound):
+                raise
+            return ""  # the engine makes it with the container: owned below
+        return str((info or {}).get("CreatedAt") or "")
+
+    def _create_sync(self, spec: CreateSpec, disk_bytes: int | None, owned: set[str]) -> str:
+        """Create the container; the volumes in `owned` are mounted without the engine's copy of the
+        image's mount point into an empty volume (it would hand the volume's root back to root)."""
         api = self._api()
         mounts = [
             docker.types.Mount(
@@ -247,6 +276,7 @@ class DockerBackend:
                 source=m.source,
                 type="volume" if isinstance(m, VolumeMount) else "bind",
                 read_only=m.read_only,
+                no_copy=isinstance(m, VolumeMount) and m.source in owned,
             )
             for m in spec.mounts
         ]
@@ -293,7 +323,9 @@ class DockerBackend:
 
         The engine extracts archives as root outside the container, so this needs no capability
         inside it. A read-only root filesystem refuses archives, so for those a throw-away
-        container (created, never started) with the volume at `_INIT_MOUNT` is used.
+        container (created, never started) with the volume at `_INIT_MOUNT` is used. Made once per
+        volume and process (`_owned`, ~40 ms of a cold create): later boxes mount the volume
+        without the engine's copy-up, which would hand an empty volume's root back to root.
         """
         uid, gid = owner
         if not spec.read_only:
@@ -489,7 +521,12 @@ class DockerBackend:
             options = {"type": "tmpfs", "device": "tmpfs", "o": size}
         with engine_errors(name):
             await self._call(self._sync, "create_volume", name, driver_opts=options, labels=dict(labels))
+        self._forget_owned(name)
         return True
+
+    def _forget_owned(self, volume: str) -> None:
+        for key in [k for k in self._owned if k[0] == volume]:
+            del self._owned[key]
 
     async def sweep_networks(self) -> list[str]:
         return await self.egress.sweep()
@@ -582,6 +619,7 @@ class DockerBackend:
             await handle.wait()
 
     async def remove_volume(self, name: str) -> None:
+        self._forget_owned(name)
         try:
             with engine_errors(name, not_found="volume"):
                 await self._call(self._sync, "remove_volume", name, force=True)
