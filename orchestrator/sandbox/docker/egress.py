@@ -32,6 +32,7 @@ import hashlib
 import io
 import ipaddress
 import os
+import socket
 import tarfile
 import threading
 import time
@@ -56,7 +57,7 @@ from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import EgressClient, render
 from orchestrator.sandbox.images import EGRESS_IMAGE
-from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS, EgressPolicy
+from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS, PROXY_PORT, EgressPolicy
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -78,6 +79,8 @@ LISTENING = b"Accepting HTTP Socket connections"
 """What squid logs (to stderr) once its ports are open, its signal handlers set before."""
 _LOCK_POLL = 0.1
 _HOST_ALIAS = "host.docker.internal"
+POKE_SECONDS = 0.25
+"""Time bound of `_poke`'s connection to the proxy (beyond it, `settle` waits its own time)."""
 
 
 SWEEP_MIN_AGE = 600.0
@@ -137,7 +140,9 @@ class DockerEgress:
         """The proxy image's tag once ensured: content-addressed, so it is looked up once per process
         (the lookup hashes its build context: ~4% of a cold acquire in bench/pool.py); forgotten
         when the proxy cannot be ensured with it."""
-        self.denials = EgressDenials(resolve=self._network_of)
+        self.denials = EgressDenials(resolve=self._network_of, poke=self._poke)
+        self._proxy_ip: str | None = None
+        """The proxy's address on `egress_network`, as `_poke` last reached it."""
         self._lock = anyio.Lock()
         self._joins: dict[str, _Join] = {}
         """Sandbox -> its network made by `attach` that the proxy has yet to take (`join`, `detach`)."""
@@ -551,6 +556,35 @@ class DockerEgress:
         log.debug("egress.reconfigured", network=network)
 
     # --- denials -----------------------------------------------------------------------------------
+
+    def _poke(self, host: str, port: int) -> bool:
+        """Ask the proxy for `http://host:port/` on its outside address (`EgressDenials.settle`):
+        refused and logged like a box's request. False when the follower is not reading the log or
+        the proxy cannot be reached from here (an engine on another machine)."""
+        if self._follower is None or not self._follower.is_alive():
+            return False
+        try:
+            ip = self._proxy_ip or self._outside_ip()
+            with socket.create_connection((ip, PROXY_PORT), timeout=POKE_SECONDS) as conn:
+                conn.sendall(f"GET http://{host}:{port}/ HTTP/1.0\r\n\r\n".encode())
+                while conn.recv(4096):  # squid logs the request as it ends it
+                    pass
+        except (OSError, SandboxError, docker.errors.DockerException) as exc:
+            self._proxy_ip = None
+            log.debug("egress.poke_failed", error=str(exc))
+            return False
+        self._proxy_ip = ip
+        return True
+
+    def _outside_ip(self) -> str:
+        api = self._api()
+        with engine_errors(self._settings.egress_container):
+            data = api.inspect_container(self._settings.egress_container)
+        networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
+        ip = (networks.get(self._settings.egress_network) or {}).get("IPAddress")
+        if not ip:
+            raise SandboxError(self._settings.egress_container, "the proxy has no outside address")
+        return str(ip)
 
     def _start_follower(self) -> None:
         if self._follower is not None and self._follower.is_alive():
