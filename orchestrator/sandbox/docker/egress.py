@@ -52,6 +52,7 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
+from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
 from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
 from orchestrator.sandbox.egress.denials import EgressDenials
@@ -144,6 +145,7 @@ class DockerEgress:
         self._proxy_ip: str | None = None
         """The proxy's address on `egress_network`, as `_poke` last reached it."""
         self._lock = anyio.Lock()
+        self._proxy_lock = anyio.Lock()
         self._joins: dict[str, _Join] = {}
         """Sandbox -> its network made by `attach` that the proxy has yet to take (`join`, `detach`)."""
         self._follower: threading.Thread | None = None
@@ -162,15 +164,32 @@ class DockerEgress:
             SandboxError: the engine refused (no free subnet, the proxy failed to start).
             ConfigError: the egress settings are unusable.
         """
-        image = await self._proxy_image()
-        async with self._lock:
-            try:
-                proxy = await to_thread.run_sync(self._ensure_proxy, image)
-            except SandboxError:
-                self._image = None  # removed behind our back, say: look it up again next time
-                raise
-            name, subnet = await to_thread.run_sync(self._create_network, sandbox, policy, gateway)
-        self._joins[sandbox] = _Join(proxy=proxy, network=name)
+        made: dict[str, str] = {}
+
+        async def proxy_up() -> None:
+            image = await self._proxy_image()
+            async with self._proxy_lock:
+                try:
+                    made["proxy"] = await to_thread.run_sync(self._ensure_proxy, image)
+                except SandboxError:
+                    self._image = None  # removed behind our back, say: look it up again next time
+                    raise
+
+        async def network() -> None:
+            async with self._lock:  # this process's creators pick free subnets one at a time
+                made["network"], made["subnet"] = await to_thread.run_sync(
+                    self._create_network, sandbox, policy, gateway
+                )
+
+        try:
+            await at_once(proxy_up, network)  # the network needs no proxy until `join`
+        except BaseException:
+            if "network" in made:
+                with anyio.CancelScope(shield=True):
+                    await to_thread.run_sync(self._remove_network, made["network"])
+            raise
+        name, subnet = made["network"], made["subnet"]
+        self._joins[sandbox] = _Join(proxy=made["proxy"], network=name)
         self.denials.track(sandbox, subnet, policy.mode)
         self._start_follower()
         log.info("egress.attached", sandbox=sandbox, network=name, subnet=subnet, policy=policy.mode)
