@@ -32,10 +32,11 @@ class LazyCommand:
     def load(self, name: str) -> Any:
         """Import the module and build the click command (a group for a `typer.Typer`).
 
-        The import runs with the cyclic garbage collector off, and what it made is then frozen
-        out of the collector's sight: the modules and pydantic models of `cage run` are some
-        hundred thousand objects and next to no garbage, which the collector would otherwise traverse a
-        few times while they load (a tenth of the import's time) and again at every full collection.
+        The import runs with the cyclic garbage collector off; then one full collection takes its
+        garbage (pydantic's schema building leaves some 60 thousand objects in cycles) and what
+        is left, the modules and models (some 120 thousand objects for `cage run`), is frozen out
+        of the collector's sight. Otherwise the collector traverses them several times while they
+        load and again at every later full collection (`cage run`: ~60 ms of CPU less).
         """
         module_name, _, attr = self.target.partition(":")
         collecting = gc.isenabled()
@@ -43,6 +44,7 @@ class LazyCommand:
         try:
             module = importlib.import_module(module_name)
         finally:
+            gc.collect()
             gc.freeze()
             if collecting:
                 gc.enable()
