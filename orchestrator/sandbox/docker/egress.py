@@ -39,6 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,12 @@ SQUID_CONF = "/etc/squid/squid.conf"
 _CREATE_TRIES = 8
 PROXY_START_SECONDS = 30.0
 """How long a just-started proxy may take to listen (squid reads its configuration first)."""
-LISTENING = b"Accepting HTTP Socket connections"
-"""What squid logs (to stderr) once its ports are open, its signal handlers set before."""
+LISTENING = b"Accepting reverse-proxy HTTP Socket connections"
+"""What squid logs (to stderr) once its (re)configuration is in force: the last of its ports opened
+(the relay's), its signal handlers set before."""
+_RECONFIGURE_POLL = 0.01
+_TAIL = 200
+"""Log lines read back when waiting for squid: more than it logs in a few polls on a busy engine."""
 _LOCK_POLL = 0.1
 _HOST_ALIAS = "host.docker.internal"
 POKE_SECONDS = 0.25
@@ -102,6 +107,17 @@ def _conf_tar(text: str) -> bytes:
         info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def _stamped(log: bytes) -> list[tuple[datetime, bytes]]:
+    """The lines of a log read with `timestamps=True`: (the engine's time, the text), oldest first."""
+    lines = []
+    for line in log.splitlines():
+        stamp, _, text = line.partition(b" ")
+        when = engine_time(stamp.decode(errors="replace"))
+        if when is not None:
+            lines.append((when, text))
+    return lines
 
 
 @dataclass(frozen=True)
@@ -325,23 +341,40 @@ class DockerEgress:
         Raises:
             SandboxError: the proxy exited, or did not listen within `PROXY_START_SECONDS`.
         """
+        state = self._api().inspect_container(proxy).get("State") or {}
+        self._await_listening_after(proxy, engine_time(state.get("StartedAt")), "listen")
+
+    def _await_listening_after(self, proxy: str, mark: datetime | None, what: str) -> None:
+        """Wait until squid logs that it listens, later than `mark` (None: at all).
+
+        The last lines of the log are read (cheap at any log size) and, only when they do not
+        reach back to `mark` (much logged meanwhile), the log since `mark` (which the engine reads
+        from the start of its file).
+
+        Raises:
+            SandboxError: the proxy stopped, or nothing of the kind within `PROXY_START_SECONDS`
+                (`what` says of what).
+        """
         api = self._api()
         deadline = time.monotonic() + PROXY_START_SECONDS
         while True:
             state = api.inspect_container(proxy).get("State") or {}
-            started = engine_time(state.get("StartedAt"))
-            if not state.get("Running") or started is None:
+            if not state.get("Running"):
                 status = f"{state.get('Status')}, exit code {state.get('ExitCode')}"
                 raise SandboxError(self._settings.egress_container, f"the egress proxy stopped ({status})")
-            logs = api.logs(proxy, stdout=False, stderr=True, since=started.timestamp())
-            if LISTENING in logs:
+            lines = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=_TAIL, timestamps=True))
+            if any(LISTENING in text and (mark is None or when > mark) for when, text in lines):
                 return
+            if mark is not None and len(lines) >= _TAIL and lines[0][0] > mark:
+                since = api.logs(proxy, stdout=False, stderr=True, since=mark.timestamp(), timestamps=True)
+                if any(LISTENING in text and when > mark for when, text in _stamped(since)):
+                    return
             if time.monotonic() > deadline:
                 raise SandboxError(
                     self._settings.egress_container,
-                    f"the egress proxy did not listen within {PROXY_START_SECONDS:g}s",
+                    f"the egress proxy did not {what} within {PROXY_START_SECONDS:g}s",
                 )
-            time.sleep(_LOCK_POLL)
+            time.sleep(_RECONFIGURE_POLL)
 
     def _create_proxy(self, name: str, image: str, digest: str) -> dict[str, Any]:
         api = self._api()
@@ -563,7 +596,16 @@ class DockerEgress:
     # --- configuration ---------------------------------------------------------------------------
 
     def _reconfigure(self, proxy: str, network: str) -> None:
-        """Render squid.conf from every sandbox network, write it, SIGHUP squid; under an flock."""
+        """Render squid.conf from every sandbox network, write it, SIGHUP squid and wait until squid
+        has taken it; under an flock, so no other process's rewrite comes between.
+
+        squid re-reads its configuration after the signal, in its own time (~40 ms here, more on
+        a loaded engine, its ports closed meanwhile): the proxy joins a box's network only once
+        the box's policy and relay are in force, not merely written.
+
+        Raises:
+            SandboxError: the network vanished, or squid did not take the configuration in time.
+        """
         api = self._api()
         lock = self._settings.data_dir / "locks" / "egress.lock"
         with _flock(lock), engine_errors(self._settings.egress_container):
@@ -571,7 +613,9 @@ class DockerEgress:
             if f"# {network}:" not in text:
                 raise SandboxError(network, "the network vanished before the proxy was configured")
             api.put_archive(proxy, str(Path(SQUID_CONF).parent), _conf_tar(text))
+            last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
             api.kill(proxy, signal="SIGHUP")
+            self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")
         log.debug("egress.reconfigured", network=network)
 
     # --- denials -----------------------------------------------------------------------------------
