@@ -11,9 +11,10 @@
   with the aliases `cage-egress` and `cage-gateway`.
 * Order, so that a box never reaches anything its policy does not allow: `attach` creates the
   network (the box's container is created on it next); `join`, made while the box starts, rewrites
-  the proxy's configuration to name the network and only then connects the proxy to it. Until
-  then the box is alone on a network with no route out; from the connect on, squid already holds
-  its policy, so a subnet reused from a removed network never meets that network's stale rules.
+  the proxy's configuration to name the network, waits until squid has taken it, and only then
+  connects the proxy to it. Until then the box is alone on a network with no route out; from the
+  connect on, squid already applies its policy, so a subnet reused from a removed network never
+  meets that network's stale rules.
 * The proxy's configuration is rendered from the engine's state, not from this process's memory:
   every sandbox network carries its policy and gateway in labels, so two Cage processes sharing one
   engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
