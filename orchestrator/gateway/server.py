@@ -123,6 +123,7 @@ class ModelGateway:
         self._address: GatewayAddress | None = None
         self._server: _QuietServer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
         self._client: httpx.AsyncClient | None = None
         self._lock = anyio.Lock()
 
@@ -186,6 +187,7 @@ class ModelGateway:
                 raise GatewayError(f"model gateway cannot bind {where}: {exc.strerror}") from exc
             sock.listen(256)
             sock.setblocking(False)
+            self._sock = sock
             self._task = asyncio.get_running_loop().create_task(self._serve(sock))
             self._address = GatewayAddress(self._host, sock.getsockname()[1])
             log.info("gateway.started", host=self._address.host, port=self._address.port)
@@ -286,7 +288,9 @@ class ModelGateway:
                 await asyncio.wait({task})
             if not task.cancelled() and task.exception() is not None:
                 log.warning("gateway.stopped_with_error", error=str(task.exception()))
-        self._server = self._task = None
+        if self._sock is not None:  # a task cancelled before it ran never closed it
+            self._sock.close()
+        self._server = self._task = self._sock = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None

@@ -222,9 +222,11 @@ async def test_a_request_to_the_bound_port_waits_for_the_server_and_is_answered(
 
 
 async def test_a_gateway_closed_while_setting_up_starts_again(gateway: ModelGateway) -> None:
-    await gateway.bind()
-    await gateway.aclose()
+    bound = await gateway.bind()
+    await gateway.aclose()  # before its task even ran
     assert gateway.address is None
+    with pytest.raises(OSError):  # its socket is closed, not left listening
+        await anyio.connect_tcp("127.0.0.1", bound.port)
     address = await gateway.start()
     async with httpx.AsyncClient() as http:
         reply = await http.post(f"http://127.0.0.1:{address.port}/v1/messages", json={})
