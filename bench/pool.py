@@ -16,7 +16,6 @@ it makes is labelled `cage.bench=<uuid>` and removed at the end. Usage:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
@@ -187,10 +186,9 @@ async def main(runs: int, shared_network: bool) -> None:
                     raw.append(await first_line_of_process(raw_run))
                 await pool.close()
                 tg.cancel_scope.cancel()
-    finally:
-        for row in client.api.containers(all=True, filters={"label": f"{BENCH_LABEL}={run_id}"}):
-            with contextlib.suppress(docker.errors.NotFound):
-                client.api.remove_container(row["Id"], force=True)
+    finally:  # through the backend: a box's network and its place in the proxy go with it
+        for ref in await warm_manager.backend.find(labels):
+            await warm_manager.backend.remove(ref, force=True)
         for volume in client.volumes.list(filters={"label": f"{BENCH_LABEL}={run_id}"}):
             volume.remove(force=True)
         client.close()
