@@ -139,9 +139,9 @@ async def main(runs: int) -> None:
                 ours_cold.append(time.perf_counter() - started)
                 await manager.release(cold)
                 raw_cold.append(await first_line_of_process(raw_run))
-    finally:
-        for container in client.containers.list(all=True, filters={"label": f"{BENCH_LABEL}={run_id}"}):
-            container.remove(force=True)
+    finally:  # through the backend: a box's network and its place in the proxy go with it
+        for ref in await backend.find(labels):
+            await backend.remove(ref, force=True)
         for volume in client.volumes.list(filters={"label": f"{BENCH_LABEL}={run_id}"}):
             volume.remove(force=True)
         client.close()

@@ -110,4 +110,4 @@ async def _gateway_port(call: Call) -> int | None:
     spec = call.assistant.sandbox
     if spec is None or not call.scope.manager.isolates(spec):
         return None
-    return (await call.scope.gateway.start()).port
+    return (await call.scope.gateway.bind()).port  # the server starts while the box is made
