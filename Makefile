@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Runner images trust the host's CA bundle by default (Settings.extra_ca_certs), the same for a
 # direct `cage` call, so both build the same image tags.
 
-.PHONY: setup venv lock engine base-image hooks-ts chromium run test lint unit integration schemas golden bench images test-images clean
+.PHONY: setup venv lock engine base-image hooks-ts run test lint unit integration schemas golden bench images test-images test-tools clean
 
 venv:
 	@scripts/bootstrap-venv.sh
@@ -30,9 +30,9 @@ base-image: engine
 hooks-ts:
 	@scripts/install-hooks-ts.sh || echo "cage: TypeScript hooks unavailable (they need node >= 20 and npm)" >&2
 
-# Headless Chromium from Debian for the web page's browser tests.
-chromium:
-	@scripts/ensure-chromium.sh
+# What the tests need from Debian: headless Chromium for the web page's browser tests, ripgrep.
+test-tools:
+	@scripts/ensure-test-tools.sh
 
 setup: venv base-image hooks-ts
 
@@ -50,7 +50,7 @@ lint: venv
 # not both: a run that tests nothing fails. TEST_WORKERS=0 runs the first pass without xdist.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 TEST_LOGS := .cage/test-logs
-test: setup lint images test-images chromium
+test: setup lint images test-images test-tools
 	@mkdir -p $(TEST_LOGS); rc=0; \
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=30 $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/parallel.log; p=$${PIPESTATUS[0]}; \
 	$(BIN)/python -m pytest -m serial --durations=10 $(PYTEST_ARGS) 2>&1 | tee $(TEST_LOGS)/serial.log; s=$${PIPESTATUS[0]}; \

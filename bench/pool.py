@@ -6,15 +6,17 @@
 * `docker run --rm` of the same image printing the same line (the engine's floor);
 * where the cold time goes: the median of every backend call a cold acquire makes.
 
-Between two claims the bench waits until the background refill has put a box back (refills are
-not measured). Prints medians, p95 and the ratios. Everything it makes is labelled
-`cage.bench=<uuid>` and removed at the end. Usage: `.venv/bin/python bench/pool.py [--runs 20]`.
+Before each claim and before each cold acquire the bench waits until the background refill has
+put a box back (refills are not measured, and never run during a cold acquire, which they would
+slow down). Prints medians, p95 and the ratios, and the load average at start and end. Everything
+it makes is labelled `cage.bench=<uuid>` and removed at the end. Usage:
+`.venv/bin/python bench/pool.py [--runs 20]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -27,14 +29,21 @@ from typing import Any
 
 import anyio
 import docker
-from sandbox import BENCH_LABEL, FixedImages, bench_image, first_line_of_exec, first_line_of_process
+from sandbox import (
+    BENCH_LABEL,
+    bench_image,
+    docker_run,
+    first_line_of_exec,
+    first_line_of_process,
+    fixed_images,
+)
 
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.errors import SandboxError
 from orchestrator.logs import configure_logging
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
-from orchestrator.sandbox.pool import PoolKey
+from orchestrator.sandbox.pool import PoolKey, WarmPool
 from orchestrator.settings import Settings
 
 WAIT_REFILL = 60.0
@@ -82,6 +91,18 @@ def timed_backend(backend: DockerBackend, times: dict[str, list[float]]) -> Dock
     return backend
 
 
+async def refilled(pool: WarmPool, key: PoolKey) -> None:
+    """Wait until the pool holds a free box of `key` again (the background refill is done)."""
+    with anyio.move_on_after(WAIT_REFILL):
+        while not pool.free(key):  # noqa: ASYNC110 - the refill runs in the task group
+            await anyio.sleep(0.05)
+    if not pool.free(key):  # a refill gave up (the engine could not pause): once more
+        pool.refill(key, 1)
+        with anyio.fail_after(WAIT_REFILL):
+            while not pool.free(key):  # noqa: ASYNC110 - as above
+                await anyio.sleep(0.05)
+
+
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -93,6 +114,7 @@ def ms(value: float) -> str:
 
 async def main(runs: int, shared_network: bool) -> None:
     configure_logging("WARNING")
+    print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     client = docker.from_env()
     run_id = uuid.uuid4().hex[:12]
     labels = {BENCH_LABEL: run_id}
@@ -100,21 +122,10 @@ async def main(runs: int, shared_network: bool) -> None:
     tag = bench_image(client, settings.base_image)
     times: dict[str, list[float]] = defaultdict(list)
     cold_manager = SandboxManager(
-        timed_backend(DockerBackend(settings), times), FixedImages(tag), settings, extra_labels=labels
+        timed_backend(DockerBackend(settings), times), fixed_images(tag), settings, extra_labels=labels
     )
-    warm_manager = SandboxManager(DockerBackend(settings), FixedImages(tag), settings, extra_labels=labels)
-    raw_run = [
-        "docker",
-        "run",
-        "--rm",
-        "--label",
-        f"{BENCH_LABEL}={run_id}",
-        "-u",
-        "sandbox",
-        tag,
-        "echo",
-        "hi",
-    ]
+    warm_manager = SandboxManager(DockerBackend(settings), fixed_images(tag), settings, extra_labels=labels)
+    raw_run = docker_run(run_id, tag)
     claim, claim_line, cold, cold_line, raw = [], [], [], [], []
     misses = 0
     try:
@@ -143,14 +154,7 @@ async def main(runs: int, shared_network: bool) -> None:
                 )
                 await first_line_of_process(raw_run)  # warm the engine's image and network caches once
                 for _ in range(runs):
-                    with anyio.move_on_after(WAIT_REFILL):
-                        while not pool.free(key):  # noqa: ASYNC110 - the refill runs in the task group
-                            await anyio.sleep(0.05)
-                    if not pool.free(key):  # a refill gave up (the engine could not pause): once more
-                        pool.refill(key, 1)
-                        with anyio.fail_after(WAIT_REFILL):
-                            while not pool.free(key):  # noqa: ASYNC110 - as above
-                                await anyio.sleep(0.05)
+                    await refilled(pool, key)
                     started = time.perf_counter()
                     lease = await warm_manager.acquire(warm_req)
                     took = time.perf_counter() - started
@@ -161,6 +165,7 @@ async def main(runs: int, shared_network: bool) -> None:
                     else:  # the pooled box was gone (removed behind the pool's back): not a claim
                         misses += 1
                     await warm_manager.release(lease)
+                    await refilled(pool, key)  # the refill that release started is done
 
                     started = time.perf_counter()
                     lease = await cold_manager.acquire(cold_req)
@@ -177,10 +182,9 @@ async def main(runs: int, shared_network: bool) -> None:
                     raw.append(await first_line_of_process(raw_run))
                 await pool.close()
                 tg.cancel_scope.cancel()
-    finally:
-        for row in client.api.containers(all=True, filters={"label": f"{BENCH_LABEL}={run_id}"}):
-            with contextlib.suppress(docker.errors.NotFound):
-                client.api.remove_container(row["Id"], force=True)
+    finally:  # through the backend: a box's network and its place in the proxy go with it
+        for ref in await warm_manager.backend.find(labels):
+            await warm_manager.backend.remove(ref, force=True)
         for volume in client.volumes.list(filters={"label": f"{BENCH_LABEL}={run_id}"}):
             volume.remove(force=True)
         client.close()
@@ -204,6 +208,7 @@ async def main(runs: int, shared_network: bool) -> None:
     print("where a cold acquire's time goes (median per call, calls per acquire):")
     for name, values in sorted(times.items(), key=lambda kv: -statistics.median(kv[1])):
         print(f"  {name:<30}{ms(statistics.median(values)):>12}  x{len(values) / runs:.1f}")
+    print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -101,7 +101,6 @@ ERROR_MODULES = (
     "orchestrator.errors",
     "orchestrator.store.errors",
     "orchestrator.store.memory",
-    "orchestrator.pipeline.errors",
     "orchestrator.gateway.server",
     "orchestrator.api.errors",
     "orchestrator.api.caps",

@@ -1,7 +1,11 @@
 """Every error Cage raises on purpose. Catch `CageError` to catch them all.
 
+The one tree; most classes live here, the rest in the module of the part that raises them
+(named in brackets), and `orchestrator/error_table.py` lists those modules:
+
 CageError
 ├── ConfigError          file, key_path, line        (sandbox.yao, package.yao, agent.yml, connectors)
+│   └── ConfigErrors     errors                        (several found in one pass)
 ├── SandboxError         sandbox_id
 │   ├── SandboxNotFound
 │   ├── ImageBuildError  image, log_tail
@@ -9,13 +13,29 @@ CageError
 │   ├── WorkspaceError   path                          (traversal, bad ids)
 │   └── EngineUnavailable                              (no Docker engine answers)
 ├── CapacityError        scope, limit                  (too many sandboxes; HTTP 429)
+│   ├── OwnerTurnsRunning, OwnerChatsFull              [store/errors.py]
+│   ├── MemoryFull                                     [store/memory.py]
+│   └── OwnerCapReached                                [api/caps.py]
 ├── RunnerError          runner, exit_code, stderr_tail
 ├── ModelError           provider, status, retryable    (a model API call failed, was cut or timed out)
 ├── ToolError            tool                           (a native-loop tool could not do its job)
 ├── StreamLimitError     limit                         (a line longer than the cap)
 ├── ProtocolError        problems                      (an event sequence breaks the stream protocol)
-├── NotFound | Conflict | Forbidden | Unauthorized | RateLimited   (API-facing)
-└── UsageError                                         (bad CLI/API arguments)
+├── CallDepthError       chain, limit                  (delegation / agent calls nested too deep: a cycle)
+├── HookError            assistant_id, hook            (a user hook raised or returned something unusable)
+├── NotFound
+│   └── RecordNotFound   record_kind, record_id        [store/errors.py]
+├── Conflict
+│   └── EventSequenceError, RecordExists, TurnRunning  [store/errors.py]
+├── Forbidden | Unauthorized                            (API-facing)
+├── RateLimited
+│   └── KeyRateLimited   retry_after                   [api/errors.py]
+├── UsageError                                         (bad CLI/API arguments)
+├── StoreError           reason                        [store/errors.py]
+├── GatewayError                                       [gateway/server.py]
+├── BodyTooLarge                                       [api/gate.py]
+├── SnapshotError                                      [cli/snapshot.py]
+└── CageApiError         status, server_code           [client/errors.py]
 
 Messages are built from fields and never contain secret values: callers pass
 stderr tails through `orchestrator.redaction.redact` before they reach an error.
@@ -28,6 +48,7 @@ derives the HTTP status, the websocket error and close codes and the CLI exit co
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -191,6 +212,10 @@ class CapacityError(CageError):
         super().__init__(f"{what} limit reached for {scope}: at most {limit}")
 
 
+STDERR_TAIL = 2000
+"""Characters of a process's stderr an error or event keeps: its last ones."""
+
+
 class RunnerError(CageError):
     """A runner (an agent CLI or the native loop) failed: bad options, a non-zero exit, unusable output."""
 
@@ -259,6 +284,30 @@ class ProtocolError(CageError):
             raise ValueError("ProtocolError needs at least one problem")
         self.problems = problems
         super().__init__("stream protocol violated: " + "; ".join(problems))
+
+
+class CallDepthError(CageError):
+    """Entering one more nested call would pass the depth limit; names the whole chain."""
+
+    code = "call_depth_exceeded"
+
+    def __init__(self, chain: Sequence[str], limit: int) -> None:
+        self.chain = tuple(chain)
+        self.limit = limit
+        super().__init__(
+            f"call depth limit {limit} reached (a delegation or agent call cycle?): " + " → ".join(chain)
+        )
+
+
+class HookError(CageError):
+    """A hook in an assistant's `src/index.py` failed; the message names assistant, hook and cause."""
+
+    code = "hook_error"
+
+    def __init__(self, assistant_id: str, hook: str, message: str) -> None:
+        self.assistant_id = assistant_id
+        self.hook = hook
+        super().__init__(f"assistant {assistant_id}: hook {hook}: {message}")
 
 
 class UsageError(CageError):

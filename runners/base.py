@@ -18,8 +18,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
 
 from orchestrator.dsl import ConnectorSpec, McpServerSpec
-from orchestrator.dsl.package import CompactionSettings
-from orchestrator.dsl.package import ModelOptions as PackageOptions
+from orchestrator.dsl.package import CompactionSettings, PackageOptions
+from orchestrator.errors import ProtocolError
 from orchestrator.permissions import Decision, Question, ToolRequest
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
 
@@ -216,6 +216,31 @@ class Translator(Protocol):
     def resume_state(self) -> dict[str, str]:
         """What the next turn needs to continue this conversation (session / thread ids)."""
         ...
+
+
+class OutcomeOnClose:
+    """The `outcome` every translator keeps alike: its `close()` sets `_outcome`; reading it sooner
+    is the caller's bug, a `ProtocolError` whichever runner."""
+
+    _outcome: TurnOutcome | None = None
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        if self._outcome is None:
+            raise ProtocolError([f"{type(self).__name__}.outcome read before close()"])
+        return self._outcome
+
+
+class ControlQueue:
+    """A `ControlSource`'s queue: its lines append to `_requests` (a list each instance makes), the
+    bridge takes them."""
+
+    _requests: list[ControlRequest]
+
+    def take_requests(self) -> list[ControlRequest]:
+        """The requests the lines fed since the last call raised, oldest first; clears them."""
+        taken, self._requests = self._requests, []
+        return taken
 
 
 class RunnerAdapter(Protocol):

@@ -28,6 +28,25 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked `databases("postgres")` (several replicas, notices) or `databases("sqlite")`
+    (one process) is not generated for the other database of `database_url`: deselected, so a run
+    reports no skip for a case that cannot exist."""
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("databases")
+        callspec = getattr(item, "callspec", None)
+        database = callspec.params.get("database_url") if callspec is not None else None
+        if marker is not None and database is not None and database not in marker.args:
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not WORKER:  # the run's end (the xdist controller's comes after every worker's)
         postgres_cluster.stop_if_started()

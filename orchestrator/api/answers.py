@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.pipeline import PermissionAnswer
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 REQUEST_ID = r"^[A-Za-z0-9._:-]{1,128}$"
 
@@ -15,7 +17,7 @@ class PermissionAnswerBody(BaseModel):
     """`POST /v1/sessions/{id}/permissions/{request_id}`."""
 
     model_config = _FROZEN
-    decision: Literal["allow", "deny", "allow_always"]
+    decision: PermissionAnswer
     """`allow_always` also allows the same call (tool and argument) for the rest of the session."""
     message: str | None = Field(default=None, max_length=4000)
     """Words for the agent with a denial."""

@@ -1,13 +1,14 @@
 """`create_app(settings)`: the FastAPI application, its routers, and a lifespan owning everything.
 
-Start: migrate the database, close the turns a dead process left running (`orchestrator_restarted`),
-reconcile sandboxes left by a previous process, start the reaper
-(background work runs under a `Supervisor`, so no exception in it can end the runtime).
+Start: open the process's services (`open_services`), migrate the database, close the turns a dead
+process left running (`orchestrator_restarted`), reconcile sandboxes left by a previous process,
+start the reaper (background work runs under a `Supervisor`, so no exception in it can end the
+server).
 With several replicas on one database (`Cluster`), start-up recovery closes only the turns no live
 replica holds, and reconcile, the reaper, the collectors and retention run on the elected leader.
 Stop: running turns end with `stream_end` cancelled (`TurnService.aclose`: `CAGE_SHUTDOWN_GRACE`
 graceful, then forced; `CageServer` does this before connections close), then the reaper stops and
-the runtime closes (database, engine client).
+`open_services` closes what it opened (the pipeline, the database, the engine clients).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from orchestrator.api.routers.admin import images as admin_images
 from orchestrator.api.routers.admin import sandboxes as admin_sandboxes
 from orchestrator.api.routers.admin import sessions as admin_sessions
 from orchestrator.api.routers.admin import teams as admin_teams
-from orchestrator.api.runtime import Runtime, RuntimeFactory, production_runtime
 from orchestrator.api.state import ApiState
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.errors import CageError, EngineUnavailable
@@ -49,6 +49,7 @@ from orchestrator.pipeline.service import FORCE_GRACE
 from orchestrator.sandbox import Reaper, reconcile
 from orchestrator.sandbox.reconcile import ReconcileReport, kill_orphaned_turns
 from orchestrator.sandbox.volumes import VolumeCollector
+from orchestrator.services import Services, ServicesFactory, open_services
 from orchestrator.settings import Settings
 from orchestrator.store.retention import RetentionPolicy
 
@@ -68,7 +69,7 @@ async def _reconcile(state: ApiState, cluster: Cluster | None = None) -> Reconci
         known = None
     try:
         return await reconcile(
-            state.runtime.manager,
+            state.services.manager,
             None if known is None else known.__contains__,
             in_use_elsewhere=cluster.in_use_elsewhere if cluster is not None else None,
         )
@@ -88,7 +89,7 @@ async def _sweep(state: ApiState, reaper: Reaper, shared: bool) -> None:
     if shared:
         try:
             known = await state.catalog.known_ids()
-            await reconcile(state.runtime.manager, known.__contains__, adopt_only=True)
+            await reconcile(state.services.manager, known.__contains__, adopt_only=True)
         except EngineUnavailable as exc:
             log.warning("sandboxes of other replicas not adopted: no container engine", error=str(exc))
     await reaper.sweep()
@@ -96,24 +97,24 @@ async def _sweep(state: ApiState, reaper: Reaper, shared: bool) -> None:
 
 async def _kill_orphaned(state: ApiState, recovered: list[RecoveredTurn]) -> None:
     turns = [(t.owner, t.assistant_id, t.chat_id) for t in recovered]
-    await kill_orphaned_turns(state.runtime.manager, turns)
+    await kill_orphaned_turns(state.services.manager, turns)
 
 
 def _lifespan(
-    factory: RuntimeFactory, config: ApiConfig, metrics: Metrics
+    factory: ServicesFactory, config: ApiConfig, metrics: Metrics
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings: Settings = app.state.settings
-        async with factory(settings) as runtime, anyio.create_task_group() as tg:
+        async with factory(settings) as services, anyio.create_task_group() as tg:
             supervisor = Supervisor(tg)
-            await runtime.store.migrate()
-            runtime.store.chats.bind(max_per_owner=config.max_chats_per_owner)
-            cluster = Cluster(runtime.store, settings, max_turns_per_owner=config.max_turns_per_owner)
+            await services.store.migrate()
+            services.store.chats.bind(max_per_owner=config.max_chats_per_owner)
+            cluster = Cluster(services.store, settings, max_turns_per_owner=config.max_turns_per_owner)
             await cluster.join()
             await cluster.elect()
-            recovered = await close_unfinished_turns(runtime.store, await cluster.startup_orphans())
-            state = ApiState.build(runtime, config, metrics, supervisor)
+            recovered = await close_unfinished_turns(services.store, await cluster.startup_orphans())
+            state = ApiState.build(services, config, metrics, supervisor)
             app.state.api = state
             app.state.cluster = cluster
             metrics.watch_cluster(cluster)
@@ -126,21 +127,21 @@ def _lifespan(
             cluster.on_lead = functools.partial(_lead, app, state, cluster)
             cluster.on_recovered = functools.partial(_kill_orphaned, state)
             supervisor.every(cluster.heartbeat_seconds, cluster.heartbeat, name="replica-heartbeat")
-            reaper = Reaper(runtime.manager, fleet=cluster.fleet if cluster.shared else None)
+            reaper = Reaper(services.manager, fleet=cluster.fleet if cluster.shared else None)
             if cluster.shared:  # one box per identity across replicas: create, reuse and reap under one lock
-                runtime.manager.cluster_lock = runtime.store.leases.hold
+                services.manager.cluster_lock = services.store.leases.hold
             leading = cluster.leading  # the cluster's upkeep runs on the leader alone
             sweep = functools.partial(_sweep, state, reaper, cluster.shared)
             supervisor.every(reaper.interval, leading(sweep, name="reaper"), name="reaper")
-            collect = leading(VolumeCollector(runtime.manager).collect, name="volume-gc")
+            collect = leading(VolumeCollector(services.manager).collect, name="volume-gc")
             supervisor.every(reaper.interval, collect, name="volume-gc")
-            networks = leading(runtime.manager.backend.sweep_networks, name="network-gc")
+            networks = leading(services.manager.backend.sweep_networks, name="network-gc")
             supervisor.every(reaper.interval, networks, name="network-gc")
-            pool = runtime.manager.start_pool(functools.partial(supervisor.spawn, name="warm-pool"))
+            pool = services.manager.start_pool(functools.partial(supervisor.spawn, name="warm-pool"))
             if pool is not None:  # every replica reaps its own pool (the reaper runs on the leader)
                 supervisor.every(reaper.interval, pool.sweep, name="warm-pool-gc")
-            policy = retention_policy(config, _agent_ttl(runtime))
-            retention = leading(_retention(runtime, policy), name="retention")
+            policy = retention_policy(config, _agent_ttl(services))
+            retention = leading(_retention(services, policy), name="retention")
             supervisor.every(config.retention_interval, retention, name="retention")
             supervisor.serving = True
             log.info("server ready", app_dir=str(settings.app_dir), replica_id=cluster.replica_id)
@@ -148,11 +149,11 @@ def _lifespan(
                 yield
             finally:
                 supervisor.serving = False
-                await _shutdown(runtime, config)
+                await _shutdown(services, config)
                 with anyio.CancelScope(shield=True):
                     await cluster.leave()
-                if runtime.manager.pool is not None:  # its unclaimed boxes go with the server
-                    await runtime.manager.pool.close()
+                if services.manager.pool is not None:  # its unclaimed boxes go with the server
+                    await services.manager.pool.close()
                 tg.cancel_scope.cancel()
 
     return lifespan
@@ -172,27 +173,27 @@ def retention_policy(config: ApiConfig, agent_ttl: int | None) -> RetentionPolic
     )
 
 
-def _agent_ttl(runtime: Runtime) -> int | None:
+def _agent_ttl(services: Services) -> int | None:
     try:
-        return runtime.loader.agent_config.store.ttl
+        return services.loader.agent_config.store.ttl
     except CageError as exc:  # a broken agent.yml is reported by the turns that need it
         log.warning("agent.yml not read for store.ttl", error=str(exc))
         return None
 
 
-def _retention(runtime: Runtime, policy: RetentionPolicy) -> Callable[[], Coroutine[Any, Any, None]]:
+def _retention(services: Services, policy: RetentionPolicy) -> Callable[[], Coroutine[Any, Any, None]]:
     async def sweep() -> None:
-        swept = await runtime.store.retention.sweep(policy)
+        swept = await services.store.retention.sweep(policy)
         if swept.sessions or swept.events or swept.audit:
             log.info("retention sweep", **swept.model_dump())
 
     return sweep
 
 
-async def _shutdown(runtime: Runtime, config: ApiConfig) -> None:
+async def _shutdown(services: Services, config: ApiConfig) -> None:
     budget = config.shutdown_grace + 2 * FORCE_GRACE + 1.0  # what `aclose` itself takes at most
     with anyio.CancelScope(shield=True), anyio.move_on_after(budget) as scope:
-        await runtime.turns.aclose()
+        await services.turns.aclose()
     if scope.cancelled_caught:
         log.warning("turns did not all end within the shutdown grace", grace=config.shutdown_grace)
 
@@ -204,29 +205,29 @@ async def drain(app: FastAPI) -> None:
     if state is None:
         return
     state.supervisor.serving = False
-    await _shutdown(state.runtime, state.config)
+    await _shutdown(state.services, state.config)
     await anyio.sleep(0.2)  # let the socket writers flush the closing events
 
 
 def create_app(
-    settings: Settings, *, runtime: RuntimeFactory | None = None, config: ApiConfig | None = None
+    settings: Settings, *, services: ServicesFactory | None = None, config: ApiConfig | None = None
 ) -> FastAPI:
-    """The Cage server for `settings`. `runtime` defaults to the Docker engine, the settings'
-    database and the turn pipeline; tests pass a factory with fakes.
+    """The Cage server for `settings`. `services` opens the process's services: by default
+    `open_services` (the settings' engine and database, the turn pipeline); tests pass fakes.
 
     Raises:
         UsageError: authentication off on a non-loopback bind.
     """
     check_auth_mode(settings)
-    if runtime is None:
-        runtime = production_runtime
     api_config = config or ApiConfig()
+    if services is None:  # running turns get the configured shutdown grace before they are forced
+        services = functools.partial(open_services, close_grace=api_config.shutdown_grace)
     metrics = Metrics()
     app = FastAPI(
         title="Cage",
         version=VERSION,
         description="Sandboxed CLI-agent orchestrator: sessions, OpenAI-compatible chat, admin.",
-        lifespan=_lifespan(runtime, api_config, metrics),
+        lifespan=_lifespan(services, api_config, metrics),
     )
     app.state.settings = settings
     for module in (

@@ -11,11 +11,11 @@ from starlette.requests import HTTPConnection
 from orchestrator.api.auth import Principal
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.errors import KeyRateLimited
-from orchestrator.api.fleet import Fleet
 from orchestrator.api.gate import principal_of
+from orchestrator.api.images import ImageService
+from orchestrator.api.sandboxes import SandboxService
 from orchestrator.api.sessions import SessionService
 from orchestrator.api.state import ApiState
-from orchestrator.api.workshop import Workshop
 from orchestrator.store import Store
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `cage keys create`.")
@@ -71,20 +71,20 @@ def _sessions(state: StateDep) -> SessionService:
     return state.sessions
 
 
-def _fleet(state: StateDep) -> Fleet:
-    return state.fleet
+def _sandboxes(state: StateDep) -> SandboxService:
+    return state.sandboxes
 
 
-def _workshop(state: StateDep) -> Workshop:
-    return state.workshop
+def _images(state: StateDep) -> ImageService:
+    return state.images
 
 
 def _store(state: StateDep) -> Store:
-    return state.runtime.store
+    return state.services.store
 
 
 CatalogDep = Annotated[Catalog, Depends(_catalog)]
 SessionsDep = Annotated[SessionService, Depends(_sessions)]
-FleetDep = Annotated[Fleet, Depends(_fleet)]
-WorkshopDep = Annotated[Workshop, Depends(_workshop)]
+SandboxesDep = Annotated[SandboxService, Depends(_sandboxes)]
+ImagesDep = Annotated[ImageService, Depends(_images)]
 StoreDep = Annotated[Store, Depends(_store)]

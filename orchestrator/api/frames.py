@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from orchestrator.api.views import MAX_SEQ
-from orchestrator.pipeline import Attachment
+from orchestrator.api.limits import MAX_SEQ
+from orchestrator.pipeline import Attachment, PermissionAnswer
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 ATTACHMENT_NAME = r"^[^/\\\x00]{1,255}$"
@@ -79,7 +79,7 @@ class PermissionResponseFrame(BaseModel):
     model_config = _FROZEN
     type: Literal["permission_response"]
     request_id: str = Field(min_length=1, max_length=128)
-    decision: Literal["allow", "deny", "allow_always"]
+    decision: PermissionAnswer
     message: str | None = Field(default=None, max_length=4000)
     """Words for the agent with a denial."""
 

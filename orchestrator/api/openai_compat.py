@@ -14,9 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.api.auth import Principal
+from orchestrator.api.limits import CHAT_ID, MAX_TOKENS
 from orchestrator.api.sessions import SessionService
-from orchestrator.api.tracker import TurnTracker
-from orchestrator.api.views import CHAT_ID, MAX_TOKENS
+from orchestrator.api.turn_metrics import TurnMetrics
 from orchestrator.dsl.locales import request_locale
 from orchestrator.errors import UsageError
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
@@ -27,7 +27,7 @@ CHAT_HEADER = "X-Cage-Chat-Id"
 TURN_HEADER = "X-Cage-Turn-Id"
 
 
-class ChatMessage(BaseModel):
+class RequestMessage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, JsonValue]] | None = None
@@ -45,7 +45,7 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
     model: str = Field(min_length=1, max_length=128)
     """The assistant id (see `GET /v1/models`)."""
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[RequestMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, str] | None = None
@@ -75,7 +75,7 @@ class Interrupt(BaseModel):
     """False: stop gracefully, keep the session; True: kill the turn at once."""
 
 
-def _input(message: ChatMessage) -> InputMessage:
+def _input(message: RequestMessage) -> InputMessage:
     role = "system" if message.role == "developer" else message.role
     return InputMessage(role=role, content=message.content or "", name=message.name)
 
@@ -129,13 +129,13 @@ def headers_for(chat: ChatRecord, handle: TurnHandle) -> dict[str, str]:
 
 
 async def completion_chunks(
-    handle: TurnHandle, request: ChatCompletionRequest, tracker: TurnTracker
+    handle: TurnHandle, request: ChatCompletionRequest, turn_metrics: TurnMetrics
 ) -> AsyncIterator[str]:
     """The turn as `chat.completion.chunk` SSE, ending with `data: [DONE]`."""
     include_usage = request.stream_options.include_usage if request.stream_options else False
     encoder = OpenAIChunkEncoder(model=request.model, include_usage=include_usage)
     async for event in handle.events():
-        tracker.saw(event)
+        turn_metrics.saw(event)
         text = encoder.encode(event)
         if text:
             yield text
@@ -145,11 +145,11 @@ async def completion_chunks(
 
 
 async def completion(
-    handle: TurnHandle, request: ChatCompletionRequest, tracker: TurnTracker
+    handle: TurnHandle, request: ChatCompletionRequest, turn_metrics: TurnMetrics
 ) -> CompletionWithError:
     """The whole turn as one `chat.completion` (waits for `stream_end`)."""
     events = []
     async for event in handle.events():
-        tracker.saw(event)
+        turn_metrics.saw(event)
         events.append(event)
     return aggregate_completion(events, model=request.model)

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from orchestrator.api.metrics import Metrics
 
 log = structlog.get_logger("orchestrator.api.access")
-REQUEST_ID = "x-request-id"
+REQUEST_ID_HEADER = "x-request-id"
 _SANE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
@@ -38,7 +38,7 @@ class RequestLog:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        given = dict(scope.get("headers") or []).get(REQUEST_ID.encode(), b"").decode("latin-1")
+        given = dict(scope.get("headers") or []).get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1")
         request_id = given if _SANE_ID.fullmatch(given) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         status = 0
@@ -48,7 +48,7 @@ class RequestLog:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                MutableHeaders(scope=message).append(REQUEST_ID, request_id)
+                MutableHeaders(scope=message).append(REQUEST_ID_HEADER, request_id)
             elif message["type"] == "websocket.accept":
                 status = 101
             await send(message)

@@ -37,9 +37,9 @@ from orchestrator.api.frames import (
     SessionReady,
     UserMessageFrame,
 )
+from orchestrator.api.limits import CHAT_ID, MAX_SEQ
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.state import ApiState
-from orchestrator.api.views import CHAT_ID, MAX_SEQ
 from orchestrator.dsl.locales import request_locale
 from orchestrator.error_table import close_code, surfaces
 from orchestrator.errors import CageError, Conflict, Forbidden, Unauthorized
@@ -55,14 +55,14 @@ def error_frame(exc: CageError) -> SessionError:
     return SessionError(code=surfaces(exc).ws_code, message=redact(str(exc)))
 
 
-class SessionSocket:
+class SessionConnection:
     def __init__(self, websocket: WebSocket, chat: ChatRecord, principal: Principal, state: ApiState) -> None:
         self._ws = websocket
         self._chat = chat
         self._principal = principal
         self._state = state
         self._sessions = state.sessions
-        self._tracker = state.tracker
+        self._turn_metrics = state.turn_metrics
         self._limiter = state.limiter
         self._resumes = RateLimiter(
             per_minute=state.config.resume_per_minute, burst=5, subject="resume frames on this websocket"
@@ -120,7 +120,7 @@ class SessionSocket:
         with scope:
             try:
                 async for event, text in self._sessions.subscribe_json(self._chat, after_seq):
-                    self._tracker.saw(event)
+                    self._turn_metrics.saw(event)
                     async with self._send_lock:
                         await self._ws.send_text(text)  # a frame is an event's JSON, as WebSocketEncoder's
             except WebSocketDisconnect:
@@ -287,7 +287,7 @@ async def serve_session(
     structlog.contextvars.bind_contextvars(chat_id=chat.id, owner=principal.owner)
     state.metrics.websocket_clients.inc()
     try:
-        await SessionSocket(websocket, chat, principal, state).run(params.after_seq)
+        await SessionConnection(websocket, chat, principal, state).run(params.after_seq)
     finally:
         state.caps.give_back("websocket", principal.owner)
         state.metrics.websocket_clients.dec()

@@ -13,22 +13,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import structlog
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.api.auth import Principal
 from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.steering import Steering
-from orchestrator.api.tracker import TurnTracker
-from orchestrator.api.views import SessionView
+from orchestrator.api.turn_metrics import TurnMetrics
 from orchestrator.dsl import Assistant
 from orchestrator.errors import Conflict, NotFound, UsageError
 from orchestrator.pipeline import (
     Attachment,
     InputMessage,
+    PermissionAnswer,
     Release,
     TurnHandle,
     TurnInput,
@@ -45,7 +47,37 @@ DELETE_WAIT = 10.0
 """Seconds a session delete waits for its cancelled turn to end."""
 
 
-PermissionAnswer = Literal["allow", "deny", "allow_always"]
+class SessionView(BaseModel):
+    """A session as the API answers it: its chat, named by the id its owner chose."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    id: str
+    """The session's id as its owner names it (unique per owner; another owner may use the same)."""
+    owner: str
+    assistant_id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    last_seq: int
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    running_turn_id: str | None = None
+    parent_id: str | None = None
+    """A sub-agent's child session: the id of the session whose turn started it."""
+
+    @classmethod
+    def of(cls, chat: ChatRecord, running_turn_id: str | None = None) -> SessionView:
+        """The view of `chat`: its fields of the same name as they are, its ids for the client."""
+        same = chat.model_dump(include=set(cls.model_fields) - {"id", "parent_id", "running_turn_id"})
+        return cls(
+            **same, id=chat.client_id, parent_id=_parent_session(chat), running_turn_id=running_turn_id
+        )
+
+
+def _parent_session(chat: ChatRecord) -> str | None:
+    if chat.parent_id is None:
+        return None
+    named = chat.metadata.get("parent_session")
+    return named if isinstance(named, str) else chat.parent_id
 
 
 @dataclass(frozen=True)
@@ -91,7 +123,7 @@ class SessionService:
         turns: TurnService,
         catalog: Catalog,
         manager: SandboxManager,
-        tracker: TurnTracker,
+        turn_metrics: TurnMetrics,
         caps: OwnerCaps | None = None,
     ) -> None:
         self._caps = caps or OwnerCaps({"running turn": 1_000_000})
@@ -99,7 +131,7 @@ class SessionService:
         self.turns = turns
         self._catalog = catalog
         self._manager = manager
-        self._tracker = tracker
+        self._turn_metrics = turn_metrics
         self.steering = Steering(store, holds=self._holds, act=self._act)
         """Interrupts and answers for turns another replica runs (Postgres), and theirs for ours."""
         self.steering.listen()
@@ -234,7 +266,7 @@ class SessionService:
             ),
             admit=admit,
         )
-        self._tracker.track(handle, runner[0] if runner else "unknown")
+        self._turn_metrics.track(handle, runner[0] if runner else "unknown")
         log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
         return handle
 

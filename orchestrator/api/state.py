@@ -1,5 +1,7 @@
-"""`ApiState`: the runtime plus the API's own services, built once in the lifespan and read by
-the routers' dependencies from `app.state.api`."""
+"""`ApiState`: the process's `Services` plus the API's own (authentication, limits, the session,
+sandbox and image services the routers call), built once in the lifespan and read by the routers'
+dependencies from `app.state.api`. It opens nothing: what needs closing is `Services`', closed by
+`open_services`."""
 
 from __future__ import annotations
 
@@ -9,63 +11,65 @@ from orchestrator.api.auth import Authenticator
 from orchestrator.api.caps import OwnerCaps
 from orchestrator.api.catalog import Catalog
 from orchestrator.api.config import ApiConfig
-from orchestrator.api.fleet import Fleet
+from orchestrator.api.images import ImageService
 from orchestrator.api.memories import Memories
 from orchestrator.api.metrics import Metrics
 from orchestrator.api.ratelimit import KeyLimiter, RateLimiter, SharedRateLimiter
-from orchestrator.api.runtime import Runtime
+from orchestrator.api.sandboxes import SandboxService
 from orchestrator.api.sessions import SessionService
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.api.tickets import SharedTickets, Tickets, WsTickets
-from orchestrator.api.tracker import TurnTracker
-from orchestrator.api.workshop import Workshop
+from orchestrator.api.turn_metrics import TurnMetrics
+from orchestrator.services import Services
 
 
 @dataclass(frozen=True)
 class ApiState:
-    runtime: Runtime
+    services: Services
     config: ApiConfig
     metrics: Metrics
     limiter: KeyLimiter
     auth: Authenticator
     catalog: Catalog
-    tracker: TurnTracker
+    turn_metrics: TurnMetrics
     sessions: SessionService
-    fleet: Fleet
-    workshop: Workshop
+    sandboxes: SandboxService
+    images: ImageService
     memories: Memories
     supervisor: Supervisor
     caps: OwnerCaps
     tickets: WsTickets
 
     @classmethod
-    def build(cls, runtime: Runtime, config: ApiConfig, metrics: Metrics, supervisor: Supervisor) -> ApiState:
+    def build(
+        cls, services: Services, config: ApiConfig, metrics: Metrics, supervisor: Supervisor
+    ) -> ApiState:
         """Wire the services; `supervisor` runs background work in the app's task group."""
         spawn = supervisor.spawn
-        settings = runtime.settings
+        settings = services.settings
         limiter: KeyLimiter
-        if runtime.store.dialect == "postgresql":  # replicas may share the database: so do the keys' buckets
+        if services.store.dialect == "postgresql":  # replicas may share the database: so do the keys' buckets
             limiter = SharedRateLimiter(
-                runtime.store.rate_buckets,
+                services.store.rate_buckets,
                 per_minute=config.rate_limit_per_minute,
                 burst=config.rate_limit_burst,
             )
         else:
             limiter = RateLimiter(per_minute=config.rate_limit_per_minute, burst=config.rate_limit_burst)
         tickets: WsTickets  # replicas may share the database: a ticket from one opens a socket on any
-        if runtime.store.dialect == "postgresql":
-            tickets = SharedTickets(runtime.store.ws_tickets, config.ws_ticket_ttl)
+        if services.store.dialect == "postgresql":
+            tickets = SharedTickets(services.store.ws_tickets, config.ws_ticket_ttl)
         else:
             tickets = Tickets(config.ws_ticket_ttl)
-        catalog = Catalog(runtime.assistants, runtime.store, config.api_assistant_policy())
-        tracker = TurnTracker(metrics, spawn)
-        fleet = Fleet(
-            runtime.manager,
-            runtime.store,
+        catalog = Catalog(services.assistants, services.store, config.api_assistant_policy())
+        turn_metrics = TurnMetrics(metrics, spawn)
+        sandboxes = SandboxService(
+            services.manager,
+            services.store,
             exec_timeout=config.exec_timeout,
             output_bytes=config.exec_output_bytes,
         )
-        metrics.watch_sandboxes(runtime.manager)
+        metrics.watch_sandboxes(services.manager)
         caps = OwnerCaps(
             {
                 "websocket": config.max_websockets_per_owner,
@@ -73,19 +77,21 @@ class ApiState:
                 "running turn": config.max_turns_per_owner,
             }
         )
-        sessions = SessionService(runtime.store, runtime.turns, catalog, runtime.manager, tracker, caps)
+        sessions = SessionService(
+            services.store, services.turns, catalog, services.manager, turn_metrics, caps
+        )
         return cls(
-            runtime=runtime,
+            services=services,
             config=config,
             metrics=metrics,
             limiter=limiter,
-            auth=Authenticator(runtime.store, settings, limiter),
+            auth=Authenticator(services.store, settings, limiter),
             catalog=catalog,
-            tracker=tracker,
+            turn_metrics=turn_metrics,
             sessions=sessions,
-            fleet=fleet,
-            workshop=Workshop(runtime.images, fleet, runtime.store, metrics, spawn),
-            memories=Memories(runtime.store, sessions),
+            sandboxes=sandboxes,
+            images=ImageService(services.images, sandboxes, services.store, metrics, spawn),
+            memories=Memories(services.store, sessions),
             supervisor=supervisor,
             caps=caps,
             tickets=tickets,

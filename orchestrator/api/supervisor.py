@@ -11,16 +11,15 @@ start-up and shutdown.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-log = structlog.get_logger(__name__)
+from orchestrator.spawn import Work
 
-Work = Callable[[], Coroutine[Any, Any, None]]
+log = structlog.get_logger(__name__)
 
 
 class Supervisor:

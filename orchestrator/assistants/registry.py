@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 import anyio
 from anyio import to_thread
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.dsl import AppLoader, Assistant, is_system_id
 from orchestrator.dsl.source import AssistantSource
@@ -47,6 +48,22 @@ def exposed_environ(prefix: str | None, environ: Mapping[str, str] | None = None
         return {}
     source = os.environ if environ is None else environ
     return {k: v for k, v in source.items() if k.startswith(prefix)}
+
+
+class Sharing(BaseModel):
+    """Who may use a stored assistant, read off its package (`public`); the loader checks the rest."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    public: bool = False
+    """Anyone may call it; else only its owner."""
+
+    @classmethod
+    def of(cls, record: AssistantRecord) -> Sharing:
+        """`record`'s; a package that does not validate shares nothing."""
+        try:
+            return cls.model_validate(record.package)
+        except ValidationError:
+            return cls()
 
 
 def _not_found(assistant_id: str) -> NotFound:
@@ -117,7 +134,7 @@ class AssistantRegistry:
                 assistant = await to_thread.run_sync(self.loader.get, assistant_id)
         except NotFound:
             record = await self.record(assistant_id)
-            if record is None or (record.owner != owner and not record.package.get("public")):
+            if record is None or (record.owner != owner and not Sharing.of(record).public):
                 raise _not_found(assistant_id) from None
             return await self.load_stored(record)
         if is_system_id(assistant_id) or assistant.package.public:

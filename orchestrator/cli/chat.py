@@ -21,8 +21,9 @@ from rich.console import Console
 from rich.text import Text
 
 from orchestrator.cli.eventview import EventView
-from orchestrator.cli.remote import DEFAULT_URL, KeyOption, UrlOption, require_key
+from orchestrator.cli.remote import KeyOption, UrlOption, require_key
 from orchestrator.client import CageApiError, CageClient, SessionSocket
+from orchestrator.client.http import DEFAULT_URL
 
 PROMPT = "you> "
 

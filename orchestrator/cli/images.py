@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 import typer
@@ -14,10 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.listing import JsonOption, print_rows
-from orchestrator.sandbox.images import RUNNER_IMAGES, BuildProgress
-from orchestrator.services import Services
+from orchestrator.sandbox.engines import engine_clients
+from orchestrator.sandbox.images import RUNNER_IMAGES, BuildProgress, ImageBuilder
 from orchestrator.settings import Settings
 
+T = TypeVar("T")
 app = typer.Typer(
     help="Build, push, list and prune the runner images.", no_args_is_help=True, add_completion=False
 )
@@ -133,11 +135,20 @@ def push(
         console.print(f"images manifest written to {manifest} (CAGE_K8S_IMAGES_MANIFEST)")
 
 
+async def _with_images(work: Callable[[ImageBuilder], Awaitable[T]]) -> T:
+    """`work` on the engine's image builder; the engine's clients are closed after it."""
+    backend, images = engine_clients(Settings())
+    try:
+        return await work(images)
+    finally:
+        await images.aclose()
+        await backend.aclose()
+
+
 @app.command("list")
 def list_images(as_json: JsonOption = False) -> None:
     """The Cage-built runner images on the engine."""
-    services = Services.from_settings(Settings())
-    infos = anyio.run(services.images.list_images)
+    infos = anyio.run(_with_images, lambda images: images.list_images())
     rows = [
         {
             "tag": info.tag,
@@ -154,8 +165,7 @@ def list_images(as_json: JsonOption = False) -> None:
 @app.command("prune")
 def prune() -> None:
     """Remove runner images of outdated hashes (images of the current hashes stay)."""
-    services = Services.from_settings(Settings())
-    removed = anyio.run(lambda: services.images.prune(set()))
+    removed = anyio.run(_with_images, lambda images: images.prune(set()))
     for tag in removed:
         typer.echo(f"removed {tag}")
     if not removed:

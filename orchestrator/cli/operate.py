@@ -14,8 +14,9 @@ import anyio
 import typer
 
 from orchestrator.cli.listing import JsonOption, print_rows
-from orchestrator.cli.remote import DEFAULT_URL, KeyOption, UrlOption, require_key
+from orchestrator.cli.remote import KeyOption, UrlOption, require_key
 from orchestrator.client import CageClient
+from orchestrator.client.http import DEFAULT_URL
 
 
 def _age(seconds: float) -> str:

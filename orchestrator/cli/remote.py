@@ -8,8 +8,6 @@ import typer
 
 from orchestrator.errors import UsageError
 
-DEFAULT_URL = "http://127.0.0.1:8080"
-
 UrlOption = Annotated[
     str, typer.Option("--url", envvar="CAGE_URL", help="The Cage server (default http://127.0.0.1:8080).")
 ]

@@ -47,19 +47,17 @@ from orchestrator.errors import NotFound, UsageError, WorkspaceError
 from orchestrator.pipeline import (
     CallResult,
     InputMessage,
-    PipelineService,
     TurnHandle,
     TurnInput,
     TurnOptions,
+    TurnService,
     new_chat_id,
-    turn_tasks,
 )
 from orchestrator.pipeline.permissions import Unattended
 from orchestrator.sandbox.checkout import checkout_owner
 from orchestrator.sandbox.labels import MANAGED, RUN
 from orchestrator.services import Services, open_services
 from orchestrator.settings import Settings
-from orchestrator.store import Store
 from orchestrator.stream import (
     ErrorEvent,
     Event,
@@ -180,10 +178,10 @@ def _prepare(services: Services, opts: RunOptions) -> Assistant:
 
 
 async def _follow_turn(
-    pipeline: PipelineService, assistant: Assistant, opts: RunOptions, sink: _Sink, interrupted: list[bool]
+    turns: TurnService, assistant: Assistant, opts: RunOptions, sink: _Sink, interrupted: list[bool]
 ) -> tuple[str, CallResult]:
     """Start the turn, render its events, answer SIGINT/SIGTERM; its id and result."""
-    handle = await pipeline.start(
+    handle = await turns.start(
         TurnInput(
             assistant_id=assistant.id,
             owner=LOCAL_OWNER,
@@ -210,8 +208,10 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
     """
     run_id = uuid.uuid4().hex
     settings = settings.model_copy(update={"sandbox_labels": {**settings.sandbox_labels, RUN: run_id}})
-    async with open_services(settings) as services:  # the engine clients closed however the run ends
-        return await _run_turn(settings, services, opts, run_id)
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # before the store makes it
+    # no chat titles: the pipeline closes as the turn ends, which cancels a title job anyway
+    async with open_services(settings, unattended=opts.permissions, titles=False) as services:
+        return await _run_turn(settings, services, opts, run_id)  # all of it closed however it ends
 
 
 async def _run_turn(settings: Settings, services: Services, opts: RunOptions, run_id: str) -> int:
@@ -219,9 +219,7 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
     assistant = _prepare(services, opts)
     if assistant.sandbox is not None:
         await services.backend.ping()
-    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    store = Store.from_settings(settings)
-    await store.migrate()
+    await services.store.migrate()
     outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
     events_file = outputs.create("events.jsonl") if outputs is not None else None
     renderer = _renderer(opts.output, opts.workspace)
@@ -232,19 +230,10 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
         started = time.monotonic()
         interrupted: list[bool] = []
         try:
-            async with turn_tasks() as turns:  # the run owns its turn's task
-                # no chat titles: the service closes as the turn ends, which cancels a title job anyway
-                pipeline = PipelineService.from_services(
-                    services, store, tasks=turns, unattended=opts.permissions, titles=False
-                )
-                try:
-                    turn_id, result = await _follow_turn(pipeline, assistant, opts, sink, interrupted)
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await pipeline.aclose()
+            turn_id, result = await _follow_turn(services.turns, assistant, opts, sink, interrupted)
         finally:
             with anyio.CancelScope(shield=True):
-                await store.aclose()
+                await services.turns.aclose()
                 if assistant.sandbox is not None:
                     await _remove_boxes(services, run_id)
             if events_file is not None:

@@ -15,7 +15,7 @@ the caller untouched; `schemas/stream-v1.json` and `schemas/ws-v1.json` describe
 
 from orchestrator.client.errors import CageApiError
 from orchestrator.client.http import CageClient
-from orchestrator.client.models import ExecResult, SandboxInfo, SessionInfo
+from orchestrator.client.models import ExecResult, SandboxView, SessionView
 from orchestrator.client.session import Frame, SessionSocket
 
-__all__ = ["CageApiError", "CageClient", "ExecResult", "Frame", "SandboxInfo", "SessionInfo", "SessionSocket"]
+__all__ = ["CageApiError", "CageClient", "ExecResult", "Frame", "SandboxView", "SessionSocket", "SessionView"]

@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 
 from orchestrator.client.errors import CageApiError
-from orchestrator.client.models import ExecResult, SandboxInfo, SessionInfo
+from orchestrator.client.models import ExecResult, SandboxView, SessionView
 from orchestrator.client.session import Frame, SessionSocket
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -69,16 +69,16 @@ class CageClient:
         return response.json() if response.content else None
 
     # -- sessions -----------------------------------------------------------------------------
-    async def sessions(self, *, limit: int = 50, owner: str | None = None) -> list[SessionInfo]:
+    async def sessions(self, *, limit: int = 50, owner: str | None = None) -> list[SessionView]:
         """The caller's sessions, most recently active first (an admin may name another `owner`)."""
         if owner is not None:
             rows = await self._request("GET", "/v1/admin/sessions", params={"owner": owner})
         else:
             rows = await self._request("GET", "/v1/sessions", params={"limit": limit})
-        return [SessionInfo.model_validate(r) for r in rows]
+        return [SessionView.model_validate(r) for r in rows]
 
-    async def get_session(self, chat_id: str) -> SessionInfo:
-        return SessionInfo.model_validate(await self._request("GET", f"/v1/sessions/{quote(chat_id)}"))
+    async def get_session(self, chat_id: str) -> SessionView:
+        return SessionView.model_validate(await self._request("GET", f"/v1/sessions/{quote(chat_id)}"))
 
     async def delete_session(self, chat_id: str) -> None:
         await self._request("DELETE", f"/v1/sessions/{quote(chat_id)}")
@@ -136,11 +136,11 @@ class CageClient:
         """The assistants the caller may talk to, as OpenAI models."""
         return list((await self._request("GET", "/v1/models"))["data"])
 
-    async def sandboxes(self, *, all_owners: bool = False, usage: bool = False) -> list[SandboxInfo]:
+    async def sandboxes(self, *, all_owners: bool = False, usage: bool = False) -> list[SandboxView]:
         """The caller's sandboxes, or (admin key) every owner's."""
         path = "/v1/admin/sandboxes" if all_owners else "/v1/sandboxes"
         params = {"usage": "true"} if usage else {}
-        return [SandboxInfo.model_validate(r) for r in await self._request("GET", path, params=params)]
+        return [SandboxView.model_validate(r) for r in await self._request("GET", path, params=params)]
 
     async def remove_sandbox(self, name: str, *, admin: bool = False) -> None:
         """Remove a sandbox (refused with 409 while a turn runs in it)."""

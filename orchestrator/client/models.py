@@ -1,5 +1,10 @@
 """What the server answers, as the client reads it: open models (`extra="allow"`), so a newer
-server's additional fields do not break an older client."""
+server's additional fields do not break an older client.
+
+Each is named after the API's response model it reads (`orchestrator.api`'s `SessionView`,
+`SandboxView`, `ExecResult`: one wire object, one name). The API's are strict and the client may
+not import them (the client speaks only the wire protocol), so the shape is declared twice.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 _OPEN = ConfigDict(extra="allow", frozen=True)
 
 
-class SessionInfo(BaseModel):
+class SessionView(BaseModel):
     model_config = _OPEN
     id: str
     owner: str
@@ -23,7 +28,7 @@ class SessionInfo(BaseModel):
     running_turn_id: str | None = None
 
 
-class SandboxInfo(BaseModel):
+class SandboxView(BaseModel):
     model_config = _OPEN
     name: str
     owner: str

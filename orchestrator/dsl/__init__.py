@@ -11,7 +11,7 @@ from orchestrator.dsl.inert import ConfigWarning
 from orchestrator.dsl.jsonc import parse_jsonc
 from orchestrator.dsl.loader import AppLoader, LoadReport
 from orchestrator.dsl.mcp import McpOptions, McpServerRef, McpServerSpec, ProcessTool
-from orchestrator.dsl.package import ModelOptions, PackageSpec, Prompt
+from orchestrator.dsl.package import PackageOptions, PackageSpec, Prompt
 from orchestrator.dsl.promptvars import expand_prompts
 from orchestrator.dsl.sandbox import (
     ComputerSpec,
@@ -53,8 +53,8 @@ __all__ = [
     "McpServerRef",
     "McpServerSpec",
     "MemoryBytes",
-    "ModelOptions",
     "NetworkAllowlist",
+    "PackageOptions",
     "PackageSpec",
     "PortSpec",
     "PrepareStep",

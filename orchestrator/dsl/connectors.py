@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import copy
 import enum
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -23,8 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from orchestrator.dsl.diagnostics import validate
 from orchestrator.dsl.document import Document, KeyPath, format_key_path
 from orchestrator.dsl.envexpand import EnvExpander
+from orchestrator.dsl.spec_table import SpecTable
 from orchestrator.dsl.units import Duration
-from orchestrator.errors import ConfigError, NotFound
+from orchestrator.errors import ConfigError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 CONNECTOR_SUFFIX = ".conn.yao"
@@ -211,31 +211,10 @@ def build_connector(
     return ConnectorSpec.model_validate(data)
 
 
-@dataclass
-class ConnectorTable:
+class ConnectorTable(SpecTable[ConnectorSpec]):
     """Every connector of the app: the ones that loaded, and the stored error of each one that did not."""
 
-    specs: dict[str, ConnectorSpec] = field(default_factory=dict)
-    errors: dict[str, ConfigError] = field(default_factory=dict)
-
-    def __contains__(self, conn_id: object) -> bool:
-        return conn_id in self.specs or conn_id in self.errors
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted({*self.specs, *self.errors}))
-
-    def get(self, conn_id: str) -> ConnectorSpec:
-        """The connector `conn_id`.
-
-        Raises:
-            ConfigError: the connector is defined but failed to load (e.g. its `$ENV` key is unset).
-            NotFound: no connector has this id.
-        """
-        if conn_id in self.specs:
-            return self.specs[conn_id]
-        if conn_id in self.errors:
-            raise self.errors[conn_id]
-        raise NotFound(f"connector {conn_id!r} is not defined")
+    what = "connector"
 
     def add(self, conn_id: str, doc: Document, *, environ: Mapping[str, str], prefix: KeyPath = ()) -> str:
         """Load one definition; a failure is stored against `conn_id` instead of raised.
@@ -243,20 +222,15 @@ class ConnectorTable:
         Returns the connector type when it is one of Yao's non-model types (stored as unusable),
         else "".
         """
-        self.specs.pop(conn_id, None)
-        self.errors.pop(conn_id, None)
         node: Any = doc.value
         for part in prefix:
             node = node.get(part) if isinstance(node, dict) else None
         kind = node.get("type") if isinstance(node, dict) else None
         if isinstance(kind, str) and kind in NON_MODEL_TYPES:
             where = (*prefix, "type")
-            self.errors[conn_id] = ConfigError(
+            self.fail(conn_id, ConfigError(
                 f"connector type {kind!r} is not a model connector; Cage uses only openai and anthropic",
-                file=doc.file, key_path=format_key_path(where), line=doc.line_for(where))
+                file=doc.file, key_path=format_key_path(where), line=doc.line_for(where)))
             return kind
-        try:
-            self.specs[conn_id] = build_connector(conn_id, doc, environ=environ, prefix=prefix)
-        except ConfigError as exc:
-            self.errors[conn_id] = exc
+        self.load(conn_id, lambda: build_connector(conn_id, doc, environ=environ, prefix=prefix))
         return ""

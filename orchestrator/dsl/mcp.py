@@ -15,8 +15,7 @@ assistants that use it.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -27,8 +26,9 @@ from orchestrator.dsl.diagnostics import validate
 from orchestrator.dsl.document import Document
 from orchestrator.dsl.envexpand import EnvExpander
 from orchestrator.dsl.jsonc import parse_jsonc
+from orchestrator.dsl.spec_table import SpecTable
 from orchestrator.dsl.units import Duration
-from orchestrator.errors import ConfigError, NotFound
+from orchestrator.errors import ConfigError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 MCP_SUFFIX = ".mcp.yao"
@@ -255,38 +255,12 @@ def build_mcp_server(
     )
 
 
-@dataclass
-class McpTable:
+class McpTable(SpecTable[McpServerSpec]):
     """Every MCP server of the app, and the stored error of each one that failed to load."""
 
-    specs: dict[str, McpServerSpec] = field(default_factory=dict)
-    errors: dict[str, ConfigError] = field(default_factory=dict)
-
-    def __contains__(self, server_id: object) -> bool:
-        return server_id in self.specs or server_id in self.errors
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted({*self.specs, *self.errors}))
-
-    def get(self, server_id: str) -> McpServerSpec:
-        """The server `server_id`.
-
-        Raises:
-            ConfigError: the server is defined but failed to load.
-            NotFound: no server has this id.
-        """
-        if server_id in self.specs:
-            return self.specs[server_id]
-        if server_id in self.errors:
-            raise self.errors[server_id]
-        raise NotFound(f"MCP server {server_id!r} is not defined")
+    what = "MCP server"
 
     def add(self, server_id: str, doc: Document, *, environ: Mapping[str, str],
             mapping: Path | None = None) -> None:
         """Load one file; a failure is stored against `server_id` instead of raised."""
-        self.specs.pop(server_id, None)
-        self.errors.pop(server_id, None)
-        try:
-            self.specs[server_id] = build_mcp_server(server_id, doc, environ=environ, mapping=mapping)
-        except ConfigError as exc:
-            self.errors[server_id] = exc
+        self.load(server_id, lambda: build_mcp_server(server_id, doc, environ=environ, mapping=mapping))

@@ -29,7 +29,7 @@ from typing import Any
 
 from orchestrator.dsl.connectors import ConnectorSpec
 from orchestrator.dsl.document import Document, KeyPath, format_key_path
-from orchestrator.dsl.package import ModelOptions, PackageSpec
+from orchestrator.dsl.package import PackageOptions, PackageSpec
 from orchestrator.errors import ConfigError, ConfigErrors
 
 NATIVE_RUNNERS = frozenset({"yaocode", "tai"})
@@ -44,20 +44,20 @@ _CLI_NAMES = {"claude": "Claude Code", "opencode": "opencode", "codex": "the Cod
 _NOT_ANTHROPIC = frozenset({"seed", "presence_penalty", "frequency_penalty"})
 
 
-def set_keys(options: ModelOptions) -> tuple[str, ...]:
+def set_keys(options: PackageOptions) -> tuple[str, ...]:
     """The keys the package sets (typed ones given a value, and every extra key)."""
-    typed = [k for k in ModelOptions.model_fields if k in options.model_fields_set
+    typed = [k for k in PackageOptions.model_fields if k in options.model_fields_set
              and getattr(options, k) is not None]
     return (*typed, *(options.model_extra or {}))
 
 
 def option_refusals(
-    options: ModelOptions, runner: str | None, provider: str | None
+    options: PackageOptions, runner: str | None, provider: str | None
 ) -> Iterator[tuple[str, str]]:
     """(key, reason) for every set key that `runner` (None: LLM mode) with a connector of
     `provider` (None: not known here) cannot honour."""
     for key in set_keys(options):
-        reason = _reason(key, runner, provider, extra=key not in ModelOptions.model_fields)
+        reason = _reason(key, runner, provider, extra=key not in PackageOptions.model_fields)
         if reason is not None:
             yield key, reason
 
@@ -133,7 +133,7 @@ def check_options(package: PackageSpec, doc: Document, runner: str | None, provi
         raise ConfigErrors(errors)
 
 
-def cli_connector(connector: ConnectorSpec, options: ModelOptions, runner: str) -> ConnectorSpec:
+def cli_connector(connector: ConnectorSpec, options: PackageOptions, runner: str) -> ConnectorSpec:
     """The connector an agent CLI's adapter gets, with the package options it maps set on it."""
     supported = CLI_OPTIONS.get(runner, frozenset())
     update: dict[str, Any] = {}
@@ -148,7 +148,7 @@ def cli_connector(connector: ConnectorSpec, options: ModelOptions, runner: str) 
 
 
 def cli_runner_options(
-    runner_options: Mapping[str, Any], options: ModelOptions, runner: str
+    runner_options: Mapping[str, Any], options: PackageOptions, runner: str
 ) -> dict[str, Any]:
     """`runner.options` with the package options an adapter reads from there (codex's
     `reasoning_effort`); a value `runner.options` sets itself wins."""

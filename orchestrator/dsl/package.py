@@ -50,7 +50,7 @@ class Prompt(BaseModel):
         return v
 
 
-class ModelOptions(BaseModel):
+class PackageOptions(BaseModel):
     """`options`: request parameters for the model.
 
     The typed keys are checked; any other key is added to the provider's request body as is
@@ -122,7 +122,7 @@ class KnowledgeBase(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class Database(BaseModel):
+class DatabaseModels(BaseModel):
     """`db`: an object, or (Yao's older shape) the list of models."""
 
     model_config = _STRICT
@@ -151,7 +151,7 @@ class PackageSpec(BaseModel):
     connector: str | None = None
     """Connector id, `$ENV.NAME`, or `use::<role>` (resolved through `agent.yml` `roles`)."""
     connector_options: ConnectorChoice | None = None
-    options: ModelOptions = ModelOptions()
+    options: PackageOptions = PackageOptions()
     prompts: tuple[Prompt, ...] = ()
     """Inline prompts; `prompts.yml` replaces them."""
     prompt_presets: dict[str, tuple[Prompt, ...]] = Field(default_factory=dict)
@@ -172,7 +172,7 @@ class PackageSpec(BaseModel):
     built_in: bool = False
     placeholder: Placeholder | None = None
     kb: KnowledgeBase | None = None
-    db: Database | None = None
+    db: DatabaseModels | None = None
     mcp: McpConfig | None = None
     workflow: Workflow | None = None
     uses: Uses | None = None

@@ -9,15 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.hooks_ts.bridge import context_fields, handlers, sandbox_info, script_handler
+from orchestrator.hooks_ts.bridge import HookContext, context_fields, handlers, sandbox_info, script_handler
 from orchestrator.hooks_ts.runtime import TsOutcome, TsRuntime, TsRuntimeError, available
 
 if TYPE_CHECKING:
     from orchestrator.dsl import Assistant
-
-HookContext = Any
-"""`orchestrator.pipeline.hooks.context.HookContext`, not imported: `orchestrator.llm` (process MCP
-servers) uses this package and must not depend on the pipeline."""
 
 HOOK_NAMES = {"create": "Create", "next": "Next"}
 """Cage's hook names -> the function names Yao looks up in `src/index.ts`."""

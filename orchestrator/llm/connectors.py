@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.dsl.connectors import ConnectorSpec, ConnectorType
-from orchestrator.dsl.package import CompactionSettings
-from orchestrator.dsl.package import ModelOptions as PackageOptions
+from orchestrator.dsl.package import CompactionSettings, PackageOptions
 from orchestrator.llm.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT, ClientSettings, ModelClient
 from orchestrator.llm.compaction import CompactionPolicy
 from orchestrator.llm.messages import ModelOptions, Sampling

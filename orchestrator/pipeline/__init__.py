@@ -6,10 +6,10 @@ from here.
 
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
-from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import (
     Admit,
     Attachment,
+    ClientOptions,
     InputMessage,
     Release,
     TurnHandle,
@@ -19,22 +19,23 @@ from orchestrator.pipeline.contract import (
     new_chat_id,
     new_turn_id,
 )
-from orchestrator.pipeline.errors import CallDepthError, HookError
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
+from orchestrator.pipeline.permission_answers import PermissionAnswer
+from orchestrator.pipeline.resume import ChatResumeStore
 from orchestrator.pipeline.service import PipelineService, turn_tasks
 
 __all__ = [
     "Admit",
     "Attachment",
-    "CallDepthError",
     "CallResult",
     "CallStack",
     "ChatResumeStore",
-    "HookError",
+    "ClientOptions",
     "HookModules",
     "InputMessage",
+    "PermissionAnswer",
     "PipelineService",
     "Release",
     "RunningTurn",

@@ -1,346 +1,110 @@
-"""`CallRunner`: one call through the stages, for the turn's root and for every nested call.
-
-stream_start → history → sandbox (before hooks, so they can use it) → Create hook (may rewrite
-messages and options, or delegate) → the mode (`modes/`) → Next hook (may delegate or return data),
-else the standard response → stream_end (the caller's `finish`: the root persists the turn with
-it) → release the sandbox per lifecycle.
-
-A failing stage ends the call with an `error` event and `stream_end` error; an interrupt ends it
-with `stream_end` cancelled. Both release the sandbox. Nested calls (delegation, agent-to-agent)
-run the same stages in a thread of their own.
-"""
+"""The state a turn's calls share (`TurnScope`) and one call (`Call`), the input of its stages and mode."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
 
-import anyio
-import structlog
-from pydantic import ValidationError
+from pydantic import JsonValue
 
-from orchestrator.dsl.locales import request_locale
-from orchestrator.dsl.localized import localized
-from orchestrator.errors import CageError
-from orchestrator.pipeline.attachments import with_attachments
+from orchestrator.dsl import AppLoader, Assistant
+from orchestrator.gateway import ModelGateway
+from orchestrator.permissions import PermissionGate
 from orchestrator.pipeline.call_result import CallResult
-from orchestrator.pipeline.callstack import CallKind
+from orchestrator.pipeline.callstack import CallStack
 from orchestrator.pipeline.cancel import CancelSignal
-from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.frame import Call
-from orchestrator.pipeline.hooks.agents import AgentCaller
-from orchestrator.pipeline.hooks.context import HookContext, HookSandbox
-from orchestrator.pipeline.hooks.mcp import HookMcp
-from orchestrator.pipeline.hooks.results import (
-    IGNORED_CREATE_KEYS,
-    CreateResult,
-    Delegate,
-    NextResult,
-    parse_result,
-)
-from orchestrator.pipeline.modes import mode_for
+from orchestrator.pipeline.contract import Attachment, InputMessage
+from orchestrator.pipeline.hooks.memory import HookMemory
+from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.options import CallOptions
-from orchestrator.pipeline.stages.history import load_history
-from orchestrator.pipeline.stages.sandbox import acquire_sandbox, release_sandbox
-from orchestrator.redaction import redact
-from orchestrator.stream import Event, TurnBuilder, Usage
+from orchestrator.pipeline.permissions import Permissions
+from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.transcript import CallTranscript
+from orchestrator.sandbox.manager import SandboxLease, SandboxManager
+from orchestrator.store import Store
+from orchestrator.stream import Emit, Event, IdSource, StreamStatus, TurnBuilder, Usage
 
-log = structlog.get_logger(__name__)
-
-Finish = Callable[[list[Event], CallResult], Awaitable[None]]
-"""Emits a call's closing events (`stream_end`); the root's also persists the turn."""
-
-RUNNER_GRACE = 20.0
-"""Seconds a runner gets to stop after a graceful interrupt before its call is cancelled hard."""
+Authorize = Callable[[str], Awaitable[Assistant]]
+Stage = Literal["start", "history", "sandbox", "create", "runner", "llm", "next", "delegate", "end"]
 
 
-class _Interrupted(Exception):
-    """Raised between stages once an interrupt was requested."""
+@dataclass
+class TurnScope:
+    """Everything the calls of one turn share."""
+
+    owner: str
+    chat_id: str
+    turn_id: str
+    metadata: dict[str, object]
+    loader: AppLoader
+    manager: SandboxManager
+    store: Store
+    resume: ResumeStore
+    hooks: HookModules
+    memory: HookMemory
+    ids: IdSource
+    emit: Emit
+    """Stamps, logs and fans out (the session hub); every call's events go through it."""
+    authorize: Authorize
+    gateway: ModelGateway
+    """Issues the per-turn tokens runners use instead of the connector's key."""
+    attachments: tuple[Attachment, ...] = ()
+    """The user's files: written into the root call's sandbox before its hooks run."""
+    allow_host_mcp: bool = False
+    """LLM-mode stdio MCP servers may run on the orchestrator host (`Settings.allow_host_mcp`)."""
+    permissions: Permissions | None = None
+    """Makes each runner call's permission broker and takes the clients' answers."""
 
 
-def _sum_usage(*usages: Usage | None) -> Usage | None:
-    present = [u for u in usages if u is not None]
-    if not present:
-        return None
-    total = present[0]
-    for usage in present[1:]:
-        total = total + usage
-    return total.model_copy(update={"scope": "turn"})
+@dataclass
+class Call:
+    """One call on the stack: its assistant, messages, options, builder, sandbox and interrupt.
 
+    The one input of a call's stages and of its `Mode`; what they learn on the way (the lease, the
+    stage, the history) is set on it.
+    """
 
-class CallRunner:
-    """Runs calls; `fork` and delegation nest new frames under a given one."""
+    scope: TurnScope
+    assistant: Assistant
+    stack: CallStack
+    builder: TurnBuilder
+    messages: tuple[InputMessage, ...]
+    options: CallOptions
+    signal: CancelSignal
+    transcript: CallTranscript = field(init=False)
+    lease: SandboxLease | None = None
+    gate: PermissionGate | None = None
+    """The call's permission broker (`sandbox.yao` `permissions`); runners ask it before a tool runs."""
+    stage: Stage = "start"
+    started: bool = False
+    """True once `stream_start` went out."""
+    history_loaded: bool = False
 
-    async def run(self, frame: Call, finish: Finish) -> CallResult:
-        """Run every stage of `frame`'s call; never raises for a failing stage (only cancellation)."""
-        result: CallResult | None = None
-        try:
-            with anyio.CancelScope() as scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._enforce, frame, scope)
-                    try:
-                        result = await self._stages(frame)
-                    finally:
-                        tg.cancel_scope.cancel()
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self._close(frame, self._cancelled(frame), finish)
-            raise
-        if result is None:
-            result = self._cancelled(frame)
-        with anyio.CancelScope(shield=True):
-            await self._close(frame, result, finish)
-        return result
+    def __post_init__(self) -> None:
+        self.transcript = CallTranscript(self.builder.thread_id)
 
-    def _cancelled(self, frame: Call) -> CallResult:
-        return frame.result("cancelled", usage=frame.builder.turn_usage)
-
-    async def _enforce(self, frame: Call, scope: anyio.CancelScope) -> None:
-        """Turn an interrupt into a stop: a runner first gets its graceful stop (until a forced
-        interrupt or `RUNNER_GRACE`), anything else (hooks, model calls, sandbox set-up) is
-        cancelled at once. The call's own signal fires for an ancestor's interrupt too."""
-        await frame.signal.wait()
-        if frame.stage in ("runner", "llm"):
-            with anyio.move_on_after(RUNNER_GRACE):
-                await frame.signal.wait_forced()
-        scope.cancel()
-
-    async def _open(self, frame: Call) -> None:
-        """`stream_start`, once; a call cancelled before it ran still opens before it closes."""
-        if frame.started:
-            return
-        frame.started = True
-        assistant = frame.assistant
-        depth = frame.stack.depth
-        events = frame.builder.stream_start(
-            assistant.id,
-            assistant_name=assistant.name,
-            chat_id=frame.scope.chat_id,
-            metadata={"depth": depth, "kind": frame.stack.kind} if depth else None,
-        )
-        with anyio.CancelScope(shield=True):  # half-written, the turn would have no beginning
-            await frame.emit(events)
-
-    async def _close(self, frame: Call, result: CallResult, finish: Finish) -> None:
-        frame.stage = "end"
-        try:
-            await self._open(frame)
-            end = frame.builder.stream_end(result.status, error=result.error, usage=result.usage)
-            await finish(end, result)
-        finally:
-            await release_sandbox(frame, result.status)
-
-    # -- stages ----------------------------------------------------------------------------------
-
-    async def _stages(self, frame: Call) -> CallResult:
-        assistant = frame.assistant
-        await self._open(frame)
-        try:
-            await load_history(frame)
-            if assistant.sandbox is not None:
-                self._checkpoint(frame, "sandbox")
-                frame.lease = await acquire_sandbox(frame)
-            elif frame.scope.attachments and frame.stack.kind == "root":
-                # no box to put them in: the files travel in the user's message
-                frame.messages = with_attachments(frame.messages, frame.scope.attachments)
-            ctx = self._context(frame)
-            self._checkpoint(frame, "create")
-            create = await self._create(frame, ctx)
-            if create.delegate is not None:
-                return await self._delegate(frame, create.delegate)
-            if create.messages is not None:
-                frame.messages = create.messages
-            frame.options = frame.options.with_overrides(create.overrides())
-            # the request's (or Create's) locale picks the prompts' translations
-            frame.assistant = localized(frame.assistant, request_locale(frame.options.locale))
-            self._checkpoint(frame, "runner")
-            mode = mode_for(frame.assistant)
-            result = await mode.run(frame)
-            if result.status == "cancelled" or frame.signal.is_set():
-                return self._cancelled(frame)
-            self._checkpoint(frame, "next")
-            return await self._next(frame, ctx, result, completes=mode.completes)
-        except _Interrupted:
-            return self._cancelled(frame)
-        except (CageError, ValidationError) as exc:
-            message = redact(str(exc))
-            code = exc.code if isinstance(exc, CageError) else "invalid_options"
-            log.info("pipeline.call_failed", assistant=assistant.id, stage=frame.stage, code=code)
-            await frame.emit(frame.builder.error(message, code))
-            return frame.result("error", error=message, usage=frame.builder.turn_usage)
-
-    def _checkpoint(self, frame: Call, stage: Any) -> None:
-        if frame.signal.is_set():
-            raise _Interrupted
-        frame.stage = stage
-
-    def _context(self, frame: Call) -> HookContext:
-        scope = frame.scope
-        sandbox = HookSandbox(scope.manager, frame.lease) if frame.lease is not None else None
-        return HookContext(
-            assistant_id=frame.assistant.id,
-            owner=scope.owner,
-            chat_id=scope.chat_id,
-            turn_id=scope.turn_id,
-            thread_id=frame.builder.thread_id,
-            metadata={**scope.metadata, **frame.options.metadata},
-            locale=frame.options.locale,
-            builder=frame.builder,
-            emit=frame.emit,
-            memory=scope.memory,
-            agent=AgentCaller(_FrameLauncher(self, frame)),
-            sandbox=sandbox,
-            mcp=HookMcp(frame.assistant, allow_host_mcp=scope.allow_host_mcp),
-        )
-
-    async def _create(self, frame: Call, ctx: HookContext) -> CreateResult:
-        messages = [m.model_dump(mode="json", exclude_none=True) for m in frame.messages]
-        assistant = frame.assistant
-        outcome = await frame.scope.hooks.invoke(assistant, "create", ctx, messages, frame.options.for_hook())
-        create = parse_result(CreateResult, outcome.value, assistant_id=assistant.id, hook="create")
-        await self._warn_ignored(frame, "create", outcome.dropped, create.ignored())
-        return create
-
-    async def _warn_ignored(
-        self, frame: Call, hook: str, dropped: Sequence[str], ignored: Sequence[str]
-    ) -> None:
-        """A `hook/ignored` warning for the Yao keys a hook returned that Cage does not act on."""
-        aid = frame.assistant.id
-        if ignored:
-            reasons = "; ".join(f"{k}: {IGNORED_CREATE_KEYS[k]}" for k in ignored)
-            await frame.emit(frame.builder.hook_ignored(aid, hook, ignored, reasons))
-        if dropped:
-            reason = "Cage's hook results have no such keys"
-            await frame.emit(frame.builder.hook_ignored(aid, hook, dropped, reason))
-
-    async def _next(
-        self, frame: Call, ctx: HookContext, result: CallResult, *, completes: bool
-    ) -> CallResult:
-        """The Next hook on the mode's result (`completion: null` when the mode ran nothing), then
-        the call's result: the mode's, with the answer and usage as they stand after Next."""
-        assistant = frame.assistant
-        payload = {
-            "messages": [m.model_dump(mode="json", exclude_none=True) for m in frame.messages],
-            "completion": {
-                "content": result.content,
-                "status": result.status,
-                "stop_reason": result.stop_reason,
-            }
-            if completes
-            else None,
-            "tools": list(frame.transcript.tools),
-            "tool_results": list(result.tool_results),
-            "error": result.error,
-        }
-        outcome = await frame.scope.hooks.invoke(assistant, "next", ctx, payload, frame.options.for_hook())
-        nxt = parse_result(NextResult, outcome.value, assistant_id=assistant.id, hook="next")
-        await self._warn_ignored(frame, "next", outcome.dropped, ())
-        if nxt.delegate is not None:
-            return await self._delegate(frame, nxt.delegate)
-        if nxt.data is not None or nxt.metadata is not None:
-            await frame.emit(frame.builder.hook_next(assistant.id, data=nxt.data, metadata=nxt.metadata))
-        return result.model_copy(
-            update={
-                "content": frame.transcript.content,
-                "usage": result.usage or frame.builder.turn_usage,
-                "data": nxt.data,
-                "metadata": nxt.metadata,
-                "thread_id": frame.builder.thread_id,
-            }
-        )
-
-    # -- nested calls ----------------------------------------------------------------------------
-
-    async def _delegate(self, frame: Call, delegate: Delegate) -> CallResult:
-        """Hand the call to another assistant: its events nest under a thread; its answer is ours."""
-        frame.stage = "delegate"
-        messages = delegate.messages or frame.messages
-        child = await self.nested(
-            frame, delegate.agent_id, messages, delegate.options, kind="delegate", signal=frame.signal
-        )
-        result = await self.run(child, self.thread_finish(child))
-        if result.status == "error":
-            # The delegate's thread shows its error; the caller's stream_end repeats it.
-            await frame.emit(
-                frame.builder.error(f"delegate {delegate.agent_id}: {result.error}", "delegate_failed")
-            )
-        return result.model_copy(
-            update={
-                "usage": _sum_usage(frame.builder.turn_usage, result.usage),
-                "thread_id": frame.builder.thread_id,
-                "error": result.error,
-            }
-        )
-
-    async def nested(
+    def result(
         self,
-        parent: Call,
-        agent_id: str,
-        messages: Sequence[InputMessage],
-        options: Mapping[str, Any],
+        status: StreamStatus,
         *,
-        kind: CallKind,
-        signal: CancelSignal,
-    ) -> Call:
-        """A frame for a nested call under `parent`.
-
-        Raises:
-            CallDepthError: the nesting is too deep (a cycle). NotFound, ConfigError: no such assistant.
-        """
-        assert kind != "root"
-        stack = parent.stack.child(agent_id, kind)
-        assistant = await parent.scope.authorize(agent_id)
-        runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
-        thread_id = parent.scope.ids.next_id("thread")
-        opts = dict(options)
-        call_options = (
-            parent.options.forked(opts)
-            if kind == "fork"
-            else parent.options.with_overrides(
-                {k: v for k, v in opts.items() if k in CallOptions.model_fields}
-            )
-        )
-        return Call(
-            scope=parent.scope,
-            assistant=assistant,
-            stack=stack,
-            builder=TurnBuilder(parent.scope.ids, runner=runner, thread_id=thread_id),
-            messages=tuple(messages),
-            options=call_options,
-            signal=signal,
-            history_loaded=kind == "delegate" and parent.history_loaded,
-        )
-
-    def thread_finish(self, frame: Call) -> Finish:
-        """A nested call's finish: emit its `stream_end` into the turn."""
-
-        async def finish(events: list[Event], result: CallResult) -> None:
-            await frame.emit(events)
-
-        return finish
-
-
-class _FrameLauncher:
-    """`Launcher` for `ctx.agent`: forked calls nested under one frame."""
-
-    def __init__(self, runner: CallRunner, frame: Call) -> None:
-        self._runner = runner
-        self._frame = frame
-
-    def signal(self) -> CancelSignal:
-        return self._frame.signal.child()
-
-    async def fork(
-        self,
-        agent_id: str,
-        messages: Sequence[InputMessage],
-        options: Mapping[str, Any],
-        signal: CancelSignal,
+        error: str | None = None,
+        stop_reason: str | None = None,
+        usage: Usage | None = None,
+        tool_results: tuple[dict[str, JsonValue], ...] = (),
     ) -> CallResult:
-        try:
-            child = await self._runner.nested(
-                self._frame, agent_id, messages, options, kind="fork", signal=signal
-            )
-        except (CageError, ValidationError) as exc:
-            return CallResult(assistant_id=agent_id, status="error", error=redact(str(exc)))
-        return await self._runner.run(child, self._runner.thread_finish(child))
+        """This call's result: its assistant, its answer so far, its thread."""
+        return CallResult(
+            assistant_id=self.assistant.id,
+            status=status,
+            content=self.transcript.content,
+            error=error,
+            stop_reason=stop_reason,
+            usage=usage,
+            thread_id=self.builder.thread_id,
+            tool_results=tool_results,
+        )
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        self.transcript.observe(events)
+        await self.scope.emit(events)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.pipeline.errors import CallDepthError
+from orchestrator.errors import CallDepthError
 
 MAX_CALL_DEPTH = 8
 """Nested calls allowed under the root; a delegation cycle stops here with the chain in the error."""

@@ -76,8 +76,9 @@ def last_user_text(messages: tuple[InputMessage, ...]) -> str:
     return message_text(messages[-1]) if messages else ""
 
 
-class TurnOptions(BaseModel):
-    """Per-request overrides (Yao's options)."""
+class ClientOptions(BaseModel):
+    """The per-turn overrides a client may ask for (Yao's options). The API's request model narrows
+    some limits for the network (`orchestrator.api.routers.streams.RequestOptions`)."""
 
     model_config = _FROZEN
     history_size: int | None = Field(default=None, ge=0, le=1000)
@@ -87,9 +88,14 @@ class TurnOptions(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     locale: str | None = None
     workspace_id: str | None = None
+    turn_timeout: float | None = Field(default=None, gt=0)
+
+
+class TurnOptions(ClientOptions):
+    """A turn's options: a client's overrides, and what only the CLI sets."""
+
     host_workspace: Path | None = None
     """CI mode only (`cage run`): bind-mount this host directory. Never accepted from the network."""
-    turn_timeout: float | None = Field(default=None, gt=0)
 
 
 class TurnInput(BaseModel):
@@ -105,6 +111,20 @@ class TurnInput(BaseModel):
     attachments: tuple[Attachment, ...] = ()
     options: TurnOptions = TurnOptions()
     metadata: Mapping[str, Any] = Field(default_factory=dict)
+
+
+class TurnIds:
+    """The ids every `TurnHandle` answers, read off the `TurnInput` it runs (`input`)."""
+
+    input: TurnInput
+
+    @property
+    def turn_id(self) -> str:
+        return self.input.turn_id
+
+    @property
+    def chat_id(self) -> str:
+        return self.input.chat_id
 
 
 class TurnHandle(Protocol):

@@ -8,7 +8,7 @@ import anyio
 
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.cancel import CancelSignal
-from orchestrator.pipeline.contract import TurnInput
+from orchestrator.pipeline.contract import TurnIds, TurnInput
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.stream import Event, LifecycleEvent, StreamEnd
 
@@ -19,7 +19,7 @@ def is_root_end(event: Event) -> bool:
     )
 
 
-class RunningTurn:
+class RunningTurn(TurnIds):
     """One turn: its events (from the session hub), its interrupt, its result."""
 
     def __init__(self, hub: SessionHub, turn: TurnInput, start_seq: int) -> None:
@@ -31,14 +31,6 @@ class RunningTurn:
         self._done = anyio.Event()
         self._result: CallResult | None = None
         self._ending = False
-
-    @property
-    def turn_id(self) -> str:
-        return self.input.turn_id
-
-    @property
-    def chat_id(self) -> str:
-        return self.input.chat_id
 
     @property
     def done(self) -> bool:

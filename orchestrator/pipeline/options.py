@@ -1,36 +1,28 @@
-"""`CallOptions`: the request's options for one call, after a Create hook's overrides."""
+"""`CallOptions`: the turn's options for one call (`TurnOptions` and more), after a Create hook's
+overrides."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import ConfigDict, Field, JsonValue
 
 from orchestrator.pipeline.contract import TurnOptions
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
-class CallOptions(BaseModel):
-    """Everything that steers one call; hooks see (and override) it as a dict."""
+class CallOptions(TurnOptions):
+    """Everything that steers one call: the turn's options and what a Create hook may add; hooks
+    see (and override) it as a dict."""
 
     model_config = _FROZEN
-    history_size: int | None = Field(default=None, ge=0, le=1000)
-    skip_history: bool = False
-    connector: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
     prompt_preset: str | None = None
     disable_global_prompts: bool | None = None
     mcp_servers: tuple[dict[str, JsonValue], ...] | None = None
     """`[{server_id, tools?, resources?}]` replacing the assistant's MCP servers for this call."""
-    locale: str | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     uses: dict[str, JsonValue] | None = None
-    workspace_id: str | None = None
-    host_workspace: Path | None = None
-    turn_timeout: float | None = Field(default=None, gt=0)
 
     @classmethod
     def from_turn(cls, options: TurnOptions, metadata: dict[str, JsonValue]) -> CallOptions:

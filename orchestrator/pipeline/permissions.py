@@ -30,7 +30,12 @@ from orchestrator.dsl.permissions import PermissionPolicy, PermissionRule
 from orchestrator.errors import CageError, ProtocolError
 from orchestrator.permissions import Decision, Question, ToolRequest
 from orchestrator.permissions.rules import WORKSPACE, always_rule, verdict
-from orchestrator.pipeline.permission_answers import Answer, InProcessAnswers, PendingAnswers
+from orchestrator.pipeline.permission_answers import (
+    Answer,
+    InProcessAnswers,
+    PendingAnswers,
+    PermissionAnswer,
+)
 from orchestrator.redaction import redact
 from orchestrator.store import Store
 from orchestrator.stream import Emit, Event, TurnBuilder
@@ -385,7 +390,7 @@ class Permissions:
         self,
         chat_id: str,
         request_id: str,
-        decision: Literal["allow", "deny", "allow_always"],
+        decision: PermissionAnswer,
         message: str | None,
         *,
         actor: str = "user",

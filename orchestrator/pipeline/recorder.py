@@ -13,8 +13,7 @@ import uuid
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.contract import InputMessage, TurnInput
 from orchestrator.redaction import redact
-from orchestrator.store import NewMessage, Store
-from orchestrator.store import TurnInput as PersistedTurn
+from orchestrator.store import FinishedTurn, NewMessage, Store
 from orchestrator.stream import Event, Usage
 
 
@@ -72,7 +71,7 @@ class TurnRecorder:
         """
         usage = (result.usage or Usage()).model_copy(update={"scope": "turn"})
         await self._store.persist_turn(
-            PersistedTurn(
+            FinishedTurn(
                 chat_id=self._turn.chat_id,
                 turn_id=self._turn.turn_id,
                 assistant_id=self._assistant_id,

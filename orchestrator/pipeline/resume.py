@@ -1,8 +1,11 @@
-"""Where a runner's resume state (Claude session id, Codex thread id, ...) lives between turns."""
+"""Where a runner's resume state (Claude session id, Codex thread id, ...) lives between turns:
+the `ResumeStore` protocol, and `ChatResumeStore`, which keeps it on the chat row."""
 
 from __future__ import annotations
 
 from typing import Protocol
+
+from orchestrator.store import Store
 
 
 class ResumeStore(Protocol):
@@ -11,3 +14,28 @@ class ResumeStore(Protocol):
     async def get(self, assistant_id: str, chat_id: str, runner: str) -> dict[str, str]: ...
 
     async def put(self, assistant_id: str, chat_id: str, runner: str, state: dict[str, str]) -> None: ...
+
+
+def resume_key(assistant_id: str, runner: str) -> str:
+    """One entry per (assistant, runner) in a chat, so a delegate never resumes another's session."""
+    return f"{runner}:{assistant_id}"
+
+
+class ChatResumeStore:
+    """`ResumeStore` on the store's chats (`store.chats.set_resume`): survives restarts, deleted
+    with the chat."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def get(self, assistant_id: str, chat_id: str, runner: str) -> dict[str, str]:
+        chat = await self._store.chats.get(chat_id)
+        if chat is None:
+            return {}
+        state = chat.resume.get(resume_key(assistant_id, runner))
+        if not isinstance(state, dict):
+            return {}
+        return {str(k): str(v) for k, v in state.items() if v is not None}
+
+    async def put(self, assistant_id: str, chat_id: str, runner: str, state: dict[str, str]) -> None:
+        await self._store.chats.set_resume(chat_id, resume_key(assistant_id, runner), dict(state))

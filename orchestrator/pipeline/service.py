@@ -1,25 +1,22 @@
 """`PipelineService`: the `TurnService` the API and the CLI use.
 
 ```python
-async with turn_tasks() as tasks:
-  service = PipelineService.from_services(services, store, tasks=tasks)
-  handle = await service.start(TurnInput(assistant_id="examples.hooks", owner="alice",
-                                       chat_id="c1", messages=(InputMessage(content="hi"),)))
+async with open_services(settings) as services:   # orchestrator/services.py builds the service
+  handle = await services.turns.start(TurnInput(assistant_id="examples.hooks", owner="alice",
+                                                chat_id="c1", messages=(InputMessage(content="hi"),)))
   async for event in handle.events(): ...
   result = await handle.result()
-  await service.aclose()
 ```
 `start` authorizes, makes sure the chat exists and belongs to the owner, reserves the chat (one
-turn at a time) and runs the turn in the task group its owner handed it (the server's runtime,
-`cage run`); the events are stamped by the chat's emitter, appended to the durable log and fanned
-out to `subscribe()`rs. `aclose()` ends the turns it started before the owner's group closes.
+turn at a time) and runs the turn in the task group its owner handed it (`open_services`, for the
+server and `cage run`); the events are stamped by the chat's emitter, appended to the durable log
+and fanned out to `subscribe()`rs. `aclose()` ends the turns it started before the owner's group closes.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Literal
 
 import anyio
 import structlog
@@ -30,23 +27,22 @@ from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.errors import CageError, Conflict, NotFound, ProtocolError, UsageError
 from orchestrator.gateway import ModelGateway
-from orchestrator.pipeline.call import CallRunner, Finish
+from orchestrator.pipeline.call import Call, TurnScope
 from orchestrator.pipeline.call_result import CallResult
+from orchestrator.pipeline.call_runner import CallRunner, Finish
 from orchestrator.pipeline.callstack import CallStack
-from orchestrator.pipeline.chat_resume import ChatResumeStore
 from orchestrator.pipeline.contract import Admit, Release, TurnInput, last_user_text
-from orchestrator.pipeline.frame import Call, TurnScope
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.memory import HookMemory
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.options import CallOptions
+from orchestrator.pipeline.permission_answers import PermissionAnswer
 from orchestrator.pipeline.permissions import Permissions, Unattended
 from orchestrator.pipeline.recorder import TurnRecorder
-from orchestrator.pipeline.resume import ResumeStore
+from orchestrator.pipeline.resume import ChatResumeStore, ResumeStore
 from orchestrator.pipeline.titles import make_title, title_assistant_id
 from orchestrator.sandbox.manager import SandboxManager
-from orchestrator.services import Services
 from orchestrator.store import ChatRecord, RecordExists, Store
 from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
 
@@ -100,6 +96,17 @@ async def turn_tasks() -> AsyncIterator[TaskGroup]:
         error = group.exceptions[0]
     if error is not None:
         raise error
+
+
+async def open_chat(store: Store, turn: TurnInput) -> ChatRecord:
+    """The turn's chat, created on first use for its owner and assistant (a racing creator's wins)."""
+    chat = await store.chats.get(turn.chat_id)
+    if chat is None:
+        try:
+            chat = await store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
+        except RecordExists:
+            chat = await store.chats.require(turn.chat_id)
+    return chat
 
 
 async def _ended(jobs: set[_Job], seconds: float) -> set[_Job]:
@@ -162,37 +169,6 @@ class PipelineService:
         self._closed = False
         self._starting = anyio.Semaphore(STARTING, fast_acquire=True)
         """Turns beginning at once: their reads and first write; the rest wait for a place."""
-
-    @classmethod
-    def from_services(
-        cls,
-        services: Services,
-        store: Store,
-        *,
-        tasks: TaskGroup,
-        resume: ResumeStore | None = None,
-        ids: IdSource | None = None,
-        close_grace: float = CLOSE_GRACE,
-        unattended: Unattended | None = None,
-        titles: bool = True,
-        assistants: AssistantRegistry | None = None,
-    ) -> PipelineService:
-        """The pipeline over a process's services and its (migrated) store."""
-        return cls(
-            tasks=tasks,
-            loader=services.loader,
-            manager=services.manager,
-            store=store,
-            resume=resume,
-            ids=ids,
-            assistants=assistants,
-            api_env_prefix=services.settings.api_assistant_env_prefix,
-            gateway=services.gateway,
-            allow_host_mcp=services.settings.allow_host_mcp,
-            close_grace=close_grace,
-            unattended=unattended,
-            titles=titles,
-        )
 
     # -- TurnService -----------------------------------------------------------------------------
 
@@ -263,7 +239,7 @@ class PipelineService:
         self,
         chat_id: str,
         request_id: str,
-        decision: Literal["allow", "deny", "allow_always"],
+        decision: PermissionAnswer,
         message: str | None,
         *,
         actor: str = "user",
@@ -339,12 +315,7 @@ class PipelineService:
             raise UsageError(f"turn metadata must be JSON data: {exc.errors()[0]['msg']}") from None
 
     async def _ensure_chat(self, turn: TurnInput) -> ChatRecord:
-        chat = await self.store.chats.get(turn.chat_id)
-        if chat is None:
-            try:
-                chat = await self.store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
-            except RecordExists:
-                chat = await self.store.chats.require(turn.chat_id)
+        chat = await open_chat(self.store, turn)
         if chat.owner != turn.owner:
             raise NotFound(f"chat {turn.chat_id!r} not found")
         return chat
@@ -401,7 +372,7 @@ class PipelineService:
             permissions=self.permissions,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
-        frame = Call(
+        call = Call(
             scope=scope,
             assistant=assistant,
             stack=CallStack.root(assistant.id),
@@ -413,12 +384,12 @@ class PipelineService:
         result = CallResult(assistant_id=assistant.id, status="cancelled")
         finish = self._root_finish(handle, recorder)
         try:
-            result = await self._calls.run(frame, finish)
+            result = await self._calls.run(call, finish)
         except Exception as exc:  # a fault outside the stages' own handling (the store failing mid-turn)
             log.error("pipeline.turn_crashed", turn_id=turn.turn_id, error=type(exc).__name__, exc_info=exc)
             result = CallResult(assistant_id=assistant.id, status="error", error=CRASHED)
             with anyio.CancelScope(shield=True):
-                await self._close_crashed(frame, finish, result)
+                await self._close_crashed(call, finish, result)
         finally:
             with anyio.CancelScope(shield=True):
                 try:
@@ -436,7 +407,7 @@ class PipelineService:
                     "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
                 )
         if not named:
-            self._title(turn, assistant, frame.options, result)
+            self._title(turn, assistant, call.options, result)
 
     def _title(self, turn: TurnInput, assistant: Assistant, options: CallOptions, result: CallResult) -> None:
         """Name the chat in the background after a completed turn (`titles`); cancelled on close."""
@@ -478,18 +449,18 @@ class PipelineService:
 
         self._group.start_soon(run)
 
-    async def _close_crashed(self, frame: Call, finish: Finish, result: CallResult) -> None:
+    async def _close_crashed(self, call: Call, finish: Finish, result: CallResult) -> None:
         """Give clients the `stream_end` of a turn that failed outside its stages' handling, so no
         one waits for an end that never comes (a store that cannot write it falls back to live)."""
         try:
-            events = frame.builder.stream_end("error", error=CRASHED)
+            events = call.builder.stream_end("error", error=CRASHED)
         except ProtocolError:
             return  # the end went out already
         try:
             await finish(events, result)
         except Exception as exc:  # noqa: BLE001 - best effort; the next start closes the turn
             log.error(
-                "pipeline.crashed_turn_not_closed", turn_id=frame.scope.turn_id, error=type(exc).__name__
+                "pipeline.crashed_turn_not_closed", turn_id=call.scope.turn_id, error=type(exc).__name__
             )
 
     async def _publish(self, turn: TurnInput, events: Sequence[Event]) -> None:

@@ -17,7 +17,7 @@ from orchestrator.sandbox.backend import (
     SandboxBackend,
     SandboxInfo,
     SandboxRef,
-    SandboxStatus,
+    SandboxState,
     VolumeMount,
 )
 from orchestrator.sandbox.framer import LineFramer
@@ -48,7 +48,7 @@ __all__ = [
     "SandboxManager",
     "SandboxRef",
     "SandboxRequest",
-    "SandboxStatus",
+    "SandboxState",
     "VolumeMount",
     "reconcile",
 ]

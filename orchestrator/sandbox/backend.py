@@ -25,7 +25,7 @@ _FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class SandboxStatus(enum.StrEnum):
+class SandboxState(enum.StrEnum):
     """Engine-neutral state of a sandbox."""
 
     CREATED = "created"
@@ -46,7 +46,7 @@ class SandboxRef(BaseModel):
     name: str
     """Unique, human-readable name (the Cage identity)."""
     labels: Mapping[str, str] = Field(default_factory=dict)
-    status: SandboxStatus = SandboxStatus.CREATED
+    status: SandboxState = SandboxState.CREATED
 
 
 class ResourceUsage(BaseModel):

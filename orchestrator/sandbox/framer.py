@@ -49,8 +49,10 @@ class LineFramer:
             self._pending.append(first)
             out.append(self._take())
         cap = self.max_line_bytes
-        for line in lines[1:]:
-            out.append(line if len(line) <= cap else StreamLimitError(cap))
+        if len(data) <= cap:  # the usual read: no line in it can be over the cap
+            out += lines[1:]
+        else:
+            out.extend(line if len(line) <= cap else StreamLimitError(cap) for line in lines[1:])
         self._hold(tail, out)
         return out
 

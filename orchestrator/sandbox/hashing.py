@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.dsl import McpServerSpec
 from orchestrator.dsl.sandbox import SandboxSpec
 
 TAG_HASH_LEN = 12
@@ -99,6 +100,13 @@ def _spec_document(spec: SandboxSpec) -> dict[str, Any]:
     if "environment" in doc:
         doc["environment"] = {name: secret_digest(value) for name, value in doc["environment"].items()}
     return doc
+
+
+def mcp_document(server: McpServerSpec) -> dict[str, Any]:
+    """What of an MCP server feeds the config hash: all but its `env` and `headers` (its tokens,
+    which may change without making a new box)."""
+    document: dict[str, Any] = server.model_dump(mode="json", exclude={"env", "headers"})
+    return document
 
 
 def canonical_config(

@@ -31,6 +31,7 @@ import structlog
 from anyio import to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.dsl import McpServerSpec
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.dsl.source import stored_label
 from orchestrator.errors import CapacityError, SandboxError
@@ -45,10 +46,10 @@ from orchestrator.sandbox.backend import (
     Mount,
     SandboxBackend,
     SandboxRef,
-    SandboxStatus,
+    SandboxState,
 )
 from orchestrator.sandbox.checkout import checkout_mounts, checkout_owner
-from orchestrator.sandbox.hashing import config_hash
+from orchestrator.sandbox.hashing import config_hash, mcp_document
 from orchestrator.sandbox.identity import SandboxIdentity, container_name, identity_for
 from orchestrator.sandbox.images import ImageBuilder, ProgressCallback
 from orchestrator.sandbox.labels import (
@@ -73,7 +74,7 @@ from orchestrator.sandbox.limits import (
 )
 from orchestrator.sandbox.locks import KeyedLocks
 from orchestrator.sandbox.network import proxy_env, sandbox_egress
-from orchestrator.sandbox.pool import PausingBackend, PoolKey, Spawn, WarmPool, pool_size
+from orchestrator.sandbox.pool import PausingBackend, PoolKey, WarmPool, pool_size
 from orchestrator.sandbox.prepare import PrepareContext, run_prepare
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
 from orchestrator.sandbox.strays import RESIDENT, stray_pids
@@ -84,10 +85,11 @@ from orchestrator.sandbox.workspace import (
     workspace_scope,
 )
 from orchestrator.settings import Settings
+from orchestrator.spawn import Spawn
 
 log = structlog.get_logger(__name__)
 _ENV_REF = "$ENV."
-_GONE = (SandboxStatus.DEAD, SandboxStatus.REMOVING)
+_GONE = (SandboxState.DEAD, SandboxState.REMOVING)
 STOP_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL when the reaper stops an adopted box whose labels name no
 `stop_timeout` (one created before the label existed); others use their sandbox's `stop_timeout`."""
@@ -116,7 +118,7 @@ class SandboxRequest(BaseModel):
     spec: SandboxSpec
     chat_id: str | None = None
     workspace_id: str | None = None
-    mcp_servers: tuple[Mapping[str, Any], ...] = ()
+    mcp_servers: tuple[McpServerSpec, ...] = ()
     """The assistant's MCP server entries (feed the config hash)."""
     skills: Mapping[str, str] = Field(default_factory=dict)
     """Skill name -> content digest (feed the config hash)."""
@@ -280,7 +282,10 @@ class SandboxManager:
             hard = hard.model_copy(update={"user": f"{uid}:{gid}"})
         image = await self.images.ensure(spec.runner.name, base=spec.computer.image, on_progress=on_progress)
         digest = config_hash(
-            spec, image_hash=image.image_hash, mcp_servers=request.mcp_servers, skills=dict(request.skills)
+            spec,
+            image_hash=image.image_hash,
+            mcp_servers=[mcp_document(m) for m in request.mcp_servers],
+            skills=dict(request.skills),
         )
         if self.isolates(spec):  # its network's relay points at one gateway: another one means a new box
             relay = f"{self.settings.gateway_relay_host}:{request.gateway_port or self.gateway_port}"
@@ -431,7 +436,7 @@ class SandboxManager:
             stop_timeout=labels.stop_timeout if labels.stop_timeout is not None else STOP_GRACE,
             created_at=now - age,
             last_used=now,
-            stopped=ref.status is not SandboxStatus.RUNNING,
+            stopped=ref.status is not SandboxState.RUNNING,
         )
         self.registry.put(box)
         return box
@@ -478,7 +483,7 @@ class SandboxManager:
         if keep is None:
             self.registry.drop(identity.name)  # removed behind our back: forget it before counting caps
             return None, False
-        if keep.status is not SandboxStatus.RUNNING:
+        if keep.status is not SandboxState.RUNNING:
             await self.backend.start(keep)
         box = self.registry.get(identity.name)
         if box is None:
@@ -487,7 +492,7 @@ class SandboxManager:
             if labels is None:
                 raise SandboxError(identity.name, "labels are incomplete; remove it to let Cage recreate it")
             box = self.adopt(info.ref, labels, age=_age(info.created_at))
-        box.ref = keep.model_copy(update={"status": SandboxStatus.RUNNING})
+        box.ref = keep.model_copy(update={"status": SandboxState.RUNNING})
         box.stopped = False
         return box.ref, False
 
@@ -633,7 +638,7 @@ class SandboxManager:
         now = self.registry.clock()
         self.registry.put(
             TrackedSandbox(
-                ref=ref.model_copy(update={"status": SandboxStatus.RUNNING}),
+                ref=ref.model_copy(update={"status": SandboxState.RUNNING}),
                 owner=identity.owner,
                 assistant_id=identity.assistant_id,
                 lifecycle=identity.lifecycle,

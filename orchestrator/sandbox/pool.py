@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import anyio
 import structlog
@@ -38,11 +37,12 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.errors import CageError, CapacityError, SandboxError
 from orchestrator.redaction import redact
-from orchestrator.sandbox.backend import CreateSpec, SandboxBackend, SandboxRef, SandboxStatus
+from orchestrator.sandbox.backend import CreateSpec, SandboxBackend, SandboxRef, SandboxState
 from orchestrator.sandbox.identity import identity_key
 from orchestrator.sandbox.labels import CHAT, MANAGED, SANDBOX, SandboxLabels
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
 from orchestrator.settings import Settings
+from orchestrator.spawn import Spawn
 
 log = structlog.get_logger(__name__)
 POOL = "cage.pool"
@@ -53,9 +53,6 @@ POOL_NAME_HEX = 8
 PAUSE_TRIES = 3
 PAUSE_BACKOFF = 0.5
 """Seconds before the second pause of a new box (twice that before the third)."""
-
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
-"""Runs a coroutine function in the background (the server's supervised task group)."""
 
 
 @runtime_checkable
@@ -178,7 +175,7 @@ class WarmPool:
             return False
         finally:
             box.busy -= 1
-        box.ref = box.ref.model_copy(update={"status": SandboxStatus.RUNNING})
+        box.ref = box.ref.model_copy(update={"status": SandboxState.RUNNING})
         box.last_used = self._registry.clock()
         log.info("pooled sandbox claimed", sandbox=box.ref.name)
         return True
@@ -188,7 +185,7 @@ class WarmPool:
         not thaw it), so it is removed rather than left frozen; a running or gone one is not ours."""
         try:
             info = await self._backend.inspect(ref.id)
-            if info.ref.status is SandboxStatus.PAUSED:
+            if info.ref.status is SandboxState.PAUSED:
                 await self._backend.remove(ref, force=True)
                 log.warning("pooled sandbox could not be thawed, removed", sandbox=ref.name)
         except SandboxError:
@@ -198,7 +195,7 @@ class WarmPool:
         """Claim a paused box of `key` another process made on this engine (several replicas)."""
         found = await self._backend.find({**self._extra, MANAGED: "true", POOL: key.digest})
         for ref in found:
-            if ref.status is not SandboxStatus.PAUSED or self._registry.get(ref.name) is not None:
+            if ref.status is not SandboxState.PAUSED or self._registry.get(ref.name) is not None:
                 continue
             labels = SandboxLabels.parse(ref.labels)
             if labels is None or labels.owner != key.owner or labels.config_hash != key.config_hash:
@@ -208,7 +205,7 @@ class WarmPool:
             except SandboxError:
                 continue
             now = self._registry.clock()
-            running = ref.model_copy(update={"status": SandboxStatus.RUNNING})
+            running = ref.model_copy(update={"status": SandboxState.RUNNING})
             self._registry.put(
                 TrackedSandbox(
                     ref=running,
@@ -279,7 +276,7 @@ class WarmPool:
         now = self._registry.clock()
         self._registry.put(
             TrackedSandbox(
-                ref=ref.model_copy(update={"status": SandboxStatus.PAUSED}),
+                ref=ref.model_copy(update={"status": SandboxState.PAUSED}),
                 owner=key.owner,
                 assistant_id=key.assistant_id,
                 lifecycle=Lifecycle.ONESHOT,

@@ -10,6 +10,7 @@ from orchestrator.store.records import (
     AuditRecord,
     ChatRecord,
     CheckpointRecord,
+    FinishedTurn,
     KeyInfo,
     KeyRole,
     MemoryEntry,
@@ -17,7 +18,6 @@ from orchestrator.store.records import (
     MessageRecord,
     MessageRole,
     NewMessage,
-    TurnInput,
     TurnRecord,
     TurnSummary,
 )
@@ -28,6 +28,7 @@ __all__ = [
     "ChatRecord",
     "CheckpointRecord",
     "EventSequenceError",
+    "FinishedTurn",
     "KeyInfo",
     "KeyRole",
     "MemoryEntry",
@@ -40,7 +41,6 @@ __all__ = [
     "RecordNotFound",
     "Store",
     "StoreError",
-    "TurnInput",
     "TurnRecord",
     "TurnSummary",
 ]

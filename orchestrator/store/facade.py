@@ -20,7 +20,7 @@ from orchestrator.store.memory import MemoryRepository
 from orchestrator.store.messages import MessageRepository
 from orchestrator.store.notify import Notices
 from orchestrator.store.rate_buckets import RateBucketRepository
-from orchestrator.store.records import TurnInput, TurnRecord
+from orchestrator.store.records import FinishedTurn, TurnRecord
 from orchestrator.store.retention import Retention
 from orchestrator.store.schema_version import at_head
 from orchestrator.store.teams import TeamRepository
@@ -94,7 +94,7 @@ class Store:
 
         await migration.upgrade(self.url)
 
-    async def persist_turn(self, turn: TurnInput) -> TurnRecord:
+    async def persist_turn(self, turn: FinishedTurn) -> TurnRecord:
         """Write a finished turn (messages, remaining events, usage, resume state) in one transaction.
 
         Raises:

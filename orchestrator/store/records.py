@@ -62,7 +62,7 @@ class MessageRecord(_Record):
     """Position in the chat, from 1."""
 
 
-class TurnInput(_Record):
+class FinishedTurn(_Record):
     """Everything one turn leaves behind, written by `Store.persist_turn` in one transaction."""
 
     chat_id: str

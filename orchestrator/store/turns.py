@@ -28,7 +28,7 @@ from orchestrator.store.events import (
 from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
 from orchestrator.store.notify import EVENTS_CHANNEL
-from orchestrator.store.records import NewMessage, TurnInput, TurnRecord, TurnSummary
+from orchestrator.store.records import FinishedTurn, NewMessage, TurnRecord, TurnSummary
 from orchestrator.store.tables import ChatRow, EventRow, MessageRow, TurnRow, table
 from orchestrator.stream import Event, Usage
 
@@ -149,7 +149,7 @@ class TurnRepository:
             await end_turn_lease(session, turn_id)
         return True
 
-    async def persist(self, turn: TurnInput) -> TurnRecord:
+    async def persist(self, turn: FinishedTurn) -> TurnRecord:
         """Write the turn (closing its `running` row, if `begin` wrote one): all of it or, on any
         error, none of it.
 
@@ -161,7 +161,7 @@ class TurnRepository:
         # its stream_end: clients wait for it (ahead of the other writers)
         return await self._events.joined(lambda session: self._persist(session, turn), ahead=True)
 
-    async def _persist(self, session: AsyncSession, turn: TurnInput) -> TurnRecord:
+    async def _persist(self, session: AsyncSession, turn: FinishedTurn) -> TurnRecord:
         """The end's statements, in Core: the chat row touched and, when the end carries events,
         its log moved by compare-and-set from the seq before them (one statement, which also sends
         the Postgres notice); the turn row closed; the events, the messages; the lease dropped."""
@@ -216,7 +216,7 @@ class TurnRepository:
             messages=tuple(messages),
         )
 
-    async def _refused(self, session: AsyncSession, turn: TurnInput) -> NoReturn:
+    async def _refused(self, session: AsyncSession, turn: FinishedTurn) -> NoReturn:
         """Why the chat's row did not take the turn's end: no such chat, the turn ended already,
         or (its compare-and-set lost) events that do not continue the log.
 

@@ -25,7 +25,6 @@ from pydantic import JsonValue
 from orchestrator.errors import ProtocolError
 from orchestrator.redaction import redact
 from orchestrator.stream.content import (
-    ContentType,
     ErrorEvent,
     ErrorProps,
     ExecuteEvent,
@@ -171,7 +170,7 @@ class TurnBuilder:
     def close_open_messages(self, status: StreamStatus = "completed") -> list[Event]:
         """Close the loading indicator and the open content window (a running tool keeps running)."""
         self._live()
-        return [*self.loading_done(), *self._close(status)]
+        return [*self._loading_done(), *self._close(status)]
 
     # -- content -----------------------------------------------------------------------------
 
@@ -195,6 +194,10 @@ class TurnBuilder:
 
     def loading_done(self) -> list[Event]:
         self._live()
+        return self._loading_done()
+
+    def _loading_done(self) -> list[Event]:
+        """Close the loading indicator if it shows (every content method starts here)."""
         if self._loading is None:
             return []
         window, self._loading = self._loading, None
@@ -209,7 +212,7 @@ class TurnBuilder:
         """LLM mode: a model's function call. A call with `id` starts a call at `index`; one without
         continues the call at `index` with the next fragment of its arguments."""
         self._live()
-        events = self.loading_done()
+        events = self._loading_done()
         if id is not None:
             events += self._close("completed")
             props = ToolCallProps(index=index, id=id, name=name, arguments=arguments)
@@ -250,8 +253,9 @@ class TurnBuilder:
         self._live()
         if tool_id in self._tools:
             return self.tool_updated(tool_id, tool=tool, input=input, summary=summary)
-        events = self.loading_done()
-        events += self._close("completed")
+        events = self._loading_done()
+        if self._open is not None:
+            events.append(self._end_open("completed"))
         props = trusted(
             ExecuteProps,
             tool_id=tool_id,
@@ -270,10 +274,22 @@ class TurnBuilder:
         return events
 
     def tool_input_delta(self, tool_id: str, fragment: str) -> list[Event]:
-        """The next fragment of a running tool's input JSON."""
-        return self._tool_delta(
-            tool_id, trusted(ExecuteProps, tool_id=tool_id, input_delta=fragment), input_delta=fragment
-        )
+        """The next fragment of a running tool's input JSON (the most frequent delta of all: the
+        fragment is appended to the message and folded into its props once, when they are read)."""
+        self._live()
+        message = self._tools.get(tool_id)
+        if message is None:
+            raise ProtocolError([f"tool {tool_id!r} is not running"])
+        events = self._loading_done() if self._loading is not None else []
+        window = self._open
+        if window is None or window.message is not message:
+            events += self._focus(message)
+            window = self._open
+            assert window is not None
+        if fragment:
+            message.input_parts.append(fragment)
+        events.append(self._execute(window, trusted(ExecuteProps, tool_id=tool_id, input_delta=fragment)))
+        return events
 
     def tool_updated(
         self,
@@ -307,7 +323,7 @@ class TurnBuilder:
     def _finish_tool(
         self, tool_id: str, output: str, is_error: bool, exit_code: int | None, window_status: StreamStatus
     ) -> list[Event]:
-        events = self.loading_done()
+        events = self._loading_done()
         message = self._tools.pop(tool_id, None)
         if message is None:
             message = Message(
@@ -315,7 +331,8 @@ class TurnBuilder:
                 "execute",
                 props=trusted(ExecuteProps, tool_id=tool_id, runner=self._runner),
             )
-        events += self._close("completed")
+        if self._open is not None:
+            events.append(self._end_open("completed"))
         message.props = settled(
             trusted_copy(
                 message.tool_props(),
@@ -328,7 +345,7 @@ class TurnBuilder:
         events += self._focus(message)
         assert self._open is not None
         events.append(self._execute(self._open, message.props))
-        events += self._close(window_status)
+        events.append(self._end_open(window_status))
         return events
 
     # -- lifecycle events with no window -----------------------------------------------------
@@ -493,9 +510,10 @@ class TurnBuilder:
     def raw(self, raw_type: str, raw: JsonValue, *, runner: str | None = None) -> list[Event]:
         """Forward a CLI message the translator does not understand."""
         self._live()
-        return [
-            self._event(RunnerRaw(runner=runner or self._runner or "unknown", raw_type=raw_type, raw=raw))
-        ]
+        props = trusted(
+            RunnerRaw, runner=runner or self._runner or "unknown", raw_type=raw_type, raw=checked_json(raw)
+        )
+        return [self._event(props)]
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -512,49 +530,42 @@ class TurnBuilder:
     def _event(self, props: LifecycleProps) -> LifecycleEvent:
         return trusted(LifecycleEvent, thread_id=self._thread_id, props=props)
 
-    def _append(self, kind: ContentType, delta: str) -> list[Event]:
+    def _append(self, kind: Literal["text", "thinking"], delta: str) -> list[Event]:
         self._live()
         if not delta:
             return []
-        events = self.loading_done()
-        if self._open is not None and self._open.message.type != kind:
-            events += self._close("completed")
-        if self._open is None:
+        events = self._loading_done() if self._loading is not None else []
+        window = self._open
+        if window is None or window.message.type != kind:
             events += self._focus(Message(self._ids.next_id(kind), kind))
-        assert self._open is not None
-        self._open.message.text.append(delta)
+            window = self._open
+            assert window is not None
+        window.message.text.append(delta)
         if kind == "text":
-            events.append(self._delta(self._open, TextEvent, trusted(TextProps, content=delta), "append"))
+            events.append(self._delta(window, TextEvent, trusted(TextProps, content=delta), "append"))
         else:
-            events.append(
-                self._delta(self._open, ThinkingEvent, trusted(ThinkingProps, content=delta), "append")
-            )
+            events.append(self._delta(window, ThinkingEvent, trusted(ThinkingProps, content=delta), "append"))
         return events
 
-    def _tool_delta(
-        self, tool_id: str, delta: ExecuteProps, *, input_delta: str | None = None
-    ) -> list[Event]:
-        """Merge `delta` into the running tool and emit it; `input_delta`: the delta is only that
-        fragment (the most frequent delta of all, merged without looking at its other fields)."""
+    def _tool_delta(self, tool_id: str, delta: ExecuteProps) -> list[Event]:
+        """Merge `delta` into the running tool and emit it."""
         self._live()
         message = self._tools.get(tool_id)
         if message is None:
             raise ProtocolError([f"tool {tool_id!r} is not running"])
-        events = self.loading_done()
+        events = self._loading_done()
         events += self._focus(message)
         assert self._open is not None
-        if input_delta:
-            message.input_parts.append(input_delta)
-        else:
-            message.props = message.tool_props().merged(delta)
+        message.props = message.tool_props().merged(delta)
         events.append(self._execute(self._open, delta))
         return events
 
     def _focus(self, message: Message) -> list[Event]:
         """Make `message` the open window, closing another one and (re)opening this one."""
-        if self._open is not None and self._open.message is message:
+        window = self._open
+        if window is not None and window.message is message:
             return []
-        events = self._close("completed")
+        events: list[Event] = [] if window is None else [self._end(window, "completed")]
         self._open = Window(message, self._clock())
         events.append(self._event(trusted(MessageStart, message_id=message.message_id, type=message.type)))
         return events
@@ -562,8 +573,13 @@ class TurnBuilder:
     def _close(self, status: StreamStatus) -> list[Event]:
         if self._open is None:
             return []
+        return [self._end_open(status)]
+
+    def _end_open(self, status: StreamStatus) -> LifecycleEvent:
+        """Close the open window (there is one)."""
         window, self._open = self._open, None
-        return [self._end(window, status)]
+        assert window is not None
+        return self._end(window, status)
 
     def _end(self, window: Window, status: StreamStatus) -> LifecycleEvent:
         message = window.message

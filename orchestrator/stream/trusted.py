@@ -19,7 +19,12 @@ from pydantic import BaseModel, JsonValue, TypeAdapter
 M = TypeVar("M", bound=BaseModel)
 
 _new = object.__new__
-_setattr = object.__setattr__
+# The slots every model instance has, set through their descriptors: `object.__setattr__` would
+# look each one up by name on every call, and these run twice per event.
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _templates: dict[type[BaseModel], dict[str, Any]] = {}
 _JSON_VALUE: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 
@@ -39,20 +44,20 @@ def _template(cls: type[BaseModel]) -> dict[str, Any]:
 def trusted(cls: type[M], /, **values: Any) -> M:
     """An instance of `cls` holding `values` (already valid) and the defaults of the other fields."""
     model = _new(cls)
-    _setattr(model, "__dict__", {**(_templates.get(cls) or _template(cls)), **values})
-    _setattr(model, "__pydantic_fields_set__", set(values))
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
+    _set_dict(model, {**(_templates.get(cls) or _template(cls)), **values})
+    _set_fields_set(model, set(values))
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
 
 
 def trusted_copy(model: M, /, **changes: Any) -> M:
     """`model.model_copy(update=changes)` (a shallow copy, `changes` already valid), for less."""
     copy = _new(type(model))
-    _setattr(copy, "__dict__", {**model.__dict__, **changes})
-    _setattr(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__.union(changes))
-    _setattr(copy, "__pydantic_extra__", None)
-    _setattr(copy, "__pydantic_private__", None)
+    _set_dict(copy, {**model.__dict__, **changes})
+    _set_fields_set(copy, model.__pydantic_fields_set__.union(changes))
+    _set_extra(copy, None)
+    _set_private(copy, None)
     return copy
 
 

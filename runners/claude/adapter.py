@@ -31,12 +31,10 @@ from runners.base import CancelPolicy, FileWrite, ImagePart, RunnerExec, Support
 from runners.claude.environment import claude_env
 from runners.claude.mcp import allowlist_hooks, mcp_config, server_name, with_allowlist
 from runners.claude.options import ClaudeOptions
-from runners.claude.permissions import ASKING_MODE, PROMPT_TOOL_FLAGS, permission_settings
+from runners.claude.permissions import ASKING_MODE, PROMPT_TOOL_FLAGS, QUESTION_TOOL, permission_settings
 from runners.claude.session import LAUNCHER, LAUNCHER_NAME, session_id
 from runners.claude.translator import INTERRUPT_REQUEST_ID, ClaudeTranslator
 
-QUESTION_TOOL = "AskUserQuestion"
-"""Claude Code's question tool; it reaches Cage only through the asking mode's control channel."""
 STREAM_FLAGS: tuple[str, ...] = (
     "-p",
     "--input-format",

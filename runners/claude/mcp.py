@@ -21,7 +21,7 @@ _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True)
-class McpConfig:
+class ClaudeMcpConfig:
     """The config file's JSON text, the env its placeholders need, and permission rules."""
 
     text: str
@@ -35,7 +35,7 @@ def server_name(server: McpServerSpec) -> str:
     return _NAME_OK.sub("_", server.id)
 
 
-def mcp_config(servers: Sequence[McpServerSpec]) -> McpConfig:
+def mcp_config(servers: Sequence[McpServerSpec]) -> ClaudeMcpConfig:
     """Claude Code's `{"mcpServers": {...}}` for `servers`."""
     entries: dict[str, JsonValue] = {}
     env: dict[str, str] = {}
@@ -58,7 +58,7 @@ def mcp_config(servers: Sequence[McpServerSpec]) -> McpConfig:
         else:
             rules.append(f"mcp__{name}")
     text = json.dumps({"mcpServers": entries}, indent=2, sort_keys=True) + "\n"
-    return McpConfig(text=text, env=env, allowed_tools=tuple(rules))
+    return ClaudeMcpConfig(text=text, env=env, allowed_tools=tuple(rules))
 
 
 ALLOWLIST_MESSAGE = "not allowed: this tool is not in the assistant's MCP allowlist (package.yao mcp.servers)"

@@ -34,6 +34,7 @@ PROMPT_TOOL_FLAGS: tuple[str, ...] = ("--permission-prompt-tool", "stdio")
 ASKING_MODE = "default"
 """The permission mode of an asking turn (`plan` is kept when the options ask for it)."""
 QUESTION_TOOL = "AskUserQuestion"
+"""Claude Code's question tool; it reaches Cage only through the asking mode's control channel."""
 
 CANONICAL: Mapping[str, str] = {
     "Bash": "bash",

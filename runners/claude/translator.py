@@ -25,10 +25,10 @@ from typing import Any, Literal
 import structlog
 from pydantic import JsonValue
 
-from orchestrator.errors import ProtocolError
+from orchestrator.errors import STDERR_TAIL, ProtocolError
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
-from runners.base import ControlRequest, TurnOutcome
+from runners.base import ControlQueue, ControlRequest, OutcomeOnClose, TurnOutcome
 from runners.claude.payload import clip, raw_payload, tool_output
 from runners.claude.permissions import control_request
 from runners.claude.session import RESUME_KEY
@@ -43,7 +43,6 @@ INTERRUPT_REQUEST_ID = "cage-interrupt"
 """`request_id` of the stdin interrupt Cage sends (see `ClaudeAdapter.cancel`)."""
 _INTERRUPTED = "[Request interrupted by user"
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
-_STDERR_TAIL = 2000
 
 BlockKind = Literal["text", "thinking", "tool", "other"]
 
@@ -82,7 +81,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class ClaudeTranslator:
+class ClaudeTranslator(OutcomeOnClose, ControlQueue):
     """Claude Code stream-json lines -> protocol events through `builder`. No I/O."""
 
     def __init__(self, builder: TurnBuilder, *, session_id: str | None = None) -> None:
@@ -93,7 +92,6 @@ class ClaudeTranslator:
         self._interrupted = False
         self._api_error: str | None = None
         self._ending: _Ending | None = None
-        self._outcome: TurnOutcome | None = None
         self._message_ids: dict[str | None, str] = {}
         """Id of the message streaming now, per sub-agent (`parent_tool_use_id`, None: main)."""
         self._blocks: dict[tuple[str | None, int], _Block] = {}
@@ -110,19 +108,8 @@ class ClaudeTranslator:
         return self._finished
 
     @property
-    def outcome(self) -> TurnOutcome:
-        if self._outcome is None:
-            raise ProtocolError(["ClaudeTranslator.outcome read before close()"])
-        return self._outcome
-
-    @property
     def resume_state(self) -> dict[str, str]:
         return {RESUME_KEY: self._session_id} if self._session_id else {}
-
-    def take_requests(self) -> list[ControlRequest]:
-        """The permission requests and questions the CLI raised since the last call."""
-        taken, self._requests = self._requests, []
-        return taken
 
     def feed(self, line: str) -> list[Event]:
         """Translate one stdout line. Blank, non-JSON and non-object lines are skipped."""
@@ -143,7 +130,7 @@ class ClaudeTranslator:
         if self._outcome is not None:
             return []
         self._out = []
-        tail = redact(stderr_tail.strip())[-_STDERR_TAIL:]
+        tail = redact(stderr_tail.strip())[-STDERR_TAIL:]
         ending = self._ending
         if ending is not None:
             error = ending.error
@@ -177,12 +164,14 @@ class ClaudeTranslator:
         self._out.extend(events)
 
     def _translate(self, message: dict[str, Any]) -> None:
-        session = _str(message.get("session_id"))
-        if session and self._session_id is None:
-            self._session_id = session
+        if self._session_id is None:
+            self._session_id = _str(message.get("session_id")) or None
         match message.get("type"):
-            case "stream_event":
-                self._stream_event(_dict(message.get("event")), _str(message.get("parent_tool_use_id")))
+            case "stream_event":  # most lines: their fields read without a helper call each
+                event, parent = message.get("event"), message.get("parent_tool_use_id")
+                self._stream_event(
+                    event if isinstance(event, dict) else {}, parent if isinstance(parent, str) else None
+                )
             case "assistant":
                 self._assistant(message)
             case "user":
@@ -247,7 +236,9 @@ class ClaudeTranslator:
 
     def _stream_event(self, event: dict[str, Any], parent: str | None) -> None:
         kind = event.get("type")
-        index = _int(event.get("index"))
+        index = event.get("index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = None
         if kind == "message_start":
             message_id = _str(_dict(event.get("message")).get("id"))
             if message_id:
@@ -256,7 +247,8 @@ class ClaudeTranslator:
         elif kind == "content_block_start" and index is not None:
             self._block_start(parent, index, _dict(event.get("content_block")))
         elif kind == "content_block_delta" and index is not None:
-            self._block_delta(parent, index, _dict(event.get("delta")))
+            delta = event.get("delta")
+            self._block_delta(parent, index, delta if isinstance(delta, dict) else {})
         elif kind == "content_block_stop" and index is not None:
             self._block_stop(self._blocks.pop((parent, index), None))
         elif kind == "message_stop":
@@ -298,7 +290,9 @@ class ClaudeTranslator:
             if text:
                 self._stream_text(block, text)
         elif kind == "input_json_delta" and block is not None and block.tool_id is not None:
-            fragment = _str(delta.get("partial_json"))
+            fragment = delta.get("partial_json")
+            if not isinstance(fragment, str):
+                fragment = None
             block.parts.append(fragment or "")
             if fragment and self._b.is_running(block.tool_id) and block.tool_id not in self._known_inputs:
                 self._emit(self._b.tool_input_delta(block.tool_id, fragment))

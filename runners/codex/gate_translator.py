@@ -16,7 +16,7 @@ tool's output); the `permission/*` events the broker emits are what the client s
 from __future__ import annotations
 
 from orchestrator.stream import Event, TurnBuilder
-from runners.base import ControlRequest, TurnOutcome, TurnRequest
+from runners.base import ControlQueue, ControlRequest, TurnOutcome, TurnRequest
 from runners.codex.gate import REQUEST_TYPE, asks_for
 from runners.codex.translator import CodexTranslator
 from runners.lines import json_object
@@ -24,7 +24,7 @@ from runners.lines import json_object
 HOOK_TRUST_WARNING = "`--dangerously-bypass-hook-trust` is enabled."
 
 
-class GateTranslator:
+class GateTranslator(ControlQueue):
     """`CodexTranslator` plus the control requests of the gate driver (a `ControlSource`)."""
 
     def __init__(self, builder: TurnBuilder, turn: TurnRequest) -> None:
@@ -42,10 +42,6 @@ class GateTranslator:
     @property
     def resume_state(self) -> dict[str, str]:
         return self._inner.resume_state
-
-    def take_requests(self) -> list[ControlRequest]:
-        requests, self._requests = self._requests, []
-        return requests
 
     def feed(self, line: str) -> list[Event]:
         if REQUEST_TYPE in line or HOOK_TRUST_WARNING in line:

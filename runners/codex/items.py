@@ -8,12 +8,12 @@ dicts stop here; everything returned is typed.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from pydantic import JsonValue
 
@@ -26,9 +26,9 @@ _SHELLS = ("bash", "sh", "zsh", "dash")
 _FAILED = ("failed", "declined", "errored")
 
 
-@dataclass(frozen=True)
-class ToolView:
-    """One tool-like item as the builder wants it."""
+class ToolView(NamedTuple):
+    """One tool-like item as the builder wants it (a tuple: two are made per tool run, and a
+    frozen dataclass pays an `object.__setattr__` per field)."""
 
     tool: str
     input: JsonValue
@@ -41,7 +41,8 @@ class ToolView:
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
     """The first non-empty line of `text`, cut to `limit` characters with an ellipsis."""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    parts = text.splitlines()  # most summaries are one line: no generator to walk then
+    line = parts[0].strip() if len(parts) == 1 else next((part.strip() for part in parts if part.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -72,6 +73,18 @@ def unwrap_shell(command: str) -> str:
     return command
 
 
+def _script_and_summary(command: str) -> tuple[str, str]:
+    """The script of a shell command and its summary line."""
+    script = unwrap_shell(command)
+    return script, one_line(script)
+
+
+_cached_script_and_summary = functools.lru_cache(maxsize=256)(_script_and_summary)
+"""Each command comes twice (`item.started`, `item.completed`): the second one is looked up."""
+_CACHED_COMMAND_CHARS = 4096
+"""Longer commands (a heredoc writing a file) are not kept in the cache."""
+
+
 def _text(raw: Any) -> str:
     return raw if isinstance(raw, str) else ""
 
@@ -86,13 +99,18 @@ def _json(value: Any) -> JsonValue:
 
 
 def _command(item: Mapping[str, Any]) -> ToolView:
-    script = unwrap_shell(_text(item.get("command")))
+    command = _text(item.get("command"))
+    script, summary = (
+        _cached_script_and_summary(command)
+        if len(command) <= _CACHED_COMMAND_CHARS
+        else _script_and_summary(command)
+    )
     exit_code = item.get("exit_code")
     code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
     return ToolView(
         tool="command_execution",
         input={"command": script},
-        summary=one_line(script),
+        summary=summary,
         output=clip(_text(item.get("aggregated_output"))),
         is_error=_status_failed(item) or (code is not None and code != 0),
         exit_code=code,

@@ -27,7 +27,7 @@ import structlog
 
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, TurnBuilder, Usage
-from runners.base import TurnOutcome, TurnRequest
+from runners.base import OutcomeOnClose, TurnOutcome, TurnRequest
 from runners.codex.invocation import RESUME_KEY
 from runners.codex.items import ToolView, clip, tool_view
 from runners.codex.usage import ThreadTotals
@@ -67,7 +67,7 @@ def _exit(exit_code: int | None) -> str:
     return "without an exit code (killed)" if exit_code is None else f"with code {exit_code}"
 
 
-class CodexTranslator:
+class CodexTranslator(OutcomeOnClose):
     """Translates one codex turn. Holds the turn's state; `resume_state` carries the thread on."""
 
     def __init__(self, builder: TurnBuilder, turn: TurnRequest) -> None:
@@ -87,8 +87,9 @@ class CodexTranslator:
         self._tools: dict[str, ToolView] = {}
         self._done_tools: set[str] = set()
         self._usage: Usage | None = None
-        self._outcome: TurnOutcome | None = None
         self._lost_thread = False
+        self._resume: tuple[tuple[object, ...], dict[str, str]] | None = None
+        """`resume_state` and what it was made from: the bridge reads it after every line."""
 
     # -- the Translator protocol -------------------------------------------------------------
 
@@ -97,14 +98,18 @@ class CodexTranslator:
         return self._state != "running"
 
     @property
-    def outcome(self) -> TurnOutcome:
-        if self._outcome is None:
-            raise RuntimeError("outcome is known only after close()")
-        return self._outcome
-
-    @property
     def resume_state(self) -> dict[str, str]:
-        """`thread_id` and codex's cumulative counters after this turn (for the next subtraction)."""
+        """`thread_id` and codex's cumulative counters after this turn (for the next subtraction).
+
+        Made again only when what it is made from changed: the bridge asks after every line, and
+        most lines change none of it."""
+        basis = (self._lost_thread, self._thread_id, self._totals, self._previous)
+        cached = self._resume
+        if cached is None or cached[0] != basis:
+            cached = self._resume = (basis, self._make_resume_state())
+        return dict(cached[1])
+
+    def _make_resume_state(self) -> dict[str, str]:
         if self._lost_thread:
             return {}
         if self._thread_id is None:

@@ -50,7 +50,7 @@ class ThreadTotals:
         return cls(**values)
 
     def to_resume(self) -> dict[str, str]:
-        return {_PREFIX + f.name: str(getattr(self, f.name)) for f in fields(self)}
+        return {_PREFIX + name: str(getattr(self, name)) for name in _NAMES}
 
     def since(self, before: ThreadTotals) -> Usage:
         """This turn's usage: these totals minus the ones after the previous turn.
@@ -71,3 +71,6 @@ class ThreadTotals:
             reasoning_tokens=diff[3],
             scope="turn",
         )
+
+
+_NAMES = tuple(f.name for f in fields(ThreadTotals))

@@ -94,19 +94,27 @@ def _run_argv(
         "--model",
         model_ref,
     ]
-    session = turn.resume.get(RESUME_KEY)
-    if session:
-        argv += ["--session", session]
-    if options.agent:
-        argv += ["--agent", options.agent]
-    if options.variant:
-        argv += ["--variant", options.variant]
+    argv += _turn_flags(turn, options)
     for image in turn.images:
         if image.path:
             argv += ["--file", image.path]
     if len(turn.prompt.encode()) > PROMPT_ARGV_LIMIT:
         return tuple(argv), turn.prompt.encode()
     return (*argv, "--", turn.prompt), None
+
+
+def _turn_flags(turn: TurnRequest, options: OpencodeOptions) -> list[str]:
+    """`--session` (the one to resume), `--agent`, `--variant`: spelled alike by `opencode run` and
+    the serve driver."""
+    flags: list[str] = []
+    session = turn.resume.get(RESUME_KEY)
+    if session:
+        flags += ["--session", session]
+    if options.agent:
+        flags += ["--agent", options.agent]
+    if options.variant:
+        flags += ["--variant", options.variant]
+    return flags
 
 
 def _serve_argv(
@@ -132,13 +140,7 @@ def _serve_argv(
         "--startup-timeout",
         f"{options.startup_timeout:g}",
     ]
-    session = turn.resume.get(RESUME_KEY)
-    if session:
-        argv += ["--session", session]
-    if options.agent:
-        argv += ["--agent", options.agent]
-    if options.variant:
-        argv += ["--variant", options.variant]
+    argv += _turn_flags(turn, options)
     for image in turn.images:
         if image.path:
             argv += ["--file", image.media_type, image.path]

@@ -14,14 +14,14 @@ from pydantic import JsonValue
 
 from orchestrator.redaction import redact
 from orchestrator.stream import Event, StreamStatus, TurnBuilder, Usage
-from runners.base import TurnOutcome
+from runners.base import OutcomeOnClose, TurnOutcome
 from runners.opencode.invocation import RESUME_KEY
 from runners.opencode.parts import as_dict, error_details, is_abort, step_usage
 
 _TURN_END_REASONS = frozenset({"stop", "length", "content-filter", "end_turn", "max_tokens"})
 
 
-class TurnLedger:
+class TurnLedger(OutcomeOnClose):
     """Turn-level state shared by the `run` and the `serve` translator."""
 
     def __init__(self, builder: TurnBuilder, resume: dict[str, str]) -> None:
@@ -35,13 +35,6 @@ class TurnLedger:
         self.aborted = False
         self.finished = False
         self.seen_output = False
-        self._outcome: TurnOutcome | None = None
-
-    @property
-    def outcome(self) -> TurnOutcome:
-        if self._outcome is None:
-            raise RuntimeError("outcome is known only after close()")
-        return self._outcome
 
     def resume_state(self) -> dict[str, str]:
         return {RESUME_KEY: self.session_id} if self.session_id else {}
@@ -119,3 +112,21 @@ class TurnLedger:
             what = "ended without reporting anything"
         tail = redact(stderr_tail.strip())
         return f"opencode {what}" + (f": {tail}" if tail else "")
+
+
+class LedgerTranslator:
+    """What opencode's `run` and `serve` translators answer alike: from their `TurnLedger`."""
+
+    _ledger: TurnLedger
+
+    @property
+    def outcome(self) -> TurnOutcome:
+        return self._ledger.outcome
+
+    @property
+    def finished(self) -> bool:
+        return self._ledger.finished
+
+    @property
+    def resume_state(self) -> dict[str, str]:
+        return self._ledger.resume_state()

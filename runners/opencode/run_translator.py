@@ -13,32 +13,19 @@ from typing import Any
 import structlog
 
 from orchestrator.stream import Event, TurnBuilder
-from runners.base import TurnOutcome
 from runners.lines import json_object
-from runners.opencode.ledger import TurnLedger
+from runners.opencode.ledger import LedgerTranslator, TurnLedger
 from runners.opencode.parts import RUNNER, as_dict, semantic_type, summary, tool_input, tool_result
 
 log = structlog.get_logger(__name__)
 
 
-class RunTranslator:
+class RunTranslator(LedgerTranslator):
     """Translator for one `opencode run` turn (see `runners.base.Translator`)."""
 
     def __init__(self, builder: TurnBuilder, resume: dict[str, str] | None = None) -> None:
         self._builder = builder
         self._ledger = TurnLedger(builder, dict(resume or {}))
-
-    @property
-    def outcome(self) -> TurnOutcome:
-        return self._ledger.outcome
-
-    @property
-    def finished(self) -> bool:
-        return self._ledger.finished
-
-    @property
-    def resume_state(self) -> dict[str, str]:
-        return self._ledger.resume_state()
 
     def feed(self, line: str) -> list[Event]:
         message = json_object(line, runner="opencode")

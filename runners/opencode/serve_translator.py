@@ -21,10 +21,10 @@ from typing import Any
 import structlog
 
 from orchestrator.stream import Event, TurnBuilder
-from runners.base import ControlRequest, TurnOutcome
+from runners.base import ControlQueue, ControlRequest
 from runners.lines import json_object
 from runners.opencode.asks import permission_asks, question_asks
-from runners.opencode.ledger import TurnLedger
+from runners.opencode.ledger import LedgerTranslator, TurnLedger
 from runners.opencode.parts import RUNNER, as_dict, semantic_type, summary, tool_input, tool_result
 
 log = structlog.get_logger(__name__)
@@ -67,7 +67,7 @@ def _makes_nothing(line: str) -> bool:
     return False
 
 
-class ServeTranslator:
+class ServeTranslator(LedgerTranslator, ControlQueue):
     """Translator for one turn driven through `opencode serve` (see `runners.base.Translator`)."""
 
     def __init__(
@@ -95,22 +95,6 @@ class ServeTranslator:
         """part id -> the text already emitted for it."""
         self._tools: dict[str, Any] = {}
         """call id -> the last input reported for it."""
-
-    @property
-    def outcome(self) -> TurnOutcome:
-        return self._ledger.outcome
-
-    @property
-    def finished(self) -> bool:
-        return self._ledger.finished
-
-    @property
-    def resume_state(self) -> dict[str, str]:
-        return self._ledger.resume_state()
-
-    def take_requests(self) -> list[ControlRequest]:
-        requests, self._requests = self._requests, []
-        return requests
 
     def feed(self, line: str) -> list[Event]:
         if _makes_nothing(line):

@@ -63,7 +63,7 @@ class QuestionLine(BaseModel):
     question: WireQuestion
 
 
-class Answer(BaseModel):
+class AnswerLine(BaseModel):
     """One answer line on tai's stdin: a decision (`allow`) or a question's `answer`."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -110,10 +110,10 @@ def answer_line(request_id: str, answer: str) -> bytes:
     return (_line({"id": request_id, "answer": answer}) + "\n").encode()
 
 
-def parse_answer(line: bytes | str) -> Answer | None:
+def parse_answer(line: bytes | str) -> AnswerLine | None:
     """An answer line, or None when it is not one (ignored by the gate)."""
     try:
-        return Answer.model_validate_json(line)
+        return AnswerLine.model_validate_json(line)
     except ValidationError:
         return None
 

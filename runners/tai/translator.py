@@ -38,7 +38,7 @@ from orchestrator.stream import (
     TurnBuilder,
     parse_event,
 )
-from runners.base import ControlRequest, TurnOutcome, TurnRequest
+from runners.base import ControlQueue, ControlRequest, OutcomeOnClose, TurnOutcome, TurnRequest
 from runners.tai.control import CONTROL_KEY, control_request
 
 log = structlog.get_logger(__name__)
@@ -50,14 +50,13 @@ EXIT_INTERRUPTED = 130
 RESUME_KEY = "turn_id"
 
 
-class TaiTranslator:
+class TaiTranslator(OutcomeOnClose, ControlQueue):
     """Translator for one `cage-tai run` turn (see the module docstring)."""
 
     def __init__(self, builder: TurnBuilder, turn: TurnRequest) -> None:
         self._builder = builder
         self._turn_id = turn.turn_id
         self._end: StreamEnd | None = None
-        self._outcome: TurnOutcome | None = None
         self._windows: dict[str, tuple[ContentType, str | None]] = {}
         """Open message windows: message_id -> (type, thread_id)."""
         self._tools: dict[str, tuple[ExecuteType, str | None, str]] = {}
@@ -73,22 +72,11 @@ class TaiTranslator:
         return self._end is not None
 
     @property
-    def outcome(self) -> TurnOutcome:
-        if self._outcome is None:
-            raise RuntimeError("outcome is known only after close()")
-        return self._outcome
-
-    @property
     def resume_state(self) -> dict[str, str]:
         """The turn whose checkpoint the next turn starts from (only after a completed turn)."""
         if self._end is not None and self._end.status == "completed":
             return {RESUME_KEY: self._turn_id}
         return {}
-
-    def take_requests(self) -> list[ControlRequest]:
-        """The tool calls and questions tai is waiting on, raised since the last call."""
-        taken, self._requests = self._requests, []
-        return taken
 
     def feed(self, line: str) -> list[Event]:
         text = line.strip()

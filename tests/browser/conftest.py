@@ -3,7 +3,7 @@
 The browser tests run real CLI turns, so they carry the `docker` and `slow` markers and use the
 integration fixtures (the engine, the fake model server, an app directory). Without Chromium
 they are skipped with the reason, except when `CI` is set, where they fail
-(`scripts/ensure-chromium.sh` installs it). Screenshots go to `build/test-artifacts/browser/`.
+(`scripts/ensure-test-tools.sh` installs it). Screenshots go to `build/test-artifacts/browser/`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _binaries() -> tuple[str, str]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if chromium is None or driver is None:
-        reason = "no chromium/chromedriver on PATH; run scripts/ensure-chromium.sh"
+        reason = "no chromium/chromedriver on PATH; run scripts/ensure-test-tools.sh"
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)

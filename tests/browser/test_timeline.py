@@ -16,7 +16,7 @@ from selenium import webdriver
 
 from orchestrator.api import create_app
 from tests.unit.api.conftest import make_settings
-from tests.unit.api.harness import ServerThread, fake_runtime
+from tests.unit.api.harness import ServerThread, fake_services
 
 SCRIPT = """
 const done = arguments[arguments.length - 1];
@@ -105,7 +105,7 @@ LATER = [
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerThread]:
-    served = ServerThread(create_app(make_settings(tmp_path), runtime=fake_runtime())).start()
+    served = ServerThread(create_app(make_settings(tmp_path), services=fake_services())).start()
     try:
         yield served
     finally:

@@ -26,10 +26,10 @@ from anyio.streams.memory import MemoryObjectSendStream
 from orchestrator.assistants import AssistantRegistry
 from orchestrator.errors import Conflict
 from orchestrator.pipeline.call_result import CallResult
-from orchestrator.pipeline.contract import Admit, Release, TurnInput
+from orchestrator.pipeline.contract import Admit, Release, TurnIds, TurnInput
 from orchestrator.pipeline.handle import is_root_end
-from orchestrator.pipeline.service import busy
-from orchestrator.store import RecordExists, Store
+from orchestrator.pipeline.service import busy, open_chat
+from orchestrator.store import Store
 from orchestrator.stream import (
     Event,
     LifecycleEvent,
@@ -45,7 +45,7 @@ from orchestrator.stream import (
 PAGE = 1000
 
 
-class FakeTurn:
+class FakeTurn(TurnIds):
     """A `TurnHandle`: every consumer of `events()` sees the whole turn from `stream_start`."""
 
     def __init__(self, turn: TurnInput) -> None:
@@ -59,14 +59,6 @@ class FakeTurn:
         self.release: Release | None = None
         self.ending = False
         """Its root `stream_end` is out (the fake then settles for `FakeTurnService.settle`)."""
-
-    @property
-    def turn_id(self) -> str:
-        return self.input.turn_id
-
-    @property
-    def chat_id(self) -> str:
-        return self.input.chat_id
 
     @property
     def emitted(self) -> list[Event]:
@@ -145,12 +137,7 @@ class FakeTurnService:
         if admit is not None:
             assert self.assistants is not None, "FakeTurnService(assistants=...) resolves for admit"
             release = admit(await self.assistants.get(turn.assistant_id))
-        chat = await self.store.chats.get(turn.chat_id)
-        if chat is None:
-            try:
-                chat = await self.store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
-            except RecordExists:
-                chat = await self.store.chats.require(turn.chat_id)
+        chat = await open_chat(self.store, turn)
         if turn.chat_id not in self._emitters:
             self._emitters[turn.chat_id] = SessionEmitter.resume(turn.chat_id, chat.last_seq)
         handle = FakeTurn(turn)

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from orchestrator.errors import SandboxError, SandboxNotFound
-from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry, SandboxRef, SandboxStatus
+from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry, SandboxRef, SandboxState
 from orchestrator.sandbox.kubernetes.backend import KubernetesBackend
 from orchestrator.sandbox.kubernetes.manifests import pod_name
 
@@ -90,7 +90,7 @@ async def test_labels_find_inspect_stop_start_remove(
     backend: KubernetesBackend, box: SandboxRef, run_labels: dict[str, str]
 ) -> None:
     info = await backend.inspect(box.id)
-    assert info.ref.status is SandboxStatus.RUNNING and info.user == "1000" and info.started_at is not None
+    assert info.ref.status is SandboxState.RUNNING and info.user == "1000" and info.started_at is not None
     assert info.ref.name == box.name and info.ref.labels["cage.test-run"] == run_labels["cage.test-run"]
     assert [r.id for r in await backend.find(run_labels)] == [box.id]
     assert await backend.find({**run_labels, "cage.owner": "nobody"}) == []
@@ -100,7 +100,7 @@ async def test_labels_find_inspect_stop_start_remove(
     with pytest.raises(SandboxNotFound):
         await backend.inspect(box.id)
     await backend.start(box)  # re-created from the manifest this process made
-    assert (await backend.inspect(box.id)).ref.status is SandboxStatus.RUNNING
+    assert (await backend.inspect(box.id)).ref.status is SandboxState.RUNNING
     await backend.remove(box, force=True)
     await backend.remove(box, force=True)  # already gone: not an error
     assert pod_name(box.name) not in await backend.sweep_networks()  # remove took its policy along

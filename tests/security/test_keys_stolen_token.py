@@ -16,12 +16,10 @@ from pathlib import Path
 
 import docker
 import pytest
-from anyio.abc import TaskGroup
 
-from orchestrator.pipeline import InputMessage, PipelineService, TurnInput, TurnOptions
-from orchestrator.services import Services
+from orchestrator.pipeline import InputMessage, TurnInput, TurnOptions
+from orchestrator.services import open_services
 from orchestrator.settings import Settings
-from orchestrator.store import Store
 from tests.security.keys_rig import *  # noqa: F403 - the fixtures
 from tests.security.keys_rig import HOST_CA, KeysApp
 
@@ -56,7 +54,6 @@ def sha(value: str) -> str:
 
 async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_is_gone(
     keys_app: KeysApp, tmp_path: Path, docker_engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch,
-    turn_tasks: TaskGroup,
 ) -> None:
     server = keys_app.server
     victim_key = "vctm" + os.urandom(12).hex()
@@ -78,12 +75,10 @@ async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_
         app_dir=keys_app.root, data_dir=keys_app.data_dir, sandbox_labels=keys_app.labels,
         extra_ca_certs=EXTRA_CA,
     )
-    services = Services.from_settings(settings)
-    store = Store.from_url(settings.resolved_database_url())
-    await store.migrate()
-    pipeline = PipelineService.from_services(services, store, tasks=turn_tasks)
-    before = len(server.requests.all())
-    try:
+    async with open_services(settings) as services:
+        await services.store.migrate()
+        pipeline = services.turns
+        before = len(server.requests.all())
         ws_thief, ws_victim = checkout(tmp_path / "thief"), checkout(tmp_path / "victim")
         first = await pipeline.start(TurnInput(
             assistant_id=thief, owner="mallory", chat_id="c-thief", messages=(InputMessage(content="go"),),
@@ -107,8 +102,5 @@ async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_
         assert (ws_victim / "stolen-own.txt").read_text().strip() == "401"
         assert (ws_victim / "stolen-cross.txt").read_text().strip() == "401"
         assert (ws_victim / "own.txt").read_text().strip() == "200"  # the victim's own token works
-    finally:
-        await pipeline.aclose()
-        await store.aclose()
-    seen = {r.credential_sha256 for r in server.requests.all()[before:]}
-    assert seen == {sha(keys_app.key), sha(victim_key)}  # upstream only ever saw the real keys
+        seen = {r.credential_sha256 for r in server.requests.all()[before:]}
+        assert seen == {sha(keys_app.key), sha(victim_key)}  # upstream only ever saw the real keys

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.api import ApiConfig, create_app
 from tests.unit.api.conftest import make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 
 BASE: dict[str, Any] = {"version": "2.0", "runner": {"name": "tai"}, "lifecycle": "session"}
 
@@ -35,7 +35,7 @@ def test_api_assistants_are_held_to_the_servers_policy(
     settings = make_settings(tmp_path)
     keys = create_keys(settings, {"admin": ("admin", "ops")})
     config = ApiConfig(api_assistant_networks=["none", "allowlist"])
-    server = ServerThread(create_app(settings, runtime=fake_runtime(), config=config)).start()
+    server = ServerThread(create_app(settings, services=fake_services(), config=config)).start()
     admin = {"Authorization": f"Bearer {keys['admin']}"}
     try:
         body = {"id": "api.greedy", "package": {"name": "greedy"}, "sandbox": {**BASE, "computer": computer}}

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.api import ApiConfig, create_app
 from tests.unit.api.conftest import echo_script, make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 from tests.unit.sandbox.fakes import FakeBackend
 
 HUNDRED_MB = 100 * 2**20
@@ -25,7 +25,7 @@ CHUNK = b" " * 2**20
 def server(tmp_path: Path) -> Iterator[tuple[ServerThread, str]]:
     settings = make_settings(tmp_path)
     keys = create_keys(settings, {"alice": ("user", "alice")})
-    app = create_app(settings, runtime=fake_runtime(FakeBackend(script=echo_script)), config=ApiConfig())
+    app = create_app(settings, services=fake_services(FakeBackend(script=echo_script)), config=ApiConfig())
     served = ServerThread(app).start()
     try:
         yield served, keys["alice"]
@@ -121,7 +121,7 @@ def test_failed_requests_from_one_address_are_bucketed_and_a_valid_key_still_wor
     settings = make_settings(tmp_path)
     keys = create_keys(settings, {"alice": ("user", "alice")})
     config = ApiConfig(failed_auth_burst=5, failed_auth_per_minute=1)
-    served = ServerThread(create_app(settings, runtime=fake_runtime(), config=config)).start()
+    served = ServerThread(create_app(settings, services=fake_services(), config=config)).start()
     try:
         with httpx.Client(base_url=served.base_url) as client:
             codes = [

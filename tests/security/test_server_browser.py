@@ -16,12 +16,12 @@ from websockets.exceptions import InvalidStatus
 
 from orchestrator.api import ApiConfig, create_app
 from tests.unit.api.conftest import make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 
 
 def test_auth_off_answers_only_loopback_host_names(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, auth="off")
-    server = ServerThread(create_app(settings, runtime=fake_runtime())).start()
+    server = ServerThread(create_app(settings, services=fake_services())).start()
     try:
         rebound = httpx.get(f"{server.base_url}/v1/sessions", headers={"Host": f"evil.example:{server.port}"})
         local = httpx.get(f"{server.base_url}/v1/sessions")
@@ -34,7 +34,7 @@ def test_auth_off_answers_only_loopback_host_names(tmp_path: Path) -> None:
 
 async def test_auth_off_websocket_from_a_rebound_name_is_refused(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, auth="off")
-    server = ServerThread(create_app(settings, runtime=fake_runtime())).start()
+    server = ServerThread(create_app(settings, services=fake_services())).start()
     try:
         url = f"{server.ws_url}/v1/sessions/s1/ws?assistant_id=tests.echo"
         with pytest.raises(InvalidStatus) as refused:
@@ -49,13 +49,13 @@ def test_cors_is_opt_in_and_names_origins(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     create_keys(settings, {})
     preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
-    plain = ServerThread(create_app(settings, runtime=fake_runtime())).start()
+    plain = ServerThread(create_app(settings, services=fake_services())).start()
     try:
         closed = httpx.options(f"{plain.base_url}/v1/chat/completions", headers=preflight)
     finally:
         plain.stop()
     config = ApiConfig(allowed_origins=["https://app.example"])
-    opened = ServerThread(create_app(settings, runtime=fake_runtime(), config=config)).start()
+    opened = ServerThread(create_app(settings, services=fake_services(), config=config)).start()
     try:
         allowed = httpx.options(f"{opened.base_url}/v1/chat/completions", headers=preflight)
         other = httpx.options(
@@ -72,7 +72,7 @@ def test_trusted_hosts_refuse_other_host_headers(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     create_keys(settings, {})
     config = ApiConfig(trusted_hosts=["cage.internal", "127.0.0.1"])
-    server = ServerThread(create_app(settings, runtime=fake_runtime(), config=config)).start()
+    server = ServerThread(create_app(settings, services=fake_services(), config=config)).start()
     try:
         other = httpx.get(f"{server.base_url}/healthz", headers={"Host": "evil.example"})
         ok = httpx.get(f"{server.base_url}/healthz")

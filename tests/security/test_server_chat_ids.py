@@ -24,7 +24,7 @@ from orchestrator.api import create_app
 from orchestrator.settings import Settings
 from orchestrator.store.chats import internal_chat_id
 from tests.fakes.assistants import make_app
-from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, pipeline_runtime
+from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, pipeline_services
 from tests.unit.api.wsclient import SessionClient
 
 ASSISTANT = "hooks.memory"
@@ -52,7 +52,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     keys = create_keys(
         settings, {"admin": ("admin", "ops"), "alice": ("user", "alice"), "bob": ("user", "bob")}
     )
-    thread = ServerThread(create_app(settings, runtime=pipeline_runtime())).start()
+    thread = ServerThread(create_app(settings, services=pipeline_services())).start()
     try:
         yield Server(thread, keys)
     finally:

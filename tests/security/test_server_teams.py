@@ -18,7 +18,7 @@ from orchestrator.api import create_app
 from orchestrator.settings import Settings
 from orchestrator.store import Store
 from tests.fakes.assistants import make_app
-from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, pipeline_runtime
+from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, pipeline_services
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def server(tmp_path: Path) -> Iterator[tuple[ServerThread, dict[str, str]]]:
     keys = create_keys(
         settings, {"admin": ("admin", "ops"), "alice": ("user", "alice"), "bob": ("user", "bob")}
     )
-    served = ServerThread(create_app(settings, runtime=pipeline_runtime())).start()
+    served = ServerThread(create_app(settings, services=pipeline_services())).start()
     try:
         yield served, keys
     finally:
@@ -75,7 +75,7 @@ def test_a_second_owner_naming_anothers_team_gets_nothing(
 
     # the host's state: the value sits in red's space only, and bob wrote nothing anywhere
     async def spaces() -> list[tuple[str, list[str]]]:
-        store: Store = served.app.state.api.runtime.store
+        store: Store = served.app.state.api.services.store
         return [(s, await store.memory.keys("team", s)) for s in ("red", "alice", "owner:bob", "owner:alice")]
 
     assert served.call(spaces()) == [("red", ["plan"]), ("alice", []), ("owner:bob", []), ("owner:alice", [])]

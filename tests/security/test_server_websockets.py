@@ -23,7 +23,7 @@ from orchestrator.api import ApiConfig, create_app
 from orchestrator.errors import UsageError
 from orchestrator.store import Store
 from tests.unit.api.conftest import Served, echo_script, make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 from tests.unit.sandbox.fakes import FakeBackend
 
 
@@ -39,7 +39,7 @@ def serve(tmp_path: Path, **config: Any) -> Served:
         "revocation_check_interval": 0.3,
     }
     values.update(config)
-    app = create_app(settings, runtime=fake_runtime(backend), config=ApiConfig(**values))
+    app = create_app(settings, services=fake_services(backend), config=ApiConfig(**values))
     return Served(server=ServerThread(app).start(), settings=settings, keys=keys, backend=backend)
 
 
@@ -66,7 +66,7 @@ def revoke_keys_of(served: Served, owner: str) -> None:
     """Revoke `owner`'s keys in the server's own store, the way `cage keys revoke` does."""
 
     async def run() -> None:
-        store: Store = served.server.app.state.api.runtime.store
+        store: Store = served.server.app.state.api.services.store
         for key in await store.keys.list(owner=owner):
             await store.keys.revoke(key.id)
 
@@ -194,8 +194,8 @@ async def test_a_binary_frame_is_refused_and_the_connection_stays(served: Served
 def test_auth_off_is_refused_on_a_non_loopback_bind(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, auth="off", host="0.0.0.0")
     with pytest.raises(UsageError, match="CAGE_AUTH=off is only allowed on a loopback address"):
-        create_app(settings, runtime=fake_runtime(FakeBackend()))
-    assert create_app(make_settings(tmp_path / "local", auth="off", host="127.0.0.1"), runtime=fake_runtime())
+        create_app(settings, services=fake_services(FakeBackend()))
+    assert create_app(make_settings(tmp_path / "local", auth="off", host="127.0.0.1"), services=fake_services())
 
 
 async def test_a_silent_event_stream_sends_keep_alive_comments(tmp_path: Path) -> None:

@@ -26,12 +26,14 @@ from orchestrator.error_table import (
 )
 from orchestrator.errors import (
     CageError,
+    CallDepthError,
     CapacityError,
     ConfigError,
     Conflict,
     EngineUnavailable,
     ErrorKind,
     Forbidden,
+    HookError,
     ImageBuildError,
     ModelError,
     NotFound,
@@ -46,7 +48,6 @@ from orchestrator.errors import (
     WorkspaceError,
 )
 from orchestrator.gateway.server import GatewayError
-from orchestrator.pipeline.errors import CallDepthError, HookError
 from orchestrator.store import RecordNotFound, StoreError
 
 REPO = Path(__file__).resolve().parents[2]

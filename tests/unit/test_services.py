@@ -1,17 +1,17 @@
-"""What `open_services` (and `Services.aclose`) opens it closes: the sandbox backend's and the
-image builder's engine clients."""
+"""What `open_services` opens it closes, however the block ends: the turn pipeline (it takes no
+more turns), the store, and the sandbox backend's and the image builder's engine clients."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import docker
+import pytest
 
-from orchestrator.dsl import AppLoader
-from orchestrator.gateway import ModelGateway
+from orchestrator.errors import Conflict, UsageError
+from orchestrator.pipeline import InputMessage, TurnInput
 from orchestrator.sandbox.docker import DockerBackend
-from orchestrator.sandbox.manager import SandboxManager
-from orchestrator.services import Services
+from orchestrator.services import open_services
 from orchestrator.settings import Settings
 from tests.unit.sandbox.fakes import FakeBackend, FakeImageBuilder
 
@@ -22,18 +22,25 @@ def _settings(tmp_path: Path) -> Settings:
     return Settings(app_dir=tmp_path, data_dir=tmp_path / "data", docker_host=UNREACHABLE)
 
 
+def _turn() -> TurnInput:
+    return TurnInput(assistant_id="a.b", owner="alice", chat_id="c1", messages=(InputMessage(content="hi"),))
+
+
 async def test_services_close_the_backend_and_the_image_builder(tmp_path: Path) -> None:
-    settings = _settings(tmp_path)
     backend, images = FakeBackend(), FakeImageBuilder()
-    services = Services(
-        settings=settings,
-        loader=AppLoader(tmp_path, environ={}),
-        backend=backend,
-        images=images,
-        manager=SandboxManager(backend, images, settings),
-        gateway=ModelGateway.from_settings(settings),
-    )
-    await services.aclose()
+    async with open_services(_settings(tmp_path), engine=(backend, images)) as services:
+        await services.store.migrate()
+        assert services.manager.backend is backend and not backend.closed
+    assert backend.closed and images.closed
+    with pytest.raises(Conflict, match="shutting down"):
+        await services.turns.start(_turn())
+
+
+async def test_services_close_when_the_block_raises(tmp_path: Path) -> None:
+    backend, images = FakeBackend(), FakeImageBuilder()
+    with pytest.raises(UsageError, match="the caller's own error"):
+        async with open_services(_settings(tmp_path), engine=(backend, images)):
+            raise UsageError("the caller's own error")  # comes out as raised, not in a group
     assert backend.closed and images.closed
 
 

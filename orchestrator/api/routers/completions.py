@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict
 
 from orchestrator.api.dependencies import CallerDep, CatalogDep, SessionsDep, StateDep
 from orchestrator.api.event_stream import sse_response
@@ -19,11 +20,19 @@ from orchestrator.api.openai_compat import (
     headers_for,
     start_completion,
 )
-from orchestrator.api.views import TurnAccepted
 from orchestrator.stream import CompletionWithError
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 ChatHeader = Annotated[str | None, Header(alias="X-Cage-Chat-Id")]
+
+
+class TurnAccepted(BaseModel):
+    """An interrupt was accepted for the turn (202)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    turn_id: str
+    chat_id: str
+    force: bool = False
 
 
 @router.get("/models", response_model=ModelList)
@@ -50,8 +59,8 @@ async def chat_completions(
         state.sessions, principal, body, x_cage_chat_id, accept_language
     )
     if body.stream:
-        return sse_response(completion_chunks(handle, body, state.tracker), headers_for(chat, handle))
-    answer = await completion(handle, body, state.tracker)
+        return sse_response(completion_chunks(handle, body, state.turn_metrics), headers_for(chat, handle))
+    answer = await completion(handle, body, state.turn_metrics)
     content = answer.model_dump(mode="json", exclude_none=True)
     if answer.cage_error is None:
         return JSONResponse(content, headers=headers_for(chat, handle))

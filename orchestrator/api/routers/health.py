@@ -82,10 +82,10 @@ async def healthz(request: Request) -> JSONResponse:
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
 async def readyz(request: Request, state: StateDep) -> JSONResponse:
     """Ready: the database and the engine answer, each within `CAGE_READINESS_TIMEOUT` seconds."""
-    rt = state.runtime
+    services = state.services
     database, engine = await _both(
-        _probes.run(state, "database", lambda: rt.store.chats.get("readyz")),
-        _probes.run(state, "engine", rt.manager.backend.ping),
+        _probes.run(state, "database", lambda: services.store.chats.get("readyz")),
+        _probes.run(state, "engine", services.manager.backend.ping),
     )
     cluster = getattr(request.app.state, "cluster", None)
     replica = {"replica_id": cluster.replica_id, "leader": cluster.leader} if cluster is not None else {}

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 
 from orchestrator.api.dependencies import CallerDep, StateDep
+from orchestrator.api.limits import CHAT_ID
 from orchestrator.api.memories import Memories, MemoryScopeRef, MemoryWrite
-from orchestrator.api.views import CHAT_ID
 from orchestrator.store import MemoryEntry
 
 router = APIRouter(tags=["memory"])

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from orchestrator.api.dependencies import CallerDep, FleetDep
-from orchestrator.api.fleet import SandboxView
+from orchestrator.api.dependencies import CallerDep, SandboxesDep
+from orchestrator.api.sandboxes import SandboxView
 
 router = APIRouter(prefix="/v1/sandboxes", tags=["sandboxes"])
 
 
 @router.get("", response_model=list[SandboxView])
-async def list_sandboxes(principal: CallerDep, fleet: FleetDep, usage: bool = False) -> list[SandboxView]:
-    return await fleet.views(principal, owner=principal.owner, usage=usage)
+async def list_sandboxes(
+    principal: CallerDep, sandboxes: SandboxesDep, usage: bool = False
+) -> list[SandboxView]:
+    return await sandboxes.views(principal, owner=principal.owner, usage=usage)
 
 
 @router.get("/{name}", response_model=SandboxView)
-async def get_sandbox(name: str, principal: CallerDep, fleet: FleetDep) -> SandboxView:
-    return await fleet.get(principal, name)
+async def get_sandbox(name: str, principal: CallerDep, sandboxes: SandboxesDep) -> SandboxView:
+    return await sandboxes.get(principal, name)
 
 
 @router.delete("/{name}", status_code=204)
-async def delete_sandbox(name: str, principal: CallerDep, fleet: FleetDep) -> None:
-    await fleet.remove(principal, name)
+async def delete_sandbox(name: str, principal: CallerDep, sandboxes: SandboxesDep) -> None:
+    await sandboxes.remove(principal, name)

@@ -1,21 +1,27 @@
-"""A user's own sessions: list, get, events, delete, the websocket, and an SSE subscription."""
+"""A user's own sessions: list, get, events, delete, answers, the websocket, and an SSE subscription.
 
-from __future__ import annotations
+The routes of one session (get, events, delete, answers) are the admin's too: `add_session_routes`
+puts them on a router with the dependency that says whose session a request names (the caller's
+own here, any owner's for an admin). No `from __future__ import annotations` here: FastAPI reads
+those routes' parameter types at run time, and one of them is the router's own dependency.
+"""
 
 import json
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, WebSocket
+from fastapi import APIRouter, Depends, Header, Path, Query, WebSocket
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody, QuestionAnswerBody
+from orchestrator.api.auth import Principal
 from orchestrator.api.dependencies import CallerDep, SessionsDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
+from orchestrator.api.limits import CHAT_ID, MAX_SEQ
 from orchestrator.api.session_socket import SocketParams, serve_session
-from orchestrator.api.sessions import SessionService, session_view, session_views
-from orchestrator.api.views import CHAT_ID, MAX_SEQ, SessionView
+from orchestrator.api.sessions import SessionService, SessionView, session_view, session_views
 from orchestrator.errors import UsageError
 from orchestrator.store import ChatRecord
 from orchestrator.store.events import MAX_READ
@@ -45,52 +51,71 @@ async def list_sessions(
     return await session_views(sessions, chats)
 
 
-@router.get("/{chat_id}", response_model=SessionView)
-async def get_session(chat_id: ChatId, principal: CallerDep, sessions: SessionsDep) -> SessionView:
-    return await session_view(sessions, await sessions.get(principal, chat_id))
+@dataclass(frozen=True)
+class Whose:
+    """Who asks, and whose session the request names: the caller's own (`owner` None), or the
+    `?owner=` an admin names."""
+
+    principal: Principal
+    owner: str | None = None
 
 
-@router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
-async def session_events(
-    chat_id: ChatId,
-    principal: CallerDep,
-    sessions: SessionsDep,
-    after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
-    limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
-) -> EventPage:
-    events = await sessions.events(principal, chat_id, after_seq, limit)
-    return EventPage(events=events, last_seq=events[-1].seq if events else after_seq)
+def own_sessions(principal: CallerDep) -> Whose:
+    return Whose(principal)
 
 
-@router.delete("/{chat_id}", status_code=204)
-async def delete_session(chat_id: ChatId, principal: CallerDep, sessions: SessionsDep) -> None:
-    await sessions.delete(principal, chat_id)
+def add_session_routes(router: APIRouter, whose: Callable[..., Any]) -> None:
+    """Put the routes of one session on `router`; `whose` is the dependency that makes its `Whose`."""
+    WhoseDep = Annotated[Whose, Depends(whose)]
+
+    @router.get("/{chat_id}", response_model=SessionView)
+    async def get_session(chat_id: ChatId, who: WhoseDep, sessions: SessionsDep) -> SessionView:
+        return await session_view(sessions, await sessions.get(who.principal, chat_id, owner=who.owner))
+
+    @router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
+    async def session_events(
+        chat_id: ChatId,
+        who: WhoseDep,
+        sessions: SessionsDep,
+        after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
+    ) -> EventPage:
+        events = await sessions.events(who.principal, chat_id, after_seq, limit, owner=who.owner)
+        return EventPage(events=events, last_seq=events[-1].seq if events else after_seq)
+
+    @router.delete("/{chat_id}", status_code=204)
+    async def delete_session(chat_id: ChatId, who: WhoseDep, sessions: SessionsDep) -> None:
+        await sessions.delete(who.principal, chat_id, owner=who.owner)
+
+    @router.post("/{chat_id}/permissions/{request_id}", response_model=Answered)
+    async def answer_permission(
+        chat_id: ChatId,
+        request_id: RequestId,
+        body: PermissionAnswerBody,
+        who: WhoseDep,
+        sessions: SessionsDep,
+    ) -> Answered:
+        """Answer a waiting `permission/request` (404 when none with that id waits); audited with the
+        answering key."""
+        await sessions.respond_permission(
+            who.principal, chat_id, request_id, body.decision, body.message, owner=who.owner
+        )
+        return Answered(request_id=request_id)
+
+    @router.post("/{chat_id}/questions/{request_id}", response_model=Answered)
+    async def answer_question(
+        chat_id: ChatId,
+        request_id: RequestId,
+        body: QuestionAnswerBody,
+        who: WhoseDep,
+        sessions: SessionsDep,
+    ) -> Answered:
+        """Answer a waiting `question` (404 when none with that id waits)."""
+        await sessions.respond_question(who.principal, chat_id, request_id, body.answer, owner=who.owner)
+        return Answered(request_id=request_id)
 
 
-@router.post("/{chat_id}/permissions/{request_id}", response_model=Answered)
-async def answer_permission(
-    chat_id: ChatId,
-    request_id: RequestId,
-    body: PermissionAnswerBody,
-    principal: CallerDep,
-    sessions: SessionsDep,
-) -> Answered:
-    """Answer a waiting `permission/request` (404 when none with that id waits)."""
-    await sessions.respond_permission(principal, chat_id, request_id, body.decision, body.message)
-    return Answered(request_id=request_id)
-
-
-@router.post("/{chat_id}/questions/{request_id}", response_model=Answered)
-async def answer_question(
-    chat_id: ChatId,
-    request_id: RequestId,
-    body: QuestionAnswerBody,
-    principal: CallerDep,
-    sessions: SessionsDep,
-) -> Answered:
-    """Answer a waiting `question` (404 when none with that id waits)."""
-    await sessions.respond_question(principal, chat_id, request_id, body.answer)
-    return Answered(request_id=request_id)
+add_session_routes(router, own_sessions)
 
 
 async def _subscription(sessions: SessionService, chat: ChatRecord, after_seq: int) -> AsyncIterator[str]:

@@ -13,28 +13,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from orchestrator.api.dependencies import CallerDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.frames import AttachmentFrame
+from orchestrator.api.limits import CHAT_ID, MAX_TOKENS, MAX_TURN_SECONDS
 from orchestrator.api.openai_compat import headers_for
 from orchestrator.api.sessions import SessionService
-from orchestrator.api.tracker import TurnTracker
-from orchestrator.api.views import CHAT_ID, MAX_TOKENS, MAX_TURN_SECONDS
+from orchestrator.api.turn_metrics import TurnMetrics
 from orchestrator.dsl.locales import request_locale
-from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
+from orchestrator.pipeline import ClientOptions, InputMessage, TurnHandle, TurnOptions
 from orchestrator.store import ChatRecord
 from orchestrator.stream import SSEEncoder
 
 router = APIRouter(prefix="/v1/assistants", tags=["stream"])
 
 
-class RequestOptions(BaseModel):
-    """Per-turn overrides a network client may set (never a host path)."""
+class RequestOptions(ClientOptions):
+    """Per-turn overrides a network client may set (never a host path), within the server's limits."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    history_size: int | None = Field(default=None, ge=0, le=1000)
-    skip_history: bool = False
-    connector: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
-    locale: str | None = None
     workspace_id: str | None = Field(default=None, pattern=CHAT_ID)
     turn_timeout: float | None = Field(default=None, gt=0, le=MAX_TURN_SECONDS)
 
@@ -54,11 +48,11 @@ class StreamRequest(BaseModel):
 
 
 async def _events(
-    sessions: SessionService, chat: ChatRecord, handle: TurnHandle, tracker: TurnTracker
+    sessions: SessionService, chat: ChatRecord, handle: TurnHandle, turn_metrics: TurnMetrics
 ) -> AsyncIterator[str]:
     encoder = SSEEncoder()
     async for event in sessions.turn_events(chat, handle):
-        tracker.saw(event)
+        turn_metrics.saw(event)
         yield encoder.encode(event)
 
 
@@ -79,6 +73,6 @@ async def stream_turn(
         options = options.model_copy(update={"locale": request_locale(None, accept_language)})
     handle = await sessions.start(chat, body.messages, attachments=attachments, options=options)
     events = watched(
-        _events(sessions, chat, handle, state.tracker), keepalive=state.config.sse_keepalive_seconds
+        _events(sessions, chat, handle, state.turn_metrics), keepalive=state.config.sse_keepalive_seconds
     )
     return sse_response(events, headers_for(chat, handle))

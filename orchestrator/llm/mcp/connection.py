@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import JsonValue, ValidationError
 
 from orchestrator.dsl import McpServerSpec
+from orchestrator.errors import STDERR_TAIL
 from orchestrator.llm.mcp.content import result_text
 from orchestrator.llm.mcp.process import ProcessClient
 from orchestrator.llm.mcp.retries import failure
@@ -46,7 +47,6 @@ MIN_CONNECT_TIMEOUT = 20.0
 SSE_READ_TIMEOUT = 300.0
 """How long an HTTP event stream may stay silent (servers hold it open between messages)."""
 _MAX_PAGES = 50
-_STDERR_TAIL = 2000
 _NOT_RETRYABLE_CODES = frozenset({mt.METHOD_NOT_FOUND, mt.INVALID_PARAMS})
 _TRANSPORT_ERRORS = (
     anyio.ClosedResourceError,
@@ -245,4 +245,4 @@ def _tail(stream: IO[str]) -> str:
     stream.flush()
     stream.seek(0)
     text = stream.read()
-    return text[-_STDERR_TAIL:].strip()
+    return text[-STDERR_TAIL:].strip()

@@ -3,7 +3,7 @@
 from orchestrator.llm.tools.base import ArgsModel, Tool, ToolBox, ToolContext, ToolResult, TypedTool
 from orchestrator.llm.tools.files import EditTool, ReadTool, WriteTool
 from orchestrator.llm.tools.paths import workspace_path
-from orchestrator.llm.tools.sandbox import ExecResult, LocalSandbox, ToolSandbox
+from orchestrator.llm.tools.sandbox import CommandResult, LocalSandbox, ToolSandbox
 from orchestrator.llm.tools.search import GlobTool, GrepTool, LsTool
 from orchestrator.llm.tools.shell import BashTool
 
@@ -26,8 +26,8 @@ def coding_tools(sandbox: ToolSandbox, *, bash_timeout: float = 120.0) -> ToolBo
 __all__ = [
     "ArgsModel",
     "BashTool",
+    "CommandResult",
     "EditTool",
-    "ExecResult",
     "GlobTool",
     "GrepTool",
     "LocalSandbox",

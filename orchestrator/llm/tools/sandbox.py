@@ -25,7 +25,7 @@ DEFAULT_OUTPUT_CAP = 64 * 1024
 _KILL_WAIT = 5.0
 
 
-class ExecResult(BaseModel):
+class CommandResult(BaseModel):
     """A finished command. `exit_code` is None when it was killed on timeout."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -52,7 +52,7 @@ class ToolSandbox(Protocol):
         stdin: bytes | None = None,
         timeout: float,  # noqa: ASYNC109 - the contract: the sandbox kills the command itself
         max_output: int = DEFAULT_OUTPUT_CAP,
-    ) -> ExecResult:
+    ) -> CommandResult:
         """Run a command in the root; on timeout kill it (and its children) and say so."""
         ...
 
@@ -110,7 +110,7 @@ class LocalSandbox:
         stdin: bytes | None = None,
         timeout: float,  # noqa: ASYNC109 - the contract: the sandbox kills the command itself
         max_output: int = DEFAULT_OUTPUT_CAP,
-    ) -> ExecResult:
+    ) -> CommandResult:
         out: list[bytes] = []
         err: list[bytes] = []
         truncated = timed_out = False
@@ -150,7 +150,7 @@ class LocalSandbox:
             else:
                 _kill_group(process)  # background children left behind by the command
             await process.aclose()
-        return ExecResult(
+        return CommandResult(
             exit_code=None if timed_out else process.returncode,
             stdout=b"".join(out).decode("utf-8", "replace"),
             stderr=b"".join(err).decode("utf-8", "replace"),

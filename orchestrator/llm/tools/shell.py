@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from orchestrator.llm.tools.base import ArgsModel, ToolContext, ToolResult, TypedTool
-from orchestrator.llm.tools.sandbox import DEFAULT_OUTPUT_CAP, ExecResult, ToolSandbox
+from orchestrator.llm.tools.sandbox import DEFAULT_OUTPUT_CAP, CommandResult, ToolSandbox
 
 MAX_TIMEOUT = 600.0
 
@@ -19,7 +19,7 @@ class BashArgs(ArgsModel):
     """A few words saying what the command does."""
 
 
-def render(result: ExecResult, cap: int) -> str:
+def render(result: CommandResult, cap: int) -> str:
     """stdout, stderr and the exit status as one text for the model."""
     parts: list[str] = []
     if result.stdout:

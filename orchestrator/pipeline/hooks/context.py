@@ -29,7 +29,6 @@ MAX_EXEC_OUTPUT = 1 << 20
 """Bytes of stdout an `exec` from a hook keeps; the rest is cut (and says so)."""
 EXEC_TIMEOUT = 300.0
 """Seconds an `exec` from a hook may run when it names no `timeout`; then it is killed."""
-SANDBOX_UID = 1000
 
 
 def message_events(builder: TurnBuilder, message: object) -> list[Event]:

@@ -25,8 +25,8 @@ import structlog
 from anyio import to_thread
 
 from orchestrator.dsl import Assistant
+from orchestrator.errors import HookError
 from orchestrator.hooks_ts import TsHooks, TsRuntimeError
-from orchestrator.pipeline.errors import HookError
 from orchestrator.pipeline.hooks.results import CreateResult, NextResult
 
 log = structlog.get_logger(__name__)

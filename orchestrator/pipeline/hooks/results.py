@@ -6,8 +6,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from orchestrator.errors import HookError
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.errors import HookError
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 M = TypeVar("M", bound=BaseModel)

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from orchestrator.dsl import Assistant, AssistantMode
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.call_result import CallResult
-from orchestrator.pipeline.frame import Call
 from orchestrator.pipeline.modes.hook import HookMode
 from orchestrator.pipeline.modes.llm import LlmMode
 from orchestrator.pipeline.modes.runner import RunnerMode

@@ -33,12 +33,13 @@ from typing import Any, Literal, Protocol
 import anyio
 import structlog
 
-from orchestrator.errors import CageError, StreamLimitError, WorkspaceError
+from orchestrator.errors import STDERR_TAIL, CageError, StreamLimitError, WorkspaceError
 from orchestrator.permissions import Decision, PermissionGate
 from orchestrator.permissions.requests import DecidedBy
 from orchestrator.pipeline.watchdog import StopReason, TurnLimits, TurnWatchdog, cut_short
 from orchestrator.redaction import redact, register_secret
 from orchestrator.sandbox.backend import BatchedExec, ExecHandle, ExecItem, ExecSpec, FileEntry
+from orchestrator.sandbox.limits import SANDBOX_GID, SANDBOX_UID
 from orchestrator.stream import Emit, Event, TurnBuilder
 from runners.base import (
     ControlRequest,
@@ -55,8 +56,6 @@ log = structlog.get_logger(__name__)
 
 SaveResume = Callable[[dict[str, str]], Awaitable[None]]
 """Persists a runner's resume state (`ResumeStore.put` bound to the turn's assistant, chat, runner)."""
-SANDBOX_UID = 1000
-_STDERR_TAIL = 2000
 _EMIT_BATCH = 64
 """Events emitted at once at most. In the pipeline each emit is an event-log append, so one emit
 per read saves most; but a read makes thousands of events, and events held that long outlive the
@@ -90,7 +89,7 @@ def file_entries(rexec: RunnerExec) -> list[FileEntry]:
     """The adapter's files as archive entries owned by the `sandbox` user."""
     return [
         FileEntry(
-            path=_safe_rel(f.path), content=f.content.encode(), mode=f.mode, uid=SANDBOX_UID, gid=SANDBOX_UID
+            path=_safe_rel(f.path), content=f.content.encode(), mode=f.mode, uid=SANDBOX_UID, gid=SANDBOX_GID
         )
         for f in rexec.files
     ]
@@ -110,7 +109,7 @@ def exec_spec(rexec: RunnerExec, grace_seconds: float) -> ExecSpec:
 
 def stderr_tail(stderr: bytes) -> str:
     text = stderr.decode("utf-8", errors="replace").strip()
-    return redact(text[-_STDERR_TAIL:])
+    return redact(text[-STDERR_TAIL:])
 
 
 class _Turn:

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 import anyio
 from pydantic import JsonValue
 
+from orchestrator.llm.subagent import MAX_TASK_TEXT
 from orchestrator.store import Store
 from orchestrator.stream import Event, SessionEmitter
 
 PARENT_KEY = "parent_session"
 """Child chat metadata: the parent session's id as its owner names it."""
 TASK_KEY = "task"
-MAX_TASK_TEXT = 2000
 
 
 class StoredChildSession:

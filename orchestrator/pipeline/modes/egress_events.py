@@ -2,8 +2,9 @@
 
 While a runner turn runs in an isolated sandbox, the denials the egress proxy logs for that box
 are emitted as they arrive. The proxy's log reaches Cage a few milliseconds after the refusal, so
-when the turn's process has ended the subscription stays open for `SETTLE_SECONDS` more: a CLI
-whose last act was a refused request still gets its event before `stream_end`.
+when the turn's process has ended the subscription stays open until Cage has read the log up to
+that moment (`EgressDenials.settle`, at most `SETTLE_SECONDS`): a CLI whose last act was a refused
+request still gets its event before `stream_end`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ SETTLE_SECONDS = 0.3
 async def egress_events(
     manager: SandboxManager, lease: SandboxLease, builder: TurnBuilder, emit: Emit
 ) -> AsyncIterator[None]:
-    """Emit the lease's egress denials while the block runs (and `SETTLE_SECONDS` after)."""
+    """Emit the lease's egress denials while the block runs (and until the log is read past its end)."""
     hub = backend_denials(manager.backend)
     if hub is None or not lease.isolated:
         yield
@@ -40,7 +41,7 @@ async def egress_events(
                 tg.start_soon(pump)
                 try:
                     yield
-                    await anyio.sleep(SETTLE_SECONDS)
+                    await hub.settle(SETTLE_SECONDS)
                 finally:
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.call_result import CallResult
-from orchestrator.pipeline.frame import Call
 
 
 class HookMode:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from orchestrator.dsl import McpServerRef
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.call_result import CallResult
-from orchestrator.pipeline.frame import Call
 from orchestrator.pipeline.modes.llm_checkpoints import StoreCheckpoints, crashed_checkpoint
 
 

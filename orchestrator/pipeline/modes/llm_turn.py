@@ -42,6 +42,7 @@ from orchestrator.dsl import (
     Prompt,
     expand_prompts,
 )
+from orchestrator.dsl.agentconfig import DEFAULT_FALLBACK, USE_PREFIX
 from orchestrator.dsl.option_support import refuse_options
 from orchestrator.errors import CageError, ConfigError, ToolError, UsageError
 from orchestrator.llm import (
@@ -73,8 +74,6 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 HANDOFF_STOPS: frozenset[LoopStop] = frozenset({"max_rounds", "tool_loop_terminated", "error"})
-DEFAULT_FALLBACK = "__yao.loop_fallback"
-USE_PREFIX = "use::"
 RUNNER = "mcp"
 """`runner` on the `execute` events of LLM-mode tool runs."""
 _FROZEN = ConfigDict(frozen=True, extra="forbid")

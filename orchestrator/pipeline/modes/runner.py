@@ -15,9 +15,9 @@ from orchestrator.dsl.option_support import cli_connector, cli_runner_options, r
 from orchestrator.errors import ConfigError
 from orchestrator.gateway import SandboxAccess
 from orchestrator.pipeline.attachments import image_parts, with_attachment_note
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.contract import last_user_text
-from orchestrator.pipeline.frame import Call
 from orchestrator.pipeline.modes.bridge import run_runner_turn
 from orchestrator.pipeline.modes.child_sessions import StoreChildSessions
 from orchestrator.pipeline.modes.egress_events import egress_events

@@ -14,12 +14,12 @@ import binascii
 from collections.abc import Sequence
 
 from orchestrator.errors import SandboxError, ToolError
-from orchestrator.llm.tools import ExecResult
+from orchestrator.llm.tools import CommandResult
+from orchestrator.llm.tools.sandbox import DEFAULT_OUTPUT_CAP
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.completion import run_to_end
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 
-DEFAULT_OUTPUT_CAP = 64 * 1024
 MAX_FILE_BYTES = 16 * 2**20
 """The largest file `read_file` hands to a tool."""
 FILE_TIMEOUT = 60.0
@@ -63,7 +63,7 @@ class LeaseToolSandbox:
         stdin: bytes | None = None,
         timeout: float,  # noqa: ASYNC109 - the contract: the sandbox kills the command itself
         max_output: int = DEFAULT_OUTPUT_CAP,
-    ) -> ExecResult:
+    ) -> CommandResult:
         """Run `argv` in the container; on timeout or cancel kill its process group.
 
         Raises:
@@ -78,7 +78,7 @@ class LeaseToolSandbox:
             raise ToolError("", f"cannot start {argv[0]!r}: {exc}") from exc
         async with handle:
             done = await run_to_end(handle, timeout=timeout, max_output=max_output)
-        return ExecResult(
+        return CommandResult(
             exit_code=done.exit_code,
             stdout=done.stdout.decode("utf-8", "replace"),
             stderr=done.stderr.decode("utf-8", "replace"),
@@ -102,12 +102,12 @@ class LeaseToolSandbox:
         if result.exit_code != 0:
             raise ToolError("", f"cannot write {path}: {_reason(result)}")
 
-    async def _script(self, script: str, path: str, stdin: bytes | None, *, max_output: int) -> ExecResult:
+    async def _script(self, script: str, path: str, stdin: bytes | None, *, max_output: int) -> CommandResult:
         argv = ["sh", "-c", script, "cage-file", self.root, path]
         return await self.exec(argv, stdin=stdin, timeout=FILE_TIMEOUT, max_output=max_output)
 
 
-def _reason(result: ExecResult) -> str:
+def _reason(result: CommandResult) -> str:
     if result.timed_out:
         return "timed out"
     lines = result.stderr.strip().splitlines()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.contract import InputMessage
-from orchestrator.pipeline.frame import Call
-
-MAX_HISTORY = 1000
+from orchestrator.store.messages import MAX_HISTORY
 
 
 async def load_history(call: Call) -> None:

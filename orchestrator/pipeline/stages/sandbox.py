@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import anyio
 
 from orchestrator.errors import ConfigError, WorkspaceError
+from orchestrator.pipeline.call import Call
 from orchestrator.pipeline.contract import Attachment
-from orchestrator.pipeline.frame import Call
 from orchestrator.sandbox.backend import FileEntry
 from orchestrator.sandbox.images import BuildProgress
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxLease, SandboxManager, SandboxRequest
@@ -36,9 +36,7 @@ def sandbox_request(call: Call, gateway_port: int | None = None) -> SandboxReque
         spec=assistant.sandbox,
         chat_id=call.scope.chat_id,
         workspace_id=call.options.workspace_id,
-        mcp_servers=tuple(
-            m.model_dump(mode="json", exclude={"env", "headers"}) for m in assistant.mcp_servers
-        ),
+        mcp_servers=assistant.mcp_servers,
         skills={s.name: s.digest for s in assistant.skills},
         host_workspace=call.options.host_workspace,
         gateway_port=gateway_port,
@@ -112,4 +110,4 @@ async def _gateway_port(call: Call) -> int | None:
     spec = call.assistant.sandbox
     if spec is None or not call.scope.manager.isolates(spec):
         return None
-    return (await call.scope.gateway.start()).port
+    return (await call.scope.gateway.bind()).port  # the server starts while the box is made

@@ -33,14 +33,15 @@ from orchestrator.sandbox.backend import (
     ResourceUsage,
     SandboxInfo,
     SandboxRef,
-    SandboxStatus,
+    SandboxState,
     VolumeInfo,
     VolumeMount,
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
-from orchestrator.sandbox.docker.egress import DockerEgress
+from orchestrator.sandbox.docker.egress import DockerEgress, network_name
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
+from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.timestamps import engine_time
 from orchestrator.settings import Settings
 
@@ -49,13 +50,13 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 _STATES = {
-    "created": SandboxStatus.CREATED,
-    "running": SandboxStatus.RUNNING,
-    "paused": SandboxStatus.PAUSED,
-    "restarting": SandboxStatus.RESTARTING,
-    "exited": SandboxStatus.STOPPED,
-    "removing": SandboxStatus.REMOVING,
-    "dead": SandboxStatus.DEAD,
+    "created": SandboxState.CREATED,
+    "running": SandboxState.RUNNING,
+    "paused": SandboxState.PAUSED,
+    "restarting": SandboxState.RESTARTING,
+    "exited": SandboxState.STOPPED,
+    "removing": SandboxState.REMOVING,
+    "dead": SandboxState.DEAD,
 }
 _INIT_MOUNT = "/cage-mount-init"
 PUT_SCRIPT = (
@@ -72,6 +73,11 @@ PS_SCRIPT = (
 """One line per process: pid, ppid, process group, start time (field 22 of stat, read after the
 last `) ` so a process name with spaces or parentheses cannot shift the fields), its executable
 (readable for the lister's own uid only) and the head of its argv."""
+
+
+def _own_key(mount: VolumeMount) -> tuple[str, int, int]:
+    uid, gid = mount.owner or (0, 0)
+    return mount.source, uid, gid
 
 
 def _process(line: bytes) -> ProcessInfo | None:
@@ -96,6 +102,10 @@ class DockerBackend:
         self.egress = DockerEgress(self._api, settings)
         self._disk_ok: bool | None = None
         self._info: dict[str, Any] | None = None
+        self._info_lock = anyio.Lock()
+        self._owned: dict[tuple[str, int, int], str] = {}
+        """(volume, uid, gid) -> the volume's creation time, once this process gave its root to
+        that owner (`_own_mount`): later boxes mount it as it is, without owning it again."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DockerBackend:
@@ -138,7 +148,7 @@ class DockerBackend:
                 id=row["Id"],
                 name=(row.get("Names") or ["/"])[0].lstrip("/"),
                 labels=row.get("Labels") or {},
-                status=_STATES.get(row.get("State", ""), SandboxStatus.DEAD),
+                status=_STATES.get(row.get("State", ""), SandboxState.DEAD),
             )
             for row in rows
         ]
@@ -148,9 +158,9 @@ class DockerBackend:
             data = await self._call(self._sync, "inspect_container", sandbox_id)
         state = data.get("State") or {}
         config = data.get("Config") or {}
-        status = _STATES.get(state.get("Status", ""), SandboxStatus.DEAD)
+        status = _STATES.get(state.get("Status", ""), SandboxState.DEAD)
         usage = ResourceUsage()
-        if status is SandboxStatus.RUNNING:
+        if status is SandboxState.RUNNING:
             usage = await self._usage(sandbox_id)
         ref = SandboxRef(
             id=data["Id"],
@@ -179,35 +189,34 @@ class DockerBackend:
         return ResourceUsage(memory_bytes=mem, pids=pids)
 
     async def create(self, spec: CreateSpec) -> SandboxRef:
+        """Create the box; isolated, on a network of its own that the egress proxy takes and joins
+        in `start`, as the box starts (`DockerEgress`: the order)."""
         if spec.egress is None:
             return await self._create_container(spec)
-        made: list[SandboxRef] = []
+        policy, network = spec.egress, network_name(spec.name)
 
-        async def make(network: str) -> None:  # while the proxy joins the network
-            # an internal network publishes nothing: the box's ports go through its relay
-            box = spec.model_copy(update={"egress": None, "network": network, "ports": ()})
-            made.append(await self._create_container(box))
+        async def attach() -> None:
+            await self.egress.attach(spec.name, policy, gateway=spec.gateway_relay)
 
         try:
-            network = await self.egress.attach(
-                spec.name, spec.egress, gateway=spec.gateway_relay, alongside=make
-            )
-            [ref] = made
-            if spec.ports:
-                try:
-                    await self.egress.publish(spec.name, network, spec.ports)
-                except BaseException:
-                    with anyio.CancelScope(shield=True):
-                        await self._call(self._sync, "remove_container", ref.id, force=True, v=True)
-                    raise
-            return ref
+            await at_once(self._engine_info, attach)  # the engine's cores, asked meanwhile
+            # an internal network publishes nothing: the box's ports go through its relay
+            box = spec.model_copy(update={"egress": None, "network": network, "ports": ()})
+            ref = await self._create_container(box)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                for box in made:
-                    with contextlib.suppress(SandboxError), engine_errors(box.name):
-                        await self._call(self._sync, "remove_container", box.id, force=True, v=True)
                 await self.egress.detach(spec.name)
             raise
+        if spec.ports:
+            try:
+                await self.egress.publish(spec.name, network, spec.ports)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    with contextlib.suppress(SandboxError), engine_errors(ref.name):
+                        await self._call(self._sync, "remove_container", ref.id, force=True, v=True)
+                    await self.egress.detach(spec.name)
+                raise
+        return ref
 
     async def _create_container(self, spec: CreateSpec) -> SandboxRef:
         disk = spec.limits.disk_bytes
@@ -218,27 +227,48 @@ class DockerBackend:
             # a default quota above the engine's cores is refused by the engine: all its cores
             limits = spec.limits.model_copy(update={"nano_cpus": cores * 10**9})
             spec = spec.model_copy(update={"limits": limits})
+        to_own = [m for m in spec.mounts if isinstance(m, VolumeMount) and m.owner is not None]
+        stamps = {m.source: await self._volume_stamp(m.source) for m in to_own}
+        owned = {m.source for m in to_own if self._owned.get(_own_key(m)) == stamps[m.source] != ""}
         try:
             with engine_errors(spec.name, not_found=f"image {spec.image}"):
-                container_id = await self._call(self._create_sync, spec, disk)
+                container_id = await self._call(self._create_sync, spec, disk, owned)
         except SandboxError as exc:
             if disk is None or "storage" not in str(exc).lower():
                 raise
             self._disk_ok = False  # e.g. overlay2 on xfs without pquota: say so once, go on unbounded
             log.warning("storage driver refuses a writable-layer size; sandboxes are not disk-bounded")
             with engine_errors(spec.name, not_found=f"image {spec.image}"):
-                container_id = await self._call(self._create_sync, spec, None)
+                container_id = await self._call(self._create_sync, spec, None, owned)
         try:
-            for mount in spec.mounts:
-                if isinstance(mount, VolumeMount) and mount.owner is not None:
-                    await self._own_mount(container_id, spec, mount, mount.owner)
+            for mount in to_own:
+                if mount.source in owned:
+                    continue
+                assert mount.owner is not None
+                await self._own_mount(container_id, spec, mount, mount.owner)
+                if stamps[mount.source]:
+                    self._owned[_own_key(mount)] = stamps[mount.source]
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._call(self._sync, "remove_container", container_id, force=True)
             raise
         return SandboxRef(id=container_id, name=spec.name, labels=dict(spec.labels))
 
-    def _create_sync(self, spec: CreateSpec, disk_bytes: int | None) -> str:
+    async def _volume_stamp(self, name: str) -> str:
+        """The volume's creation time (empty when it does not exist yet): a volume removed and made
+        again under the same name has another, so its root is given to its owner again."""
+        try:
+            with engine_errors(name, not_found="volume"):
+                info = await self._call(self._sync, "inspect_volume", name)
+        except SandboxError as exc:
+            if not isinstance(exc.__cause__, docker.errors.NotFound):
+                raise
+            return ""  # the engine makes it with the container: owned below
+        return str((info or {}).get("CreatedAt") or "")
+
+    def _create_sync(self, spec: CreateSpec, disk_bytes: int | None, owned: set[str]) -> str:
+        """Create the container; the volumes in `owned` are mounted without the engine's copy of the
+        image's mount point into an empty volume (it would hand the volume's root back to root)."""
         api = self._api()
         mounts = [
             docker.types.Mount(
@@ -246,6 +276,7 @@ class DockerBackend:
                 source=m.source,
                 type="volume" if isinstance(m, VolumeMount) else "bind",
                 read_only=m.read_only,
+                no_copy=isinstance(m, VolumeMount) and m.source in owned,
             )
             for m in spec.mounts
         ]
@@ -292,7 +323,9 @@ class DockerBackend:
 
         The engine extracts archives as root outside the container, so this needs no capability
         inside it. A read-only root filesystem refuses archives, so for those a throw-away
-        container (created, never started) with the volume at `_INIT_MOUNT` is used.
+        container (created, never started) with the volume at `_INIT_MOUNT` is used. Made once per
+        volume and process (`_owned`, ~40 ms of a cold create): later boxes mount the volume
+        without the engine's copy-up, which would hand an empty volume's root back to root.
         """
         uid, gid = owner
         if not spec.read_only:
@@ -325,10 +358,18 @@ class DockerBackend:
                 await self._call(self._sync, "remove_container", made["Id"], force=True)
 
     async def start(self, ref: SandboxRef) -> None:
-        with engine_errors(ref.name or ref.id):
-            await self._call(self._sync, "start", ref.id)
-        if ref.name:
-            await self.egress.resume(ref.name)  # its port relay, if it has one
+        """Start the box while the egress proxy joins its network and its port relay (if it has
+        either) starts: all three independent, the box's policy in force before the proxy joins."""
+
+        async def container() -> None:
+            with engine_errors(ref.name or ref.id):
+                await self._call(self._sync, "start", ref.id)
+
+        if not ref.name:
+            await container()
+            return
+        name = ref.name
+        await at_once(container, lambda: self.egress.join(name), lambda: self.egress.resume(name))
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
         with engine_errors(ref.name or ref.id):
@@ -347,14 +388,26 @@ class DockerBackend:
             await self._call(self._sync, "unpause", ref.id)
 
     async def remove(self, ref: SandboxRef, *, force: bool = False) -> None:
-        try:
-            with engine_errors(ref.name or ref.id):
-                await self._call(self._sync, "remove_container", ref.id, force=force, v=True)
-        except SandboxError as exc:
-            if not (isinstance(exc, SandboxNotFound) or "already in progress" in str(exc)):
-                raise
-        if ref.name:
-            await self.egress.detach(ref.name)  # its network, if it had one of its own
+        """Remove the box and its network. Forced, the proxy leaves the network while the box
+        goes (the box loses its way out first, never the other way round)."""
+
+        async def container() -> None:
+            try:
+                with engine_errors(ref.name or ref.id):
+                    await self._call(self._sync, "remove_container", ref.id, force=force, v=True)
+            except SandboxError as exc:
+                if not (isinstance(exc, SandboxNotFound) or "already in progress" in str(exc)):
+                    raise
+
+        if not ref.name:
+            await container()
+            return
+        name = ref.name
+        if force:
+            await at_once(container, lambda: self.egress.leave(name))
+        else:  # a running box refuses: it keeps its way out
+            await container()
+        await self.egress.detach(name, left=force)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
         with engine_errors(ref.name or ref.id):
@@ -468,7 +521,12 @@ class DockerBackend:
             options = {"type": "tmpfs", "device": "tmpfs", "o": size}
         with engine_errors(name):
             await self._call(self._sync, "create_volume", name, driver_opts=options, labels=dict(labels))
+        self._forget_owned(name)
         return True
+
+    def _forget_owned(self, volume: str) -> None:
+        for key in [k for k in self._owned if k[0] == volume]:
+            del self._owned[key]
 
     async def sweep_networks(self) -> list[str]:
         return await self.egress.sweep()
@@ -535,9 +593,11 @@ class DockerBackend:
         return self._disk_ok
 
     async def _engine_info(self) -> dict[str, Any]:
-        if self._info is None:
-            with engine_errors("engine"):
-                self._info = dict(await self._call(self._sync, "info"))
+        """The engine's `info`, asked once per process (concurrent first callers share the one ask)."""
+        async with self._info_lock:
+            if self._info is None:
+                with engine_errors("engine"):
+                    self._info = dict(await self._call(self._sync, "info"))
         return self._info
 
     async def list_processes(self, ref: SandboxRef) -> list[ProcessInfo]:
@@ -559,6 +619,7 @@ class DockerBackend:
             await handle.wait()
 
     async def remove_volume(self, name: str) -> None:
+        self._forget_owned(name)
         try:
             with engine_errors(name, not_found="volume"):
                 await self._call(self._sync, "remove_volume", name, force=True)

@@ -9,6 +9,12 @@
 * The proxy is one long-lived container (`Settings.egress_container`, squid, `images/egress/`) on
   `Settings.egress_network` (the outside, and the gateway's host). It joins each sandbox network
   with the aliases `cage-egress` and `cage-gateway`.
+* Order, so that a box never reaches anything its policy does not allow: `attach` creates the
+  network (the box's container is created on it next); `join`, made while the box starts, rewrites
+  the proxy's configuration to name the network, waits until squid has taken it, and only then
+  connects the proxy to it. Until then the box is alone on a network with no route out; from the
+  connect on, squid already applies its policy, so a subnet reused from a removed network never
+  meets that network's stale rules.
 * The proxy's configuration is rendered from the engine's state, not from this process's memory:
   every sandbox network carries its policy and gateway in labels, so two Cage processes sharing one
   engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
@@ -27,11 +33,14 @@ import hashlib
 import io
 import ipaddress
 import os
+import socket
 import tarfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +54,13 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
+from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
-from orchestrator.sandbox.docker.timestamps import engine_age
+from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import EgressClient, render
 from orchestrator.sandbox.images import EGRESS_IMAGE
-from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS, EgressPolicy
+from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS, PROXY_PORT, EgressPolicy
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -66,8 +76,18 @@ NETWORK_SUFFIX = "-net"
 SUBNET_PREFIX = 28
 SQUID_CONF = "/etc/squid/squid.conf"
 _CREATE_TRIES = 8
+PROXY_START_SECONDS = 30.0
+"""How long a just-started proxy may take to listen (squid reads its configuration first)."""
+LISTENING = b"Accepting reverse-proxy HTTP Socket connections"
+"""What squid logs (to stderr) once its (re)configuration is in force: the last of its ports opened
+(the relay's), its signal handlers set before."""
+_RECONFIGURE_POLL = 0.01
+_TAIL = 200
+"""Log lines read back when waiting for squid: more than it logs in a few polls on a busy engine."""
 _LOCK_POLL = 0.1
 _HOST_ALIAS = "host.docker.internal"
+POKE_SECONDS = 0.25
+"""Time bound of `_poke`'s connection to the proxy (beyond it, `settle` waits its own time)."""
 
 
 SWEEP_MIN_AGE = 600.0
@@ -88,6 +108,25 @@ def _conf_tar(text: str) -> bytes:
         info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def _stamped(log: bytes) -> list[tuple[datetime, bytes]]:
+    """The lines of a log read with `timestamps=True`: (the engine's time, the text), oldest first."""
+    lines = []
+    for line in log.splitlines():
+        stamp, _, text = line.partition(b" ")
+        when = engine_time(stamp.decode(errors="replace"))
+        if when is not None:
+            lines.append((when, text))
+    return lines
+
+
+@dataclass(frozen=True)
+class _Join:
+    """A network `attach` made that the proxy has yet to take and join (`join`)."""
+
+    proxy: str
+    network: str
 
 
 @contextmanager
@@ -119,71 +158,77 @@ class DockerEgress:
         """The proxy image's tag once ensured: content-addressed, so it is looked up once per process
         (the lookup hashes its build context: ~4% of a cold acquire in bench/pool.py); forgotten
         when the proxy cannot be ensured with it."""
-        self.denials = EgressDenials(resolve=self._network_of)
+        self.denials = EgressDenials(resolve=self._network_of, poke=self._poke)
+        self._proxy_ip: str | None = None
+        """The proxy's address on `egress_network`, as `_poke` last reached it."""
         self._lock = anyio.Lock()
+        self._proxy_lock = anyio.Lock()
+        self._joins: dict[str, _Join] = {}
+        """Sandbox -> its network made by `attach` that the proxy has yet to take (`join`, `detach`)."""
         self._follower: threading.Thread | None = None
         self._pool = settings.egress_subnet_pool
 
     # --- public ------------------------------------------------------------------------------
 
-    async def attach(
-        self,
-        sandbox: str,
-        policy: EgressPolicy,
-        *,
-        gateway: str | None,
-        alongside: Callable[[str], Awaitable[None]] | None = None,
-    ) -> str:
-        """Create `sandbox`'s network, join the proxy to it, reconfigure the proxy; the network name.
+    async def attach(self, sandbox: str, policy: EgressPolicy, *, gateway: str | None) -> str:
+        """Create `sandbox`'s network, labelled with its policy and gateway; the network name.
 
         `gateway` is `host:port` of the model gateway as the proxy reaches it (None: no relay).
-        `alongside(network)` runs while the proxy joins the new network: the box's container
-        needs the network to exist, not the proxy on it, so it is created meanwhile (the join is
-        a fifth of a cold acquire). Its error is raised once both are done; on any error the
-        network is removed, and what `alongside` made is the caller's to remove.
+        The proxy takes the policy and joins the network in `join`, as the box starts (module
+        docstring: the order).
 
         Raises:
             SandboxError: the engine refused (no free subnet, the proxy failed to start).
             ConfigError: the egress settings are unusable.
         """
-        image = await self._proxy_image()
-        async with self._lock:
-            try:
-                proxy = await to_thread.run_sync(self._ensure_proxy, image)
-            except SandboxError:
-                self._image = None  # removed behind our back, say: look it up again next time
-                raise
-            name, subnet = await to_thread.run_sync(self._create_network, sandbox, policy, gateway)
-            errors: list[Exception] = []
+        made: dict[str, str] = {}
 
-            async def join() -> None:
+        async def proxy_up() -> None:
+            image = await self._proxy_image()
+            async with self._proxy_lock:
                 try:
-                    await to_thread.run_sync(self._connect, proxy, name)
-                    await to_thread.run_sync(self._reconfigure, proxy, name)
-                except Exception as exc:  # noqa: BLE001 - raised below, once `alongside` is done too
-                    errors.append(exc)
+                    made["proxy"] = await to_thread.run_sync(self._ensure_proxy, image)
+                except SandboxError:
+                    self._image = None  # removed behind our back, say: look it up again next time
+                    raise
 
-            async def side() -> None:
-                try:
-                    if alongside is not None:
-                        await alongside(name)
-                except Exception as exc:  # noqa: BLE001 - raised below, once the join is done too
-                    errors.append(exc)
+        async def network() -> None:
+            async with self._lock:  # this process's creators pick free subnets one at a time
+                made["network"], made["subnet"] = await to_thread.run_sync(
+                    self._create_network, sandbox, policy, gateway
+                )
 
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(side)
-                    await join()
-                if errors:
-                    raise errors[0]
-            except BaseException:
+        try:
+            await at_once(proxy_up, network)  # the network needs no proxy until `join`
+        except BaseException:
+            if "network" in made:
                 with anyio.CancelScope(shield=True):
-                    await to_thread.run_sync(self._remove_network, name)
-                raise
+                    await to_thread.run_sync(self._remove_network, made["network"])
+            raise
+        name, subnet = made["network"], made["subnet"]
+        self._joins[sandbox] = _Join(proxy=made["proxy"], network=name)
         self.denials.track(sandbox, subnet, policy.mode)
         self._start_follower()
         log.info("egress.attached", sandbox=sandbox, network=name, subnet=subnet, policy=policy.mode)
         return name
+
+    async def join(self, sandbox: str) -> None:
+        """Put `sandbox`'s policy in the proxy's configuration, then connect the proxy to its network:
+        from then on the box reaches what its policy allows (and nothing before).
+
+        For a network `attach` made here, both; for any other (a box this process did not create,
+        started again), only when the proxy is missing from it. A sandbox without a network of its
+        own needs nothing.
+
+        Raises:
+            SandboxError: the engine refused, or the network vanished meanwhile.
+        """
+        pending = self._joins.pop(sandbox, None)
+        if pending is None:
+            await to_thread.run_sync(self._join_if_missing, network_name(sandbox))
+            return
+        await to_thread.run_sync(self._reconfigure, pending.proxy, pending.network)
+        await to_thread.run_sync(self._connect, pending.proxy, pending.network)
 
     async def publish(self, sandbox: str, network: str, ports: tuple[PortBinding, ...]) -> None:
         """Publish `sandbox`'s ports on 127.0.0.1 through a relay on its network `network`.
@@ -211,14 +256,29 @@ class DockerEgress:
         """Start `sandbox`'s port relay again if it has one (its box is being started)."""
         await to_thread.run_sync(start_relay, self._api(), sandbox)
 
-    async def detach(self, sandbox: str) -> None:
+    async def leave(self, sandbox: str) -> None:
+        """The proxy and the port relay leave `sandbox`'s network: the box has no way out left.
+
+        Made while the box is being removed (`detach(left=True)` removes the network once it is
+        gone). Never raises for the engine: what it could not do, `detach` does again.
+        """
+        self._joins.pop(sandbox, None)
+        try:
+            await to_thread.run_sync(self._leave, network_name(sandbox))
+        except SandboxError as exc:
+            log.warning("egress.leave_failed", sandbox=sandbox, error=str(exc))
+
+    async def detach(self, sandbox: str, *, left: bool = False) -> None:
         """Remove `sandbox`'s network (after its container is gone); a missing network is fine.
 
-        Never raises for the engine: a network it refuses to remove now is left to `sweep`.
+        `left`: `leave` has already been made. Never raises for the engine: a network it refuses
+        to remove now is left to `sweep`.
         """
         self.denials.forget(sandbox)
+        self._joins.pop(sandbox, None)
         try:
-            await to_thread.run_sync(self._remove_network, network_name(sandbox))
+            remove = functools.partial(self._remove_network, network_name(sandbox), left=left)
+            await to_thread.run_sync(remove)
         except SandboxError as exc:
             log.warning("egress.detach_failed", sandbox=sandbox, error=str(exc))
 
@@ -263,11 +323,59 @@ class DockerEgress:
                     data = None
                 elif stale:
                     log.warning("egress.proxy.stale", container=name, reason="sandbox networks attached")
+            fresh = data is None  # made now, by this process or (a name conflict) by another
             if data is None:
                 data = self._create_proxy(name, image, digest)
             if not (data.get("State") or {}).get("Running"):
                 api.start(data["Id"])
+                fresh = True
+            if fresh:
+                self._await_listening(str(data["Id"]))
         return str(data["Id"])
+
+    def _await_listening(self, proxy: str) -> None:
+        """Return once squid in the proxy, just started, listens: its SIGHUP handler is set by then.
+
+        Before, a reconfigure's SIGHUP ends squid (the default action) and the proxy with it, and
+        the first boxes behind it reach nothing.
+
+        Raises:
+            SandboxError: the proxy exited, or did not listen within `PROXY_START_SECONDS`.
+        """
+        state = self._api().inspect_container(proxy).get("State") or {}
+        self._await_listening_after(proxy, engine_time(state.get("StartedAt")), "listen")
+
+    def _await_listening_after(self, proxy: str, mark: datetime | None, what: str) -> None:
+        """Wait until squid logs that it listens, later than `mark` (None: at all).
+
+        The last lines of the log are read (cheap at any log size) and, only when they do not
+        reach back to `mark` (much logged meanwhile), the log since `mark` (which the engine reads
+        from the start of its file).
+
+        Raises:
+            SandboxError: the proxy stopped, or nothing of the kind within `PROXY_START_SECONDS`
+                (`what` says of what).
+        """
+        api = self._api()
+        deadline = time.monotonic() + PROXY_START_SECONDS
+        while True:
+            state = api.inspect_container(proxy).get("State") or {}
+            if not state.get("Running"):
+                status = f"{state.get('Status')}, exit code {state.get('ExitCode')}"
+                raise SandboxError(self._settings.egress_container, f"the egress proxy stopped ({status})")
+            lines = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=_TAIL, timestamps=True))
+            if any(LISTENING in text and (mark is None or when > mark) for when, text in lines):
+                return
+            if mark is not None and len(lines) >= _TAIL and lines[0][0] > mark:
+                since = api.logs(proxy, stdout=False, stderr=True, since=mark.timestamp(), timestamps=True)
+                if any(LISTENING in text and when > mark for when, text in _stamped(since)):
+                    return
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    self._settings.egress_container,
+                    f"the egress proxy did not {what} within {PROXY_START_SECONDS:g}s",
+                )
+            time.sleep(_RECONFIGURE_POLL)
 
     def _create_proxy(self, name: str, image: str, digest: str) -> dict[str, Any]:
         api = self._api()
@@ -360,13 +468,45 @@ class DockerEgress:
         with engine_errors(network):
             self._api().connect_container_to_network(proxy, network, aliases=[PROXY_ALIAS, GATEWAY_ALIAS])
 
-    def _remove_network(self, name: str) -> None:
+    def _join_if_missing(self, network: str) -> None:
+        """Join the proxy to `network` if it exists without it (its box's create was cut short
+        before the join), rewriting the configuration first, so the join meets the box's policy."""
+        api = self._api()
+        proxy = self._settings.egress_container
+        with engine_errors(network):
+            try:
+                members = api.inspect_network(network).get("Containers") or {}
+            except docker.errors.NotFound:
+                return
+        if any(member.get("Name") == proxy for member in members.values()):
+            return
+        self._reconfigure(proxy, network)
+        self._connect(proxy, network)
+
+    def _leave(self, name: str) -> None:
+        """The port relay (its endpoint would keep the network) and the proxy off network `name`."""
         api = self._api()
         with engine_errors(name):
-            remove_relay(api, name.removesuffix(NETWORK_SUFFIX))  # its endpoint would keep the network
+            remove_relay(api, name.removesuffix(NETWORK_SUFFIX))
             with contextlib.suppress(docker.errors.APIError):  # not connected, or the network is gone
                 api.disconnect_container_from_network(self._settings.egress_container, name, force=True)
-            for proxy in self._other_proxies(name):
+
+    def _remove_network(self, name: str, *, left: bool = False) -> None:
+        """Remove network `name`, the proxy and relay taken off it first unless `left`; another
+        Cage proxy still on it (`_other_proxies`) is taken off when the engine names an endpoint."""
+        api = self._api()
+        if not left:
+            self._leave(name)
+        with engine_errors(name):
+            try:
+                api.remove_network(name)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if "active endpoints" not in str(exc):
+                    raise
+            for proxy in [self._settings.egress_container, *self._other_proxies(name)]:
                 with contextlib.suppress(docker.errors.APIError):
                     api.disconnect_container_from_network(proxy, name, force=True)
             try:
@@ -457,7 +597,16 @@ class DockerEgress:
     # --- configuration ---------------------------------------------------------------------------
 
     def _reconfigure(self, proxy: str, network: str) -> None:
-        """Render squid.conf from every sandbox network, write it, SIGHUP squid; under an flock."""
+        """Render squid.conf from every sandbox network, write it, SIGHUP squid and wait until squid
+        has taken it; under an flock, so no other process's rewrite comes between.
+
+        squid re-reads its configuration after the signal, in its own time (~40 ms here, more on
+        a loaded engine, its ports closed meanwhile): the proxy joins a box's network only once
+        the box's policy and relay are in force, not merely written.
+
+        Raises:
+            SandboxError: the network vanished, or squid did not take the configuration in time.
+        """
         api = self._api()
         lock = self._settings.data_dir / "locks" / "egress.lock"
         with _flock(lock), engine_errors(self._settings.egress_container):
@@ -465,10 +614,41 @@ class DockerEgress:
             if f"# {network}:" not in text:
                 raise SandboxError(network, "the network vanished before the proxy was configured")
             api.put_archive(proxy, str(Path(SQUID_CONF).parent), _conf_tar(text))
+            last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
             api.kill(proxy, signal="SIGHUP")
+            self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")
         log.debug("egress.reconfigured", network=network)
 
     # --- denials -----------------------------------------------------------------------------------
+
+    def _poke(self, host: str, port: int) -> bool:
+        """Ask the proxy for `http://host:port/` on its outside address (`EgressDenials.settle`):
+        refused and logged like a box's request. False when the follower is not reading the log or
+        the proxy cannot be reached from here (an engine on another machine)."""
+        if self._follower is None or not self._follower.is_alive():
+            return False
+        try:
+            ip = self._proxy_ip or self._outside_ip()
+            with socket.create_connection((ip, PROXY_PORT), timeout=POKE_SECONDS) as conn:
+                conn.sendall(f"GET http://{host}:{port}/ HTTP/1.0\r\n\r\n".encode())
+                while conn.recv(4096):  # squid logs the request as it ends it
+                    pass
+        except (OSError, SandboxError, docker.errors.DockerException) as exc:
+            self._proxy_ip = None
+            log.debug("egress.poke_failed", error=str(exc))
+            return False
+        self._proxy_ip = ip
+        return True
+
+    def _outside_ip(self) -> str:
+        api = self._api()
+        with engine_errors(self._settings.egress_container):
+            data = api.inspect_container(self._settings.egress_container)
+        networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
+        ip = (networks.get(self._settings.egress_network) or {}).get("IPAddress")
+        if not ip:
+            raise SandboxError(self._settings.egress_container, "the proxy has no outside address")
+        return str(ip)
 
     def _start_follower(self) -> None:
         if self._follower is not None and self._follower.is_alive():

@@ -107,8 +107,11 @@ def start_relay(api: Any, sandbox: str) -> None:
 
 
 def remove_relay(api: Any, sandbox: str) -> None:
-    """Remove `sandbox`'s relay; a missing one is fine."""
+    """Remove `sandbox`'s relay; a missing one, or one another caller is removing, is fine."""
     try:
         api.remove_container(relay_name(sandbox), force=True)
     except docker.errors.NotFound:
         return
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):
+            raise

@@ -6,11 +6,18 @@ egress container's stdout, the Kubernetes one every proxy pod's log) feeds each 
 passes a `Denial` to that sandbox's subscribers (the running turn puts it on its stream as
 `sandbox/egress_denied`). The follower runs in a
 thread of its own, so subscribers receive through their event loop's token.
+
+`settle` waits until the follower has read the log up to now: the engine's egress pokes the proxy
+with a request of its own (`poke`: refused and logged like any other, under a host and port drawn
+for the occasion), and the follower's reading that line proves every earlier line was fed. Without
+a way to poke, it waits the time it is given.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import secrets
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 
 import anyio
 import structlog
+from anyio import to_thread
 from anyio.from_thread import run_sync as run_in_loop
 from anyio.lowlevel import EventLoopToken, current_token
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -58,13 +66,28 @@ class _Subscriber:
     token: EventLoopToken
 
 
+@dataclass
+class _Barrier:
+    reached: anyio.Event
+    token: EventLoopToken
+
+
+Poke = Callable[[str, int], bool]
+"""Ask the proxy for `http://<host>:<port>/` (refused and logged); False when it cannot be reached."""
+
+
 class EgressDenials:
     """Maps client subnets to sandboxes and fans denials out to subscribers; counts them all."""
 
-    def __init__(self, resolve: Callable[[str], tuple[str, str, str] | None] | None = None) -> None:
+    def __init__(
+        self, resolve: Callable[[str], tuple[str, str, str] | None] | None = None, poke: Poke | None = None
+    ) -> None:
         self._resolve = resolve
         """Finds `(sandbox, subnet, mode)` for a client this process did not attach (a box adopted
         after a restart); called from the follower thread, its answer is remembered."""
+        self._poke = poke
+        """Makes the proxy log a line `settle` waits for (blocking; None: `settle` waits its time)."""
+        self._barriers: dict[tuple[str, int], _Barrier] = {}
         self._lock = threading.Lock()
         self._subnets: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
         self._subscribers: dict[str, list[_Subscriber]] = {}
@@ -107,6 +130,12 @@ class EgressDenials:
         if parsed is None:
             return None
         client, host, port, method = parsed
+        with self._lock:
+            barrier = self._barriers.pop((host, port), None) if port is not None else None
+        if barrier is not None:  # `settle`'s own request: every line before it has been fed
+            with contextlib.suppress(RuntimeError):  # that event loop is gone
+                run_in_loop(barrier.reached.set, token=barrier.token)
+            return None
         sandbox = self.sandbox_of(client)
         if sandbox is None and self._resolve is not None:
             found = self._resolve(client)
@@ -126,6 +155,29 @@ class EgressDenials:
             except RuntimeError:  # that event loop is gone: the subscription is dead
                 continue
         return denial
+
+    async def settle(self, within: float) -> None:
+        """Return once every line the proxy logged before now has been fed (each denial handed to
+        its turn), or after `within` seconds: always then when the proxy cannot be poked."""
+        with anyio.move_on_after(within):
+            if self._poke is None:
+                await anyio.sleep(within)
+                return
+            # a loopback address and a port nobody asks for: refused by every policy, before any
+            # name lookup, and told apart from the boxes' requests by the pair drawn here
+            host = "127." + ".".join(str(secrets.randbelow(256)) for _ in range(3))
+            port = 1024 + secrets.randbelow(65536 - 1024)
+            barrier = _Barrier(reached=anyio.Event(), token=current_token())
+            with self._lock:
+                self._barriers[(host, port)] = barrier
+            try:
+                if await to_thread.run_sync(self._poke, host, port, abandon_on_cancel=True):
+                    await barrier.reached.wait()
+                else:
+                    await anyio.sleep(within)
+            finally:
+                with self._lock:
+                    self._barriers.pop((host, port), None)
 
     @contextmanager
     def subscribe(self, sandbox: str) -> Iterator[MemoryObjectReceiveStream[Denial]]:

@@ -39,7 +39,7 @@ from orchestrator.sandbox.backend import (
     ProcessInfo,
     SandboxInfo,
     SandboxRef,
-    SandboxStatus,
+    SandboxState,
     VolumeInfo,
 )
 from orchestrator.sandbox.docker.archive import files_tar, read_single_file
@@ -76,10 +76,10 @@ from orchestrator.settings import Settings
 log = structlog.get_logger(__name__)
 
 _PHASES = {
-    "Pending": SandboxStatus.CREATED,
-    "Running": SandboxStatus.RUNNING,
-    "Succeeded": SandboxStatus.STOPPED,
-    "Failed": SandboxStatus.STOPPED,
+    "Pending": SandboxState.CREATED,
+    "Running": SandboxState.RUNNING,
+    "Succeeded": SandboxState.STOPPED,
+    "Failed": SandboxState.STOPPED,
 }
 NEEDED = (
     ("create", "pods", ""),
@@ -119,10 +119,10 @@ def _time(value: object) -> datetime | None:
     return None
 
 
-def _status(pod: Any) -> SandboxStatus:
+def _status(pod: Any) -> SandboxState:
     if pod.metadata.deletion_timestamp is not None:
-        return SandboxStatus.REMOVING
-    return _PHASES.get((pod.status and pod.status.phase) or "", SandboxStatus.DEAD)
+        return SandboxState.REMOVING
+    return _PHASES.get((pod.status and pod.status.phase) or "", SandboxState.DEAD)
 
 
 def _ref(pod: Any) -> SandboxRef:

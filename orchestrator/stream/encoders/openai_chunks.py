@@ -44,18 +44,18 @@ from orchestrator.stream.content import (
     ToolCallEvent,
 )
 from orchestrator.stream.encoders.openai_wire import (
+    CageToolResult,
     ChatCompletionChunk,
     ChunkChoice,
     ChunkDelta,
     CompletionTokensDetails,
     CompletionUsage,
-    ErrorBody,
     ErrorChunk,
+    ErrorObject,
     FinishReason,
     FunctionDelta,
     PromptTokensDetails,
     ToolCallDelta,
-    ToolResult,
 )
 from orchestrator.stream.events import Event
 from orchestrator.stream.lifecycle import LifecycleEvent, ResultSummary, StreamEnd, TokenUsage
@@ -144,7 +144,7 @@ class OpenAIChunkEncoder:
             return self._execute(event.props)
         if isinstance(event, ErrorEvent):
             self._error_sent = True
-            body = ErrorBody(message=event.props.message, type=event.props.code, code=event.props.code)
+            body = ErrorObject(message=event.props.message, type=event.props.code, code=event.props.code)
             return [ErrorChunk(error=body)]
         if isinstance(event, LifecycleEvent):
             return self._lifecycle(event)
@@ -207,7 +207,7 @@ class OpenAIChunkEncoder:
                 call = ToolCallDelta(index=self._tool_index[key], function=FunctionDelta(arguments=arguments))
                 frames.append(self._chunk(ChunkDelta(tool_calls=(call,))))
         if props.status in ("completed", "error"):
-            result = ToolResult(
+            result = CageToolResult(
                 tool_call_id=key,
                 name=props.tool,
                 status=props.status,
@@ -238,7 +238,7 @@ class OpenAIChunkEncoder:
     ) -> list[Frame]:
         frames: list[Frame] = []
         if status == "error" and not self._error_sent:
-            body = ErrorBody(message=error or "the turn failed", type="turn_failed", code="turn_failed")
+            body = ErrorObject(message=error or "the turn failed", type="turn_failed", code="turn_failed")
             frames.append(ErrorChunk(error=body))
         choice = ChunkChoice(
             delta=self._delta_with_role(ChunkDelta()),

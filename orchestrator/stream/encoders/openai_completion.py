@@ -11,16 +11,16 @@ from dataclasses import dataclass, field
 
 from orchestrator.stream.encoders.openai_chunks import OpenAIChunkEncoder
 from orchestrator.stream.encoders.openai_wire import (
+    CageToolResult,
     ChatCompletion,
     ChatCompletionChunk,
     CompletionChoice,
     CompletionMessage,
     CompletionUsage,
-    ErrorBody,
     ErrorChunk,
+    ErrorObject,
     FunctionCall,
     ToolCall,
-    ToolResult,
 )
 from orchestrator.stream.events import Event
 
@@ -35,7 +35,7 @@ class _Call:
 class CompletionWithError(ChatCompletion):
     """A `chat.completion` of a failed turn: `cage_error` holds the first error (extension)."""
 
-    cage_error: ErrorBody | None = None
+    cage_error: ErrorObject | None = None
 
 
 def aggregate_completion(
@@ -53,8 +53,8 @@ def aggregate_completion(
     content: list[str] = []
     reasoning: list[str] = []
     calls: dict[int, _Call] = {}
-    results: list[ToolResult] = []
-    error: ErrorBody | None = None
+    results: list[CageToolResult] = []
+    error: ErrorObject | None = None
     last: ChatCompletionChunk | None = None
     usage: CompletionUsage | None = None
     for frame in frames:

@@ -29,7 +29,7 @@ class ToolCallDelta(_Wire):
     function: FunctionDelta | None = None
 
 
-class ToolResult(_Wire):
+class CageToolResult(_Wire):
     """Cage extension: the result of a tool the agent ran itself (the client must not run it)."""
 
     tool_call_id: str
@@ -45,7 +45,7 @@ class ChunkDelta(_Wire):
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: tuple[ToolCallDelta, ...] | None = None
-    cage_tool_result: ToolResult | None = None
+    cage_tool_result: CageToolResult | None = None
 
 
 class ChunkChoice(_Wire):
@@ -88,7 +88,7 @@ class ChatCompletionChunk(_Wire):
     usage: CompletionUsage | None = None
 
 
-class ErrorBody(_Wire):
+class ErrorObject(_Wire):
     message: str
     type: str
     code: str
@@ -97,7 +97,7 @@ class ErrorBody(_Wire):
 class ErrorChunk(_Wire):
     """What OpenAI streams on a failure mid-stream; the official client raises `APIError` on it."""
 
-    error: ErrorBody
+    error: ErrorObject
 
 
 class FunctionCall(_Wire):
@@ -116,7 +116,7 @@ class CompletionMessage(_Wire):
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: tuple[ToolCall, ...] | None = None
-    cage_tool_results: tuple[ToolResult, ...] | None = None
+    cage_tool_results: tuple[CageToolResult, ...] | None = None
 
 
 class CompletionChoice(_Wire):

@@ -21,7 +21,7 @@ import anyio.lowlevel
 import structlog
 
 from orchestrator.permissions import Decision, Question, ToolRequest
-from runners.tai.control import Answer, parse_answer, permission_line, question_line
+from runners.tai.control import AnswerLine, parse_answer, permission_line, question_line
 
 log = structlog.get_logger(__name__)
 
@@ -38,7 +38,7 @@ class StdioGate:
     def __init__(self, write: WriteLine) -> None:
         self._write = write
         self._waiting: dict[str, anyio.Event] = {}
-        self._answers: dict[str, Answer] = {}
+        self._answers: dict[str, AnswerLine] = {}
         self._count = 0
         self._closed = False
 
@@ -56,7 +56,7 @@ class StdioGate:
         answer = await self._round_trip("q", lambda request_id: question_line(request_id, question))
         return (answer.answer or "") if answer is not None else ""
 
-    async def _round_trip(self, prefix: str, line: Callable[[str], str]) -> Answer | None:
+    async def _round_trip(self, prefix: str, line: Callable[[str], str]) -> AnswerLine | None:
         """Print the control line for a new id and wait for its answer (None: stdin ended)."""
         if self._closed:
             return None

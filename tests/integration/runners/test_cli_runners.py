@@ -85,7 +85,10 @@ def test_model_errors_end_the_turn_in_error(runner: str, scenario: str, app: App
 def test_cancel_mid_tool_kills_the_cli_and_the_chat_goes_on(
     runner: str, app: App, workspace: Path, docker_engine: docker.DockerClient
 ) -> None:
-    assistant = app.assistant(runner, scenario="cancel-me", lifecycle="session")
+    # `opencode run` prints a tool only once it has finished (reference/clis.md): its serve drive is
+    # the one that shows the tool running, so that the interrupt lands while `sleep 120` runs
+    options = {"drive": "serve"} if runner == "opencode" else None
+    assistant = app.assistant(runner, scenario="cancel-me", lifecycle="session", options=options)
     result = cage_run(app, assistant, workspace, "sleep a while", chat="c2", interrupt_after='"status":"running"')
     assert result.code == 130, result.stderr[-2000:]
     _assert_well_formed(result)

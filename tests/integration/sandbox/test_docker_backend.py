@@ -5,13 +5,24 @@ from __future__ import annotations
 import hashlib
 import signal
 import time
+import uuid
 
 import anyio
+import docker
 import pytest
 
 from orchestrator.errors import SandboxNotFound, StreamLimitError
-from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry, SandboxRef, SandboxStatus
+from orchestrator.sandbox.backend import (
+    CreateSpec,
+    ExecItem,
+    ExecSpec,
+    FileEntry,
+    SandboxRef,
+    SandboxState,
+    VolumeMount,
+)
 from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.limits import MAIN_COMMAND
 
 
 async def run(
@@ -132,12 +143,62 @@ async def test_inspect_find_stop_remove(
     backend: DockerBackend, box: SandboxRef, test_run_labels: dict[str, str]
 ) -> None:
     info = await backend.inspect(box.id)
-    assert info.ref.status is SandboxStatus.RUNNING and info.user == "sandbox"
+    assert info.ref.status is SandboxState.RUNNING and info.user == "sandbox"
     assert info.started_at is not None and info.usage.pids is not None and info.usage.pids >= 1
     assert box.id in [r.id for r in await backend.find(test_run_labels)]
     await backend.stop(box, timeout=1)
-    assert (await backend.inspect(box.id)).ref.status is SandboxStatus.STOPPED
+    assert (await backend.inspect(box.id)).ref.status is SandboxState.STOPPED
     await backend.remove(box, force=True)
     await backend.remove(box, force=True)  # already gone: not an error
     with pytest.raises(SandboxNotFound):
         await backend.inspect(box.id)
+
+
+async def test_every_box_on_a_volume_finds_its_root_owned_and_writable(
+    backend: DockerBackend,
+    sandbox_image: str,
+    test_run_labels: dict[str, str],
+    docker_engine: docker.DockerClient,
+) -> None:
+    """The first box of the process gives the volume's root to its owner; later ones mount it
+    without the engine's copy of the image's (root-owned) mount point over an empty volume, also
+    after the agent emptied it; a volume removed and made again behind the backend's back is owned
+    again."""
+    volume = f"cage-it-{uuid.uuid4().hex[:10]}-ws"
+
+    async def root_of_a_new_box() -> list[ExecItem]:
+        ref = await backend.create(
+            CreateSpec(
+                image=sandbox_image,
+                name=f"cage-it-{uuid.uuid4().hex[:10]}",
+                command=MAIN_COMMAND,
+                labels=test_run_labels,
+                user="sandbox",
+                workdir="/workspace",
+                mounts=(VolumeMount(source=volume, target="/workspace", owner=(1000, 1000)),),
+                cap_drop=("ALL",),
+            )
+        )
+        try:
+            await backend.start(ref)
+            lines, code, _ = await run(
+                backend, ref, "sh", "-c", "stat -c %u:%g /workspace && touch /workspace/f && rm /workspace/f"
+            )
+            assert code == 0, lines
+            return lines
+        finally:
+            await backend.remove(ref, force=True)
+
+    try:
+        await backend.ensure_volume(volume, test_run_labels)
+        assert await root_of_a_new_box() == [b"1000:1000"]
+        assert await root_of_a_new_box() == [b"1000:1000"]  # the volume is empty again: no copy
+        await backend.remove_volume(volume)
+        await backend.ensure_volume(volume, test_run_labels)
+        assert await root_of_a_new_box() == [b"1000:1000"]
+        await anyio.sleep(1.1)  # the engine's volume times have whole seconds
+        docker_engine.volumes.get(volume).remove()
+        docker_engine.volumes.create(volume, labels=test_run_labels)  # root-owned, unknown here
+        assert await root_of_a_new_box() == [b"1000:1000"]
+    finally:
+        await backend.remove_volume(volume)

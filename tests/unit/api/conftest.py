@@ -11,7 +11,7 @@ import pytest
 from orchestrator.api import ApiConfig, create_app
 from orchestrator.sandbox import ExecSpec, SandboxRef
 from orchestrator.settings import Settings
-from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_runtime, write_app
+from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_services, write_app
 from tests.unit.sandbox.fakes import FakeBackend, FakeResult
 
 
@@ -57,7 +57,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     )
     backend = FakeBackend(script=echo_script)
     config = ApiConfig(rate_limit_per_minute=6000, rate_limit_burst=1000)
-    server = ServerThread(create_app(settings, runtime=fake_runtime(backend), config=config)).start()
+    server = ServerThread(create_app(settings, services=fake_services(backend), config=config)).start()
     try:
         yield Served(server=server, settings=settings, keys=keys, backend=backend)
     finally:

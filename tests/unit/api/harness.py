@@ -1,9 +1,9 @@
 """A real uvicorn server on loopback around `create_app`, plus a test application directory.
 
 `ServerThread` runs uvicorn in its own thread and event loop, so tests can use any client (sync
-or async) against `base_url`. `fake_runtime` wires the real SQLite store and sandbox manager to
-fakes of the engine (`FakeBackend`, `FakeImageBuilder`) and of the pipeline (`FakeTurnService`);
-`pipeline_runtime` keeps the fake engine but runs the real pipeline.
+or async) against `base_url`. `fake_services` opens the process's `Services` with the real SQLite
+store and sandbox manager over fakes of the engine (`FakeBackend`, `FakeImageBuilder`) and of the
+pipeline (`FakeTurnService`); `pipeline_services` keeps the fake engine but runs the real pipeline.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,11 +21,11 @@ import anyio
 import uvicorn
 from fastapi import FastAPI
 
-from orchestrator.api import Runtime, RuntimeFactory
 from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
-from orchestrator.pipeline import PipelineService, turn_tasks
+from orchestrator.gateway import ModelGateway
 from orchestrator.sandbox import SandboxManager
+from orchestrator.services import Services, ServicesFactory, open_services
 from orchestrator.settings import Settings
 from orchestrator.store import KeyRole, Store
 from tests.fakes.turns import FakeTurnService
@@ -56,57 +56,38 @@ def write_app(root: Path) -> Path:
     return root
 
 
-def fake_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
+def fake_services(backend: FakeBackend | None = None) -> ServicesFactory:
     """Real store and manager; fake engine, image builder and pipeline."""
 
     @asynccontextmanager
-    async def build(settings: Settings) -> AsyncIterator[Runtime]:
+    async def build(settings: Settings) -> AsyncIterator[Services]:
         engine = backend or FakeBackend()
         images = FakeImageBuilder()
         loader = AppLoader(settings.app_dir, environ={})
         async with Store.from_settings(settings) as store:
             assistants = AssistantRegistry(loader, store)
             async with FakeTurnService(store, assistants=assistants) as turns:
-                yield Runtime(
+                yield Services(
                     settings=settings,
-                    store=store,
                     loader=loader,
-                    assistants=assistants,
-                    manager=SandboxManager(engine, images, settings),
+                    backend=engine,
                     images=images,
+                    manager=SandboxManager(engine, images, settings),
+                    gateway=ModelGateway(),
+                    store=store,
+                    assistants=assistants,
                     turns=turns,
                 )
 
     return build
 
 
-def pipeline_runtime(backend: FakeBackend | None = None) -> RuntimeFactory:
-    """Real store, manager and `PipelineService` (hook and LLM turns run for real); fake engine."""
+def pipeline_services(backend: FakeBackend | None = None) -> ServicesFactory:
+    """The production wiring (`open_services`: real store, manager and `PipelineService`, hook and
+    LLM turns run for real) over a fake engine."""
 
-    @asynccontextmanager
-    async def build(settings: Settings) -> AsyncIterator[Runtime]:
-        engine = backend or FakeBackend()
-        images = FakeImageBuilder()
-        loader = AppLoader(settings.app_dir, environ={})
-        manager = SandboxManager(engine, images, settings)
-        async with Store.from_settings(settings) as store, turn_tasks() as tasks:
-            assistants = AssistantRegistry(loader, store)
-            turns = PipelineService(
-                tasks=tasks, loader=loader, manager=manager, store=store, assistants=assistants
-            )
-            try:
-                yield Runtime(
-                    settings=settings,
-                    store=store,
-                    loader=loader,
-                    assistants=assistants,
-                    manager=manager,
-                    images=images,
-                    turns=turns,
-                )
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await turns.aclose()
+    def build(settings: Settings) -> AbstractAsyncContextManager[Services]:
+        return open_services(settings, engine=(backend or FakeBackend(), FakeImageBuilder()))
 
     return build
 

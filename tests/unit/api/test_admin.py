@@ -25,7 +25,7 @@ async def admin(served: Served) -> httpx.AsyncClient:
 
 def box_for(served: Served, owner: str, chat_id: str) -> str:
     """A session sandbox made by the app's manager (as a sandbox turn would); returns its name."""
-    manager = served.server.app.state.api.runtime.manager
+    manager = served.server.app.state.api.services.manager
     assistant = AppLoader(served.settings.app_dir, environ={}).get("tests.box")
     assert assistant.sandbox is not None
     request = SandboxRequest(
@@ -148,7 +148,7 @@ async def test_sandboxes_list_get_exec_stop_delete_and_owner_scoping(
 
 async def test_sandbox_gc_sweeps_idle_boxes(served: Served, admin: httpx.AsyncClient) -> None:
     name = box_for(served, "alice", "c9")
-    served.server.app.state.api.runtime.manager.registry.get(name).last_used -= 3 * 3600  # idle for 3h
+    served.server.app.state.api.services.manager.registry.get(name).last_used -= 3 * 3600  # idle for 3h
     async with admin:
         swept = (await admin.post("/v1/admin/sandboxes/gc")).json()
         after = (await admin.get("/v1/admin/sandboxes")).json()

@@ -14,7 +14,7 @@ import pytest
 from orchestrator.api import ApiConfig, create_app
 from orchestrator.store import Store
 from tests.unit.api.conftest import make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime, wait_for
+from tests.unit.api.harness import ServerThread, create_keys, fake_services, wait_for
 
 
 def write_idle_session(store_url: str, client_id: str) -> None:
@@ -38,7 +38,7 @@ def test_agent_store_ttl_expires_idle_sessions(
     keys = create_keys(settings, {"alice": ("user", "alice")})
     write_idle_session(settings.resolved_database_url(), "idle")
     config = ApiConfig(retention_interval=0.1, session_ttl_seconds=session_ttl)
-    server = ServerThread(create_app(settings, runtime=fake_runtime(), config=config)).start()
+    server = ServerThread(create_app(settings, services=fake_services(), config=config)).start()
     try:
         headers = {"Authorization": f"Bearer {keys['alice']}"}
         with httpx.Client(base_url=server.base_url, headers=headers, timeout=10) as client:

@@ -15,7 +15,7 @@ from orchestrator.logs import configure_logging
 from orchestrator.sandbox import SandboxRequest
 from orchestrator.store.chats import internal_chat_id
 from tests.unit.api.conftest import Served, make_settings
-from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_services
 
 
 async def test_no_key_is_401_with_a_bearer_challenge(served: Served) -> None:
@@ -81,7 +81,7 @@ async def test_another_users_session_is_404_like_a_missing_one(served: Served) -
 async def test_bootstrap_key_works_until_an_admin_key_exists(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     create_keys(settings, {"alice": ("user", "alice")})
-    server = ServerThread(create_app(settings, runtime=fake_runtime())).start()
+    server = ServerThread(create_app(settings, services=fake_services())).start()
     try:
         async with httpx.AsyncClient(base_url=server.base_url) as client:
             boot = {"Authorization": f"Bearer {BOOTSTRAP_KEY}"}
@@ -97,7 +97,7 @@ async def test_per_key_rate_limit_answers_429_with_retry_after(tmp_path: Path) -
     settings = make_settings(tmp_path)
     keys = create_keys(settings, {"alice": ("user", "alice"), "bob": ("user", "bob")})
     config = ApiConfig(rate_limit_per_minute=6, rate_limit_burst=3)
-    server = ServerThread(create_app(settings, runtime=fake_runtime(), config=config)).start()
+    server = ServerThread(create_app(settings, services=fake_services(), config=config)).start()
     try:
         async with httpx.AsyncClient(base_url=server.base_url) as client:
             alice = {"Authorization": f"Bearer {keys['alice']}"}
@@ -159,7 +159,7 @@ async def _post_as(served: Served, who: str, chat_id: str) -> int:
 def _occupy_slot(served: Served, *, owner: str, chat_id: str) -> None:
     """Create the session's sandbox through the app's own manager, the way a sandbox turn does
     (turns name their sandbox after the internal chat id)."""
-    manager = served.server.app.state.api.runtime.manager
+    manager = served.server.app.state.api.services.manager
     assistant = AppLoader(served.settings.app_dir, environ={}).get("tests.box")
     assert assistant.sandbox is not None
     request = SandboxRequest(

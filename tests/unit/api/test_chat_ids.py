@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from orchestrator.api.sessions import client_json, for_client, for_client_one
-from orchestrator.api.views import SessionView
+from orchestrator.api.sessions import SessionView, client_json, for_client, for_client_one
 from orchestrator.store import ChatRecord
 from orchestrator.store.chats import internal_chat_id
 from orchestrator.stream import LifecycleEvent, StreamStart, TextEvent, TextProps, WebSocketEncoder

@@ -17,7 +17,7 @@ import yaml
 
 from orchestrator.api import ApiConfig, create_app
 from tests.unit.api.conftest import Served, make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 from tests.unit.api.test_supervision import StuckEngine
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,7 +60,7 @@ def stuck(tmp_path: Path) -> Iterator[Served]:
     keys = create_keys(settings, {})
     backend = StuckEngine()
     config = ApiConfig(readiness_timeout=0.5)
-    server = ServerThread(create_app(settings, runtime=fake_runtime(backend), config=config)).start()
+    server = ServerThread(create_app(settings, services=fake_services(backend), config=config)).start()
     try:
         yield Served(server=server, settings=settings, keys=keys, backend=backend)
     finally:

@@ -164,7 +164,7 @@ async def test_bad_bodies_are_422_naming_the_field(served: Served) -> None:
 
 
 def test_the_official_client_sees_a_failed_completion_as_an_error_and_does_not_retry(served: Served) -> None:
-    turns = served.server.app.state.api.runtime.turns
+    turns = served.server.app.state.api.services.turns
     before = len(turns.started)
     client = openai.OpenAI(base_url=served.url + "/v1", api_key=served.keys["alice"], max_retries=2)
     with pytest.raises(openai.InternalServerError) as failed:

@@ -11,7 +11,7 @@ from orchestrator.api import create_app
 from orchestrator.store import Store
 from orchestrator.stream import LifecycleEvent, StreamEnd
 from tests.unit.api.conftest import Served, make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 from tests.unit.api.wsclient import SessionClient
 
 
@@ -66,7 +66,7 @@ async def test_openapi_lists_the_routes(served: Served) -> None:
 async def test_shutdown_ends_running_turns_with_stream_end_cancelled(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     keys = create_keys(settings, {"alice": ("user", "alice")})
-    server = ServerThread(create_app(settings, runtime=fake_runtime())).start()
+    server = ServerThread(create_app(settings, services=fake_services())).start()
     ws = await SessionClient.open(server.ws_url, "long", keys["alice"], assistant_id="tests.echo")
     await ws.control("session.ready")
     await ws.send(type="user_message", text="slow 1000 0.05")

@@ -14,7 +14,7 @@ from websockets.exceptions import ConnectionClosed
 
 from orchestrator.api import create_app
 from tests.unit.api.conftest import Served, make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 from tests.unit.api.wsclient import SessionClient, is_stream_end
 
 
@@ -164,7 +164,7 @@ async def test_ping_bad_frames_and_attachments(served: Served) -> None:
     assert unknown["code"] == "bad_frame"
     assert traversal["code"] == "bad_frame" and "attachments.0.name" in traversal["fields"][0]["loc"]
     assert unsupported["code"] == "invalid"
-    turns = served.server.app.state.api.runtime.turns
+    turns = served.server.app.state.api.services.turns
     assert turns.started[-1].attachments[0].content == b"print('hi')\n"
 
 
@@ -198,7 +198,7 @@ async def test_refused_connections_say_why(
 async def test_a_silent_client_is_dropped_and_its_turn_goes_on(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     keys = create_keys(settings, {"alice": ("user", "alice")})
-    server = ServerThread(create_app(settings, runtime=fake_runtime()), ws_ping_interval=0.3).start()
+    server = ServerThread(create_app(settings, services=fake_services()), ws_ping_interval=0.3).start()
     try:
         ws = await SessionClient.open(server.ws_url, "quiet", keys["alice"], assistant_id="tests.echo")
         await ws.control("session.ready")

@@ -35,8 +35,8 @@ async def store(database_url: str) -> AsyncIterator[Store]:
 
 @pytest.fixture
 async def owner_store(store: Store) -> AsyncIterator[Store]:
-    if store.dialect != "postgresql":
-        pytest.skip("several replicas share a Postgres database")
+    """Replica A's store; the tests using it are marked `databases("postgres")` (several replicas
+    share a Postgres database)."""
     other = Store.from_url(store.url)
     try:
         yield other
@@ -83,15 +83,15 @@ async def _pair(sender_store: Store, owner_store: Store, chat_id: str) -> tuple[
     return on_b, owner
 
 
+@pytest.mark.databases("sqlite")
 async def test_sqlite_steers_nothing(store: Store) -> None:
-    if store.dialect != "sqlite":
-        pytest.skip("the SQLite case")
     steering = Steering(store, holds=_nobody, act=_nothing)
     steering.listen()
     assert not steering.enabled
     assert await steering.running_turn("any") is None
 
 
+@pytest.mark.databases("postgres")
 async def test_the_owner_acts_and_the_sender_gets_its_outcome(store: Store, owner_store: Store) -> None:
     chat = await store.chats.create("alice", "tests.echo")
     on_b, owner = await _pair(store, owner_store, chat.id)
@@ -102,6 +102,7 @@ async def test_the_owner_acts_and_the_sender_gets_its_outcome(store: Store, owne
     assert await store.commands.unclaimed() == []  # the sender deleted its row
 
 
+@pytest.mark.databases("postgres")
 async def test_the_owners_refusal_reaches_the_sender_as_the_same_error(
     store: Store, owner_store: Store
 ) -> None:
@@ -113,6 +114,7 @@ async def test_the_owners_refusal_reaches_the_sender_as_the_same_error(
         await on_b.send(chat.id, "permission", {"request_id": "a-question"}, refusal="unused")
 
 
+@pytest.mark.databases("postgres")
 async def test_a_command_nobody_holds_is_withdrawn_and_refused(
     store: Store, owner_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,7 +22,7 @@ from orchestrator.errors import EngineUnavailable
 from orchestrator.sandbox import SandboxRef, SandboxRequest
 from orchestrator.sandbox.docker.errors import engine_errors
 from tests.unit.api.conftest import Served, echo_script, make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime, wait_for
+from tests.unit.api.harness import ServerThread, create_keys, fake_services, wait_for
 from tests.unit.sandbox.fakes import FakeBackend
 
 
@@ -52,7 +52,7 @@ def stuck(tmp_path: Path) -> Iterator[Served]:
     keys = create_keys(settings, {"alice": ("user", "alice")})
     backend = StuckEngine()
     config = ApiConfig(readiness_timeout=0.5)
-    server = ServerThread(create_app(settings, runtime=fake_runtime(backend), config=config)).start()
+    server = ServerThread(create_app(settings, services=fake_services(backend), config=config)).start()
     try:
         yield Served(server=server, settings=settings, keys=keys, backend=backend)
     finally:
@@ -66,7 +66,7 @@ def test_engine_timeouts_are_translated() -> None:
 
 def _idle_oneshot_box(served: Served) -> None:
     """A session box released at once and already past its idle timeout: the reaper removes it."""
-    manager = served.server.app.state.api.runtime.manager
+    manager = served.server.app.state.api.services.manager
     assistant = AppLoader(served.settings.app_dir, environ={}).get("tests.box")
     assert assistant.sandbox is not None
     spec = assistant.sandbox.model_copy(update={"idle_timeout": datetime.timedelta(milliseconds=10)})
@@ -116,7 +116,7 @@ async def test_readyz_answers_503_quickly_on_a_hung_engine(stuck: Served) -> Non
 def test_healthz_is_503_once_shutdown_begins(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     create_keys(settings, {})
-    server = ServerThread(create_app(settings, runtime=fake_runtime(FakeBackend()))).start()
+    server = ServerThread(create_app(settings, services=fake_services(FakeBackend()))).start()
     state = server.app.state.api
     assert httpx.get(f"{server.base_url}/healthz").status_code == 200
     state.supervisor.serving = False  # what the lifespan does first on shutdown

@@ -14,7 +14,7 @@ from orchestrator.sandbox.backend import CreateSpec
 from orchestrator.sandbox.identity import identity_for
 from orchestrator.sandbox.labels import sandbox_labels
 from tests.unit.api.conftest import make_settings
-from tests.unit.api.harness import ServerThread, create_keys, fake_runtime
+from tests.unit.api.harness import ServerThread, create_keys, fake_services
 from tests.unit.sandbox.fakes import FakeBackend
 
 
@@ -30,7 +30,7 @@ def test_boxes_of_an_unknown_assistant_survive_a_restart_and_are_listed(tmp_path
         names.append(ident.name)
     settings = make_settings(tmp_path)
     keys = create_keys(settings, {"admin": ("admin", "ops"), "alice": ("user", "alice")})
-    server = ServerThread(create_app(settings, runtime=fake_runtime(backend))).start()
+    server = ServerThread(create_app(settings, services=fake_services(backend))).start()
     try:
         listed = httpx.get(
             f"{server.base_url}/v1/admin/sandboxes/unclaimed",

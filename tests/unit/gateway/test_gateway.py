@@ -211,6 +211,28 @@ async def test_a_request_sent_right_after_start_is_answered(gateway: ModelGatewa
     assert reply.status_code == 404 and "not_found_error" in reply.text  # the gateway itself answered
 
 
+async def test_a_request_to_the_bound_port_waits_for_the_server_and_is_answered(gateway: ModelGateway) -> None:
+    address = await gateway.bind()  # the server is still setting up: the connection waits in the backlog
+    async with httpx.AsyncClient() as http:
+        reply = await http.post(
+            f"http://127.0.0.1:{address.port}/v1/messages", json={}, headers={"x-api-key": "no-such-token"}
+        )
+    assert reply.status_code == 404 and "not_found_error" in reply.text
+    assert (await gateway.start()).port == address.port  # the same server
+
+
+async def test_a_gateway_closed_while_setting_up_starts_again(gateway: ModelGateway) -> None:
+    bound = await gateway.bind()
+    await gateway.aclose()  # before its task even ran
+    assert gateway.address is None
+    with pytest.raises(OSError):  # its socket is closed, not left listening
+        await anyio.connect_tcp("127.0.0.1", bound.port)
+    address = await gateway.start()
+    async with httpx.AsyncClient() as http:
+        reply = await http.post(f"http://127.0.0.1:{address.port}/v1/messages", json={})
+    assert reply.status_code in (401, 404)  # the gateway itself answered
+
+
 async def test_a_closed_gateway_starts_again_on_a_new_socket(
     gateway: ModelGateway, fake: FakeModelServer
 ) -> None:

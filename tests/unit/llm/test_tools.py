@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -135,7 +136,10 @@ async def test_glob_matches_across_directories_and_skips_vcs(ws: Path) -> None:
 @pytest.mark.parametrize("ripgrep", [False, True])
 async def test_grep_output_shape_is_the_same_with_and_without_ripgrep(ws: Path, ripgrep: bool) -> None:
     if ripgrep and shutil.which("rg") is None:
-        pytest.skip("ripgrep is not installed here; the fallback is tested")
+        reason = "ripgrep is not installed here (scripts/ensure-test-tools.sh); the fallback is tested"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
     tool = GrepTool(LocalSandbox(ws), use_ripgrep=ripgrep)
     found = await run(tool, pattern="needle")
     assert found.output.splitlines() == ["src/main.py:2:print('needle')", "src/pkg/mod.py:4:VALUE = 'needle'"]

@@ -21,7 +21,7 @@ from orchestrator.store import notify as notify_module
 from orchestrator.store.notify import APPLICATION_NAME
 from orchestrator.stream import Event, RandomIds, TurnBuilder
 
-pytestmark = pytest.mark.postgres
+pytestmark = pytest.mark.databases("postgres")  # several replicas share a Postgres database
 CHAT = "chat-hub-follow"
 TURN = "turn-hub-follow"
 WAIT_S = 30
@@ -29,8 +29,6 @@ WAIT_S = 30
 
 @pytest.fixture
 async def replica_b(store: Store) -> AsyncIterator[Store]:
-    if store.dialect != "postgresql":
-        pytest.skip("several replicas share a Postgres database (SQLite: one process)")
     await store.chats.create("alice", "hooks.echo", chat_id=CHAT)
     other = Store.from_url(store.url)
     try:

@@ -17,8 +17,8 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from orchestrator.pipeline.chat_resume import resume_key
 from orchestrator.pipeline.recovery import close_unfinished_turns
+from orchestrator.pipeline.resume import resume_key
 from orchestrator.sandbox.backend import ExecItem, ExecSpec, SandboxRef
 from orchestrator.store import Store
 from tests.pipeline_rig import Rig

@@ -9,11 +9,11 @@ import tomllib
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType
 from orchestrator.dsl.option_support import cli_connector, cli_runner_options
-from orchestrator.dsl.package import ModelOptions
+from orchestrator.dsl.package import PackageOptions
 from runners.base import RunnerExec, TurnRequest
 from runners.registry import adapter_for
 
-OPTIONS = ModelOptions.model_validate(
+OPTIONS = PackageOptions.model_validate(
     {"model": "pkg-model", "max_tokens": 555, "temperature": 0.25, "reasoning_effort": "low"}
 )
 

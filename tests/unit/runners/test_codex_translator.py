@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from orchestrator.errors import ProtocolError
 from orchestrator.stream import CountingIds, TurnBuilder, dump_event, validate_stream
 from runners.base import TurnOutcome, TurnRequest
 from runners.codex import CodexAdapter, CodexTranslator
-from runners.codex.items import OUTPUT_CHARS, unwrap_shell
+from runners.codex.items import OUTPUT_CHARS, one_line, tool_view, unwrap_shell
 from runners.codex.usage import ThreadTotals
 
 THREAD = "01a22830-216a-79c2-8e49-52d49bd95cd0"
@@ -174,7 +175,7 @@ def test_close_is_idempotent_and_outcome_needs_close() -> None:
     builder = TurnBuilder(CountingIds())
     translator = CodexAdapter().translator(builder, TurnRequest(assistant_id="a", owner="o", chat_id="c",
                                                                 turn_id="t", prompt="p"))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ProtocolError, match="outcome read before close"):
         _ = translator.outcome
     assert translator.close(1, "boom") != []
     assert translator.close(1, "boom") == []
@@ -263,6 +264,28 @@ def test_resume_state_survives_a_turn_that_never_started() -> None:
     assert "Error loading config.toml" in result.of("error")[0]["message"]
 
 
+def test_resume_state_follows_every_line_that_changes_it() -> None:
+    """The bridge reads `resume_state` after every line: each read says what the lines so far say."""
+    resume = {"thread_id": THREAD, **ThreadTotals(1000, 200, 50, 5).to_resume()}
+    builder = TurnBuilder(CountingIds(), runner="codex", clock=lambda: 0)
+    turn = TurnRequest(assistant_id="a", owner="o", chat_id="c", turn_id="t", prompt="p", resume=resume)
+    translator = CodexAdapter().translator(builder, turn)
+    assert translator.resume_state == resume
+    translator.feed(line("thread.started", thread_id="another"))  # codex started a new thread
+    assert translator.resume_state == {"thread_id": "another", **ThreadTotals().to_resume()}
+    translator.resume_state["thread_id"] = "changed by a reader"  # each read is the reader's own
+    translator.feed(line("turn.started"))
+    assert translator.resume_state["thread_id"] == "another"
+    translator.feed(completed(1500, 80))
+    assert translator.resume_state == {"thread_id": "another", **ThreadTotals(1500, 0, 80, 0).to_resume()}
+
+    lost = CodexAdapter().translator(TurnBuilder(CountingIds(), runner="codex"), turn)
+    lost.feed(line("thread.started", thread_id=THREAD))
+    assert lost.resume_state == resume
+    lost.close(1, f"Error: thread/resume failed: no rollout found for thread id {THREAD}")
+    assert lost.resume_state == {}  # its session files are gone: the next turn starts afresh
+
+
 @pytest.mark.parametrize(
     ("command", "script"),
     [
@@ -314,3 +337,22 @@ def test_unwrap_shell_reads_commands_as_shlex_does(seed: int) -> None:
     for script in ("echo 'x'", "a\\b", "ls -la\ncat f", "", "$(rm -rf /)"):
         wrapped = f"/bin/bash -lc {shlex.quote(script)}"
         assert unwrap_shell(wrapped) == _unwrap_by_shlex(wrapped) == script
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "   ", "ls -la", "  cd /tmp  ", "\n\n  first\nsecond", "a\rb", "\u2028x", "  \n\t\n", "é" * 200],
+)
+def test_one_line_is_the_first_non_empty_line(text: str) -> None:
+    first = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    assert one_line(text) == (first if len(first) <= 120 else first[:119] + "…")
+
+
+@pytest.mark.parametrize("size", [10, 5000])  # looked up in the command cache, and too long for it
+def test_a_command_reads_the_same_started_and_completed(size: int) -> None:
+    script = "cat > notes.txt <<EOF\n" + "x" * size + "\nEOF"
+    item = {"id": "item_1", "type": "command_execution", "command": f"/bin/bash -lc '{script}'"}
+    started, completed = tool_view({**item, "status": "in_progress"}), tool_view({**item, "exit_code": 0})
+    assert started is not None and completed is not None
+    assert started.input == completed.input == {"command": script}
+    assert started.summary == completed.summary == "cat > notes.txt <<EOF"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from orchestrator.dsl import ConnectorSpec, ConnectorType, McpServerSpec
-from orchestrator.dsl.package import CompactionSettings, ModelOptions
+from orchestrator.dsl.package import CompactionSettings, PackageOptions
 from runners.base import TurnRequest
 from runners.tai import TaiAdapter
 from runners.tai.turn import KEY_ENV, MCP_ENV_PREFIX
@@ -85,7 +85,7 @@ def test_listed_mcp_tools_are_offered_and_called_and_the_secret_stays_in_the_env
 
 
 def test_package_options_go_on_every_request(server: FakeModelServer, tmp_path: Path) -> None:
-    options = ModelOptions.model_validate({"temperature": 0.3, "top_p": 0.8, "stop": ["END"], "max_tokens": 555,
+    options = PackageOptions.model_validate({"temperature": 0.3, "top_p": 0.8, "stop": ["END"], "max_tokens": 555,
                                            "top_k": 9, "model": "fake@plain"})
     done, _ = run(request(server, "nothing", tmp_path, package_options=options))
     assert done.returncode == 0, done.stderr

@@ -21,7 +21,7 @@ from orchestrator.sandbox.backend import (
     ProcessInfo,
     SandboxInfo,
     SandboxRef,
-    SandboxStatus,
+    SandboxState,
     VolumeInfo,
 )
 from orchestrator.sandbox.images import BuildProgress, ImageInfo, ImageRef
@@ -159,7 +159,7 @@ class FakeBackend:
             raise SandboxNotFound(key)
         return box
 
-    def _set(self, box: FakeBox, status: SandboxStatus) -> None:
+    def _set(self, box: FakeBox, status: SandboxState) -> None:
         box.ref = box.ref.model_copy(update={"status": status})
 
     async def ping(self) -> None:
@@ -188,10 +188,10 @@ class FakeBackend:
         return ref
 
     async def start(self, ref: SandboxRef) -> None:
-        self._set(self._box(ref), SandboxStatus.RUNNING)
+        self._set(self._box(ref), SandboxState.RUNNING)
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - protocol
-        self._set(self._box(ref), SandboxStatus.STOPPED)
+        self._set(self._box(ref), SandboxState.STOPPED)
 
     async def remove(self, ref: SandboxRef, *, force: bool = False) -> None:
         if self.boxes.pop(ref.id, None) is not None:
@@ -199,7 +199,7 @@ class FakeBackend:
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> FakeExecHandle:
         box = self._box(ref)
-        if box.ref.status is not SandboxStatus.RUNNING:
+        if box.ref.status is not SandboxState.RUNNING:
             raise SandboxError(ref.name, "not running")
         self.execs.append((ref.name, spec.argv))
         return FakeExecHandle(self._script(ref, spec))

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.errors import CapacityError, UsageError, WorkspaceError
 from orchestrator.redaction import redact
-from orchestrator.sandbox.backend import SandboxStatus
+from orchestrator.sandbox.backend import SandboxState
 from orchestrator.sandbox.identity import identity_for
 from orchestrator.sandbox.labels import CONFIG_HASH, LIFECYCLE, SANDBOX
 from orchestrator.sandbox.manager import ReleaseOutcome, SandboxManager, SandboxRequest
@@ -88,7 +88,7 @@ async def test_stopped_box_is_started_on_reuse(
     await backend.stop(lease.ref)
     again = await manager.acquire(req)
     assert again.ref.id == lease.ref.id
-    assert backend.boxes[lease.ref.id].ref.status is SandboxStatus.RUNNING
+    assert backend.boxes[lease.ref.id].ref.status is SandboxState.RUNNING
 
 
 async def test_hash_change_recreates_and_keeps_the_workspace(

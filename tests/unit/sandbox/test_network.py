@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -169,6 +170,48 @@ async def test_denials_reach_the_subscriber_of_their_sandbox_only() -> None:
         with pytest.raises(anyio.WouldBlock):
             b.receive_nowait()
     assert hub.counts == {"allow": 1}
+
+
+async def test_settle_returns_once_the_log_shows_its_own_request_after_earlier_denials() -> None:
+    """The poke stands in for the proxy: the line before it (a box's last refusal) and then the
+    poke's own line reach the hub in the log's order, from the follower's thread."""
+    pokes: list[tuple[str, int]] = []
+
+    def poke(host: str, port: int) -> bool:
+        pokes.append((host, port))
+
+        def follow() -> None:
+            hub.feed("1 10.213.0.18 TCP_DENIED 403 GET last.example 80")
+            hub.feed(f"2 172.17.0.1 TCP_DENIED 403 GET {host} {port}")
+
+        threading.Thread(target=follow).start()
+        return True
+
+    hub = EgressDenials(poke=poke)
+    hub.track("box", "10.213.0.16/28", "bridge")
+    with hub.subscribe("box") as denials, anyio.fail_after(30):
+        await hub.settle(3600)  # returns on the poke's line, not after an hour
+        assert denials.receive_nowait().host == "last.example"
+        with pytest.raises(anyio.WouldBlock):  # the poke's own line is no denial of the box
+            denials.receive_nowait()
+    [(host, port)] = pokes
+    assert host.startswith("127.") and 1024 <= port < 65536
+    assert hub.counts == {"bridge": 1}
+    # the same host and port asked for by a box later is a denial like any other
+    assert hub.feed(f"3 10.213.0.18 TCP_DENIED 403 GET {host} {port}") == Denial("box", host, port, "GET")
+
+
+async def test_settle_waits_its_time_when_the_proxy_cannot_be_poked() -> None:
+    asked: list[str] = []
+
+    def unreachable(host: str, port: int) -> bool:
+        asked.append(host)
+        return False
+
+    for hub in (EgressDenials(), EgressDenials(poke=unreachable)):
+        with anyio.fail_after(30):
+            await hub.settle(0.01)
+    assert len(asked) == 1
 
 
 def test_a_box_this_process_did_not_attach_is_found_by_its_network() -> None:

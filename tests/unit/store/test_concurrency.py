@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from orchestrator.store import NewMessage, Store, TurnInput
+from orchestrator.store import FinishedTurn, NewMessage, Store
 from orchestrator.stream import SessionEmitter
 from tests.unit.store.factory import turn_events
 
@@ -18,7 +18,7 @@ async def test_concurrent_turns_on_many_chats_all_land(store: Store) -> None:
             turn_id = f"{chat_id}-t{n}"
             await store.memory.set("chat", chat_id, "last_turn", turn_id)
             await store.persist_turn(
-                TurnInput(
+                FinishedTurn(
                     chat_id=chat_id,
                     turn_id=turn_id,
                     assistant_id="tests.echo",

@@ -13,7 +13,14 @@ from contextlib import contextmanager
 import pytest
 from sqlalchemy import insert
 
-from orchestrator.store import EventSequenceError, NewMessage, RecordExists, RecordNotFound, Store, TurnInput
+from orchestrator.store import (
+    EventSequenceError,
+    FinishedTurn,
+    NewMessage,
+    RecordExists,
+    RecordNotFound,
+    Store,
+)
 from orchestrator.store.tables import EventRow
 from orchestrator.stream import Event, SessionEmitter, TextEvent, TextProps, dump_event
 from tests.unit.store.factory import turn_events
@@ -209,8 +216,8 @@ async def test_a_failing_turn_write_in_a_batch_fails_alone(store: Store) -> None
     assert twice is not None and twice.turn_id == "t-twice"  # the refused begin left it as it was
 
 
-def _closing(chat: str, turn_id: str, events: list[Event]) -> TurnInput:
-    return TurnInput(
+def _closing(chat: str, turn_id: str, events: list[Event]) -> FinishedTurn:
+    return FinishedTurn(
         chat_id=chat,
         turn_id=turn_id,
         assistant_id="tests.echo",

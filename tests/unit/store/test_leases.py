@@ -9,7 +9,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from orchestrator.store import Store, TurnInput
+from orchestrator.store import FinishedTurn, Store
 from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
 from orchestrator.store.leases import MAINTENANCE
 from tests.unit.store.conftest import FakeClock
@@ -34,7 +34,7 @@ async def test_a_chat_runs_one_turn_across_replicas(store: Store, other: Store) 
     assert lease is not None and lease.replica_id == store.leases.replica_id and lease.turn_id == "t1"
 
     await store.turns.persist(
-        TurnInput(chat_id=chat, turn_id="t1", assistant_id="tests.echo", status="completed")
+        FinishedTurn(chat_id=chat, turn_id="t1", assistant_id="tests.echo", status="completed")
     )
     assert await other.leases.turn_of_chat(chat) is None
     await other.turns.begin(chat, "t2", "tests.echo", ())
@@ -200,7 +200,7 @@ async def test_an_owners_running_turns_are_capped_over_every_replica(store: Stor
     assert len(won) == 3 and len(capped) == 5
     await other.turns.begin(bob, "t-bob", "tests.echo", ())  # another owner: its own count
     await store.turns.persist(
-        TurnInput(
+        FinishedTurn(
             chat_id=won[0], turn_id=f"t{chats.index(won[0])}", assistant_id="tests.echo", status="completed"
         )
     )

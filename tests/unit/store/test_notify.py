@@ -34,9 +34,8 @@ def test_an_events_notice_names_the_session_and_its_last_seq() -> None:
     assert parse_notice("chat x") is None
 
 
+@pytest.mark.databases("sqlite")
 async def test_sqlite_has_no_listener(store: Store) -> None:
-    if store.dialect != "sqlite":
-        pytest.skip("the SQLite case")
     heard: list[str] = []
     store.notices.listen(EVENTS_CHANNEL, heard.append)
     assert not store.notices.enabled
@@ -52,10 +51,8 @@ async def _listening(store: Store, channel: str) -> asyncio.Queue[str]:
     return heard
 
 
-@pytest.mark.postgres
+@pytest.mark.databases("postgres")
 async def test_every_append_wakes_the_other_replica_after_its_commit(store: Store, other: Store) -> None:
-    if store.dialect != "postgresql":
-        pytest.skip("Postgres only")
     heard = await _listening(other, EVENTS_CHANNEL)
     chat = await store.chats.create("alice", "tests.echo")
     emitter = SessionEmitter(chat.id)
@@ -69,10 +66,8 @@ async def test_every_append_wakes_the_other_replica_after_its_commit(store: Stor
     assert [e.seq for e in await other.events.after(chat.id, 0)] == list(range(1, second[-1].seq + 1))
 
 
-@pytest.mark.postgres
+@pytest.mark.databases("postgres")
 async def test_a_batch_of_several_chats_sends_one_notice_per_chat(store: Store, other: Store) -> None:
-    if store.dialect != "postgresql":
-        pytest.skip("Postgres only")
     heard = await _listening(other, EVENTS_CHANNEL)
     chats = [await store.chats.create("alice", "tests.echo") for _ in range(3)]
     batches = [turn_events(SessionEmitter(c.id), "t", "x") for c in chats]

@@ -6,11 +6,11 @@ import pytest
 
 from orchestrator.store import (
     EventSequenceError,
+    FinishedTurn,
     NewMessage,
     RecordExists,
     RecordNotFound,
     Store,
-    TurnInput,
 )
 from orchestrator.stream import SessionEmitter, Usage
 from tests.unit.store.conftest import FakeClock
@@ -26,8 +26,8 @@ USAGE = Usage(
 )
 
 
-def _turn(chat_id: str, turn_id: str, emitter: SessionEmitter, text: str) -> TurnInput:
-    return TurnInput(
+def _turn(chat_id: str, turn_id: str, emitter: SessionEmitter, text: str) -> FinishedTurn:
+    return FinishedTurn(
         chat_id=chat_id,
         turn_id=turn_id,
         assistant_id="tests.echo",

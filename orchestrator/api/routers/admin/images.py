@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from orchestrator.api.dependencies import AdminDep, WorkshopDep
+from orchestrator.api.dependencies import AdminDep, ImagesDep
 from orchestrator.api.event_stream import sse_response
-from orchestrator.api.workshop import BuildRequest, PruneResult, RunnerView
+from orchestrator.api.images import BuildRequest, PruneResult, RunnerView
 from orchestrator.sandbox.images import BuildProgress, ImageInfo
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
@@ -21,21 +21,21 @@ async def _progress(items: AsyncIterator[BuildProgress]) -> AsyncIterator[str]:
 
 
 @router.get("/images", response_model=list[ImageInfo])
-async def list_images(principal: AdminDep, workshop: WorkshopDep) -> list[ImageInfo]:
-    return await workshop.images()
+async def list_images(principal: AdminDep, images: ImagesDep) -> list[ImageInfo]:
+    return await images.images()
 
 
 @router.post("/images/build", response_class=StreamingResponse)
-async def build_image(body: BuildRequest, principal: AdminDep, workshop: WorkshopDep) -> StreamingResponse:
+async def build_image(body: BuildRequest, principal: AdminDep, images: ImagesDep) -> StreamingResponse:
     """Build a runner image; progress streams as SSE (`event: <phase>`), ending with `done` or `error`."""
-    return sse_response(_progress(await workshop.build(body, principal)))
+    return sse_response(_progress(await images.build(body, principal)))
 
 
 @router.post("/images/prune", response_model=PruneResult)
-async def prune_images(principal: AdminDep, workshop: WorkshopDep) -> PruneResult:
-    return await workshop.prune(principal)
+async def prune_images(principal: AdminDep, images: ImagesDep) -> PruneResult:
+    return await images.prune(principal)
 
 
 @router.get("/runners", response_model=list[RunnerView])
-async def list_runners(principal: AdminDep, workshop: WorkshopDep) -> list[RunnerView]:
-    return await workshop.runners()
+async def list_runners(principal: AdminDep, images: ImagesDep) -> list[RunnerView]:
+    return await images.runners()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import EngineUnavailable, SandboxNotFound
-from orchestrator.sandbox.backend import CreateSpec, SandboxStatus, VolumeMount
+from orchestrator.sandbox.backend import CreateSpec, SandboxState, VolumeMount
 from orchestrator.sandbox.kubernetes.backend import KubernetesBackend
 from orchestrator.sandbox.network import EgressPolicy
 from orchestrator.settings import Settings
@@ -56,7 +56,7 @@ async def test_a_sandbox_lifecycle(backend: KubernetesBackend, store: Store) -> 
     assert ("networkpolicies", "cage", ref.id) in store.objects
     await backend.start(ref)
     (found,) = await backend.find({"cage.owner": "alice@example.com"})
-    assert (found.id, found.name, found.status) == (ref.id, "Cage_Box", SandboxStatus.RUNNING)
+    assert (found.id, found.name, found.status) == (ref.id, "Cage_Box", SandboxState.RUNNING)
     assert found.labels == LABELS  # exact values back from the annotations
     assert await backend.find({"cage.owner": "bob@example.com"}) == []
     info = await backend.inspect(ref.id)
@@ -67,7 +67,7 @@ async def test_a_sandbox_lifecycle(backend: KubernetesBackend, store: Store) -> 
     with pytest.raises(SandboxNotFound):
         await backend.inspect(ref.id)
     await backend.start(ref)  # re-created from the manifest this process made
-    assert (await backend.inspect(ref.id)).ref.status is SandboxStatus.RUNNING
+    assert (await backend.inspect(ref.id)).ref.status is SandboxState.RUNNING
     await backend.remove(ref, force=True)
     await backend.remove(ref, force=True)  # already gone: not an error
     assert ("networkpolicies", "cage", ref.id) not in store.objects

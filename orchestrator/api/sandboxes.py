@@ -1,5 +1,5 @@
-"""Sandboxes as the API sees them: the manager's tracked boxes, with owner checks, exec, stop,
-remove and an on-demand reaper sweep."""
+"""`SandboxService`: sandboxes as the API sees them (`/v1/sandboxes`, `/v1/admin/sandboxes`): the
+manager's tracked boxes, with owner checks, exec, stop, remove and an on-demand reaper sweep."""
 
 from __future__ import annotations
 
@@ -81,7 +81,9 @@ def _view(box: TrackedSandbox, now: float) -> SandboxView:
     )
 
 
-class Fleet:
+class SandboxService:
+    """The caller's sandboxes (an admin's: everyone's) through the manager, every change audited."""
+
     def __init__(
         self, manager: SandboxManager, store: Store, *, exec_timeout: float, output_bytes: int
     ) -> None:

@@ -1,10 +1,10 @@
-"""Runner images and runners over the API: list, build with streamed progress, prune, availability."""
+"""`ImageService`: runner images and runners over the API (`/v1/admin/images`, `/v1/admin/runners`):
+list, build with streamed progress, prune, availability."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator
 
 import anyio
 import structlog
@@ -12,17 +12,17 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.api.auth import Principal
-from orchestrator.api.fleet import Fleet
 from orchestrator.api.metrics import Metrics
+from orchestrator.api.sandboxes import SandboxService
 from orchestrator.errors import CageError
 from orchestrator.redaction import redact
 from orchestrator.sandbox.images import RUNNER_IMAGES, BuildProgress, ImageBuilder, ImageInfo, runner_image
+from orchestrator.spawn import Spawn
 from orchestrator.store import Store
 
 log = structlog.get_logger(__name__)
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _PROGRESS_BUFFER = 256
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
 class BuildRequest(BaseModel):
@@ -51,12 +51,14 @@ class PruneResult(BaseModel):
     kept_in_use: list[str]
 
 
-class Workshop:
+class ImageService:
+    """Lists, builds and prunes the runner images; a build runs in the background (`spawn`)."""
+
     def __init__(
-        self, images: ImageBuilder, fleet: Fleet, store: Store, metrics: Metrics, spawn: Spawn
+        self, images: ImageBuilder, sandboxes: SandboxService, store: Store, metrics: Metrics, spawn: Spawn
     ) -> None:
         self._images = images
-        self._fleet = fleet
+        self._sandboxes = sandboxes
         self._store = store
         self._metrics = metrics
         self._spawn = spawn
@@ -115,7 +117,7 @@ class Workshop:
         return _drain(receive)
 
     async def prune(self, actor: Principal) -> PruneResult:
-        keep = await self._fleet.images_in_use()
+        keep = await self._sandboxes.images_in_use()
         removed = await self._images.prune(keep)
         await self._store.audit.record(actor.key_id, "image.prune", "*", {"removed": len(removed)})
         return PruneResult(removed=removed, kept_in_use=sorted(keep))

@@ -1,23 +1,23 @@
 """Turn metrics: how turns end (by runner and status), how long they take, and how soon the first
-event reaches a client. Every way of starting a turn goes through `TurnTracker.track`. Metrics
-only: whether a turn may start is the pipeline's decision (`TurnService.start`)."""
+event reaches a client. Every way of starting a turn goes through `TurnMetrics.track`. Metrics
+only: whether a turn may start is the pipeline's decision (`PipelineService.start`, the one
+admission point)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from orchestrator.api.metrics import Metrics
 from orchestrator.errors import CageError
 from orchestrator.pipeline import TurnHandle
+from orchestrator.spawn import Spawn
 from orchestrator.stream import Event
 
 log = structlog.get_logger(__name__)
-Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
 @dataclass
@@ -27,7 +27,9 @@ class _Turn:
     first_seen: bool = False
 
 
-class TurnTracker:
+class TurnMetrics:
+    """Per-turn figures for `Metrics`: counted when a turn ends, timed from its start."""
+
     def __init__(
         self, metrics: Metrics, spawn: Spawn, *, clock: Callable[[], float] = time.perf_counter
     ) -> None:
