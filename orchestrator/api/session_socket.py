@@ -46,7 +46,6 @@ from orchestrator.errors import CageError, Conflict, Forbidden, Unauthorized
 from orchestrator.pipeline import InputMessage, TurnOptions
 from orchestrator.redaction import redact
 from orchestrator.store import ChatRecord
-from orchestrator.stream import WebSocketEncoder
 
 log = structlog.get_logger(__name__)
 
@@ -68,8 +67,7 @@ class SessionConnection:
         self._resumes = RateLimiter(
             per_minute=state.config.resume_per_minute, burst=5, subject="resume frames on this websocket"
         )
-        self._encoder = WebSocketEncoder()
-        self._send_lock = anyio.Lock()
+        self._send_lock = anyio.Lock(fast_acquire=True)  # free but for a race: no loop turn per frame
         self._follower: anyio.CancelScope | None = None
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -121,10 +119,10 @@ class SessionConnection:
     async def _forward(self, after_seq: int, scope: anyio.CancelScope) -> None:
         with scope:
             try:
-                async for event in self._sessions.subscribe(self._chat, after_seq):
+                async for event, text in self._sessions.subscribe_json(self._chat, after_seq):
                     self._turn_metrics.saw(event)
                     async with self._send_lock:
-                        await self._ws.send_text(self._encoder.encode(event))
+                        await self._ws.send_text(text)  # a frame is an event's JSON, as WebSocketEncoder's
             except WebSocketDisconnect:
                 assert self._tg is not None
                 self._tg.cancel_scope.cancel()

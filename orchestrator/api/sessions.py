@@ -197,6 +197,13 @@ class SessionService:
         async for event in self.turns.subscribe(chat.id, after_seq=after_seq):
             yield for_client_one(chat, event)
 
+    async def subscribe_json(self, chat: ChatRecord, after_seq: int) -> AsyncIterator[tuple[Event, str]]:
+        """`subscribe`, each event with its JSON as the client gets it (`client_json`): encoded
+        once, where `for_client_one` copied, encoded and sometimes re-parsed it before its
+        encoder encoded it again."""
+        async for event in self.turns.subscribe(chat.id, after_seq=after_seq):
+            yield event, client_json(chat, event)
+
     async def turn_events(self, chat: ChatRecord, handle: TurnHandle) -> AsyncIterator[Event]:
         """The events of `handle` (a turn of `chat`) from its `stream_start` to its `stream_end`."""
         async for event in handle.events():
@@ -442,6 +449,13 @@ def for_client_one(chat: ChatRecord, event: Event) -> Event:
     if chat.id not in wire:
         return event
     return parse_event(wire.replace(chat.id, chat.client_id))
+
+
+def client_json(chat: ChatRecord, event: Event) -> str:
+    """The JSON of `for_client_one(chat, event)`: the event's own, the internal id read as the
+    client id wherever it is."""
+    wire = event_json(event)
+    return wire if chat.id == chat.client_id else wire.replace(chat.id, chat.client_id)
 
 
 def for_client(chat: ChatRecord, events: Iterable[Event]) -> list[Event]:

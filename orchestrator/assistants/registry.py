@@ -129,7 +129,9 @@ class AssistantRegistry:
             NotFound: no such assistant, or another owner's private one. ConfigError: broken files.
         """
         try:
-            assistant = await to_thread.run_sync(self.loader.get, assistant_id)
+            assistant = self.loader.cached(assistant_id)  # no thread hop for a loaded assistant
+            if assistant is None:
+                assistant = await to_thread.run_sync(self.loader.get, assistant_id)
         except NotFound:
             record = await self.record(assistant_id)
             if record is None or (record.owner != owner and not Sharing.of(record).public):

@@ -160,6 +160,25 @@ class AppLoader:
                 self._cache.popitem(last=False)
             return assistant
 
+    def cached(self, assistant_id: str) -> Assistant | None:
+        """The assistant when it is loaded already (what `get` would return without reading a
+        file); None when it is not, or when a load in another thread holds the loader. Never
+        blocks, so the event loop may call it before handing `get` to a thread."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            cached = self._cache.get(assistant_id)
+            if cached is not None:
+                self._cache.move_to_end(assistant_id)
+            return cached
+        finally:
+            self._lock.release()
+
+    @property
+    def app_loaded(self) -> bool:
+        """The app's connectors, MCP servers and `agent.yml` are loaded: reading them reads no file."""
+        return self._app is not None
+
     def load_source(
         self, source: AssistantSource, assistant_id: str, *, environ: Mapping[str, str] | None = None
     ) -> Assistant:

@@ -7,7 +7,7 @@ Works with OpenAI and the many OpenAI-compatible servers; `reasoning_content` (D
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -118,16 +118,23 @@ def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
     return body
 
 
-def _usage(raw: Any) -> Usage:
-    prompt = getattr(raw, "prompt_tokens", 0) or 0
-    completion = getattr(raw, "completion_tokens", 0) or 0
-    prompt_details = getattr(raw, "prompt_tokens_details", None)
-    completion_details = getattr(raw, "completion_tokens_details", None)
+def wire_body(request: ModelRequest, model: str) -> dict[str, Any]:
+    """The JSON body of the streamed Chat Completions request: `request_body`'s keyword arguments
+    with `extra_body` merged in, as the SDK's `create` would send them."""
+    body = request_body(request, model)
+    body.update(body.pop("extra_body", None) or {})
+    body["stream"] = True
+    return body
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
     return Usage(
-        input_tokens=prompt,
-        cached_input_tokens=getattr(prompt_details, "cached_tokens", 0) or 0,
-        output_tokens=completion,
-        reasoning_tokens=getattr(completion_details, "reasoning_tokens", 0) or 0,
+        input_tokens=raw.get("prompt_tokens") or 0,
+        cached_input_tokens=prompt_details.get("cached_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
     )
 
 
@@ -153,37 +160,55 @@ class OpenAIClient:
         await self._sdk.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
+        """The streamed answer. The request goes through the SDK (its retries, errors, headers),
+        posted as the JSON it is, and each chunk comes back as its JSON: the SDK's typed `create`
+        walked every message of the conversation to transform it and built a model per chunk,
+        about two thirds of an LLM-mode turn's model call in CPU."""
         provider, timeout = "openai", self._settings.timeout
         with model_errors(provider, timeout):
-            chunks = await self._sdk.chat.completions.create(**request_body(request, self.model), stream=True)
+            chunks = await self._sdk.post(
+                "/chat/completions",
+                body=wire_body(request, self.model),
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            )
         try:
             open_calls: dict[int, int] = {}
             stopped = False
             async for chunk in guarded(chunks.__aiter__(), provider, timeout):
-                if chunk.usage is not None:
-                    yield UsageDelta(usage=_usage(chunk.usage))
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    reasoning = (delta.model_extra or {}).get("reasoning_content")
+                if not isinstance(chunk, Mapping):
+                    continue
+                usage = chunk.get("usage")
+                if isinstance(usage, Mapping):
+                    yield UsageDelta(usage=_usage(usage))
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    reasoning = delta.get("reasoning_content")
                     if isinstance(reasoning, str) and reasoning:
                         yield ThinkingDelta(text=reasoning)
-                    if delta.content:
-                        yield TextDelta(text=delta.content)
-                    for call in delta.tool_calls or []:
-                        if call.index not in open_calls:
-                            open_calls[call.index] = len(open_calls)
-                            name = call.function.name if call.function and call.function.name else ""
+                    content = delta.get("content")
+                    if isinstance(content, str) and content:
+                        yield TextDelta(text=content)
+                    for call in delta.get("tool_calls") or ():
+                        index = call.get("index", 0)
+                        function = call.get("function") or {}
+                        if index not in open_calls:
+                            open_calls[index] = len(open_calls)
                             yield ToolCallStart(
-                                index=open_calls[call.index], id=call.id or f"call_{call.index}", name=name
+                                index=open_calls[index],
+                                id=call.get("id") or f"call_{index}",
+                                name=function.get("name") or "",
                             )
-                        if call.function and call.function.arguments:
-                            yield ToolCallArgs(index=open_calls[call.index], fragment=call.function.arguments)
-                    if choice.finish_reason:
+                        arguments = function.get("arguments")
+                        if arguments:
+                            yield ToolCallArgs(index=open_calls[index], fragment=arguments)
+                    if choice.get("finish_reason"):
                         for index in open_calls.values():
                             yield ToolCallEnd(index=index)
                         open_calls.clear()
                         stopped = True
-                        raw = choice.finish_reason
+                        raw = str(choice["finish_reason"])
                         yield StopDelta(reason=_STOP.get(raw, "other"), raw=raw)
             if not stopped:
                 raise ModelError(provider, "the stream ended before the response finished", retryable=True)

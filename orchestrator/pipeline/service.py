@@ -54,6 +54,11 @@ def busy(chat_id: str) -> str:
     return f"a turn is already running in session {chat_id!r}; interrupt it or wait for stream_end"
 
 
+STARTING = 2
+"""Turns this service begins at once (the reads and the first write before a turn runs). A burst
+of new turns (fifty clients sending together) otherwise queued fifty chains of queries in the
+event loop at once, ahead of the events of the turns already running; a few at a time, they
+interleave, and the turns' own work is spread out instead of arriving in one wave."""
 SETTLE_WAIT = 30.0
 """Seconds a new turn waits for the chat's previous one, already ended on the wire, to be persisted."""
 CLOSE_GRACE = 10.0
@@ -162,6 +167,8 @@ class PipelineService:
         self._titles: set[_Job] = set()
         """Background title jobs (`titles`), cancelled when the service closes."""
         self._closed = False
+        self._starting = anyio.Semaphore(STARTING, fast_acquire=True)
+        """Turns beginning at once: their reads and first write; the rest wait for a place."""
 
     # -- TurnService -----------------------------------------------------------------------------
 
@@ -188,14 +195,15 @@ class PipelineService:
         self._reserved.add(chat_id)
         release: Release | None = None
         try:
-            assistant = await self.authorize(turn.owner, turn.assistant_id)
-            release = admit(assistant) if admit is not None else None
-            options = self._options(turn, assistant)
-            await self._ensure_chat(turn)
-            team = await self._team(turn)
-            start_seq = await self.hub.begin(chat_id)
-            recorder = TurnRecorder(self.store, turn, assistant.id)
-            await recorder.begin()
+            async with self._starting:
+                assistant = await self.authorize(turn.owner, turn.assistant_id)
+                release = admit(assistant) if admit is not None else None
+                options = self._options(turn, assistant)
+                chat = await self._ensure_chat(turn)
+                team = await self._team(turn)
+                start_seq = await self.hub.begin(chat_id)
+                recorder = TurnRecorder(self.store, turn, assistant.id)
+                await recorder.begin()
         except BaseException:
             self._reserved.discard(chat_id)
             if release is not None:
@@ -204,7 +212,10 @@ class PipelineService:
         handle = RunningTurn(self.hub, turn, start_seq)
         self._by_chat[chat_id] = handle
         self._by_turn[turn.turn_id] = handle
-        self._spawn(self._turns, lambda _: self._run(handle, assistant, options, team, recorder, release))
+        named = bool(chat.title) or chat.parent_id is not None  # no title job to run after it
+        self._spawn(
+            self._turns, lambda _: self._run(handle, assistant, options, team, recorder, release, named=named)
+        )
         log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
         return handle
 
@@ -303,10 +314,11 @@ class PipelineService:
         except ValidationError as exc:
             raise UsageError(f"turn metadata must be JSON data: {exc.errors()[0]['msg']}") from None
 
-    async def _ensure_chat(self, turn: TurnInput) -> None:
+    async def _ensure_chat(self, turn: TurnInput) -> ChatRecord:
         chat = await open_chat(self.store, turn)
         if chat.owner != turn.owner:
             raise NotFound(f"chat {turn.chat_id!r} not found")
+        return chat
 
     async def _team(self, turn: TurnInput) -> str:
         """The turn's team space, from the owner's memberships; `metadata.team_id` may only pick
@@ -328,7 +340,10 @@ class PipelineService:
         team: str,
         recorder: TurnRecorder,
         release: Release | None = None,
+        *,
+        named: bool = False,
     ) -> None:
+        """`named`: the chat had a title (or is a sub-agent's) when the turn began: no title job."""
         turn = handle.input
         memory = HookMemory(
             self.store,
@@ -391,7 +406,8 @@ class PipelineService:
                 log.info(
                     "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
                 )
-        self._title(turn, assistant, call.options, result)
+        if not named:
+            self._title(turn, assistant, call.options, result)
 
     def _title(self, turn: TurnInput, assistant: Assistant, options: CallOptions, result: CallResult) -> None:
         """Name the chat in the background after a completed turn (`titles`); cancelled on close."""

@@ -19,6 +19,7 @@ from orchestrator.store.records import (
     MessageRole,
     NewMessage,
     TurnRecord,
+    TurnSummary,
 )
 
 __all__ = [
@@ -41,4 +42,5 @@ __all__ = [
     "Store",
     "StoreError",
     "TurnRecord",
+    "TurnSummary",
 ]

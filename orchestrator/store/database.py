@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import time
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,10 +28,12 @@ from sqlalchemy.engine import URL, Connection, CursorResult, Result, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
+from orchestrator.store import sqlite_driver
 from orchestrator.store.errors import StoreError
 
 Clock = Callable[[], datetime]
-_WRITE = "cage_write"
+WRITE_OPTION = "cage_write"
+"""The execution option of a connection whose transactions write (SQLite: `BEGIN IMMEDIATE`)."""
 _SQLITE_BUSY_MS = 10_000
 _WRITER_QUEUE_S = 60.0
 """SQLite: how long a writer may wait behind this process's other writers (a queue that moves,
@@ -55,12 +58,15 @@ def lock_number(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
 
 
+_XACT_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
+
+
 async def transaction_lock(session: AsyncSession, key: str) -> None:
     """Postgres: wait for the transaction advisory lock named `key`, held until this transaction
     ends, so every replica's transactions that count and then write under `key` take turns.
     SQLite: nothing to do (a write transaction holds the database's write lock already)."""
     if session.get_bind().dialect.name == "postgresql":
-        await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_number(key)})
+        await session.execute(_XACT_LOCK, {"k": lock_number(key)})
 
 
 def sqlite_path(url: URL) -> Path | None:
@@ -82,11 +88,46 @@ def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> Asy
     parsed = make_url(url)
     pool: dict[str, Any] = {"poolclass": poolclass} if poolclass is not None else {"pool_size": _POOL_SIZE}
     if parsed.get_backend_name() != "sqlite":
-        return create_async_engine(parsed, pool_pre_ping=True, **pool)
+        engine = create_async_engine(parsed, **pool)
+        event.listen(engine.sync_engine, "connect", _used)
+        event.listen(engine.sync_engine, "checkin", _used)
+        event.listen(engine.sync_engine, "checkout", _ping_if_idle)
+        return engine
     engine = create_async_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000}, **pool)
+    event.listen(engine.sync_engine, "do_connect", _sqlite_driver)
     event.listen(engine.sync_engine, "connect", _sqlite_connect)
     event.listen(engine.sync_engine, "begin", _sqlite_begin)
     return engine
+
+
+_IDLE_SINCE = "cage_idle_since"
+_PING_AFTER_S = 5.0
+"""Postgres: a pooled connection idle longer than this is pinged before use (a server restart
+meanwhile would have closed it)."""
+
+
+def _used(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+    """Postgres: ping a connection before use when it has been idle a while; a dead one is
+    replaced (`DisconnectionError` makes the pool connect again). SQLAlchemy's `pool_pre_ping`
+    pings every checkout, and its asyncpg ping is three round trips (`BEGIN`, `;`, `ROLLBACK`):
+    on a busy server that was more round trips than the queries themselves, and each is a wait
+    in the event loop's queue."""
+    idle_since = record.info.get(_IDLE_SINCE)
+    if idle_since is not None and time.monotonic() - idle_since < _PING_AFTER_S:
+        return
+    try:
+        dbapi_connection.ping()
+    except Exception as error:
+        raise exc.DisconnectionError(f"connection lost while idle: {type(error).__name__}") from error
+
+
+def _sqlite_driver(_dialect: Any, _record: ConnectionPoolEntry, _cargs: Any, cparams: dict[str, Any]) -> None:
+    """Connect with `OneHopConnection` instead of a plain `aiosqlite` one (same arguments)."""
+    cparams["async_creator_fn"] = sqlite_driver.connect
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
@@ -99,13 +140,17 @@ def _sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None
 
 
 def _sqlite_begin(conn: Connection) -> None:
-    write = conn.get_execution_options().get(_WRITE, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+    begin = "BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION, False) else "BEGIN"
+    driver = conn.connection.driver_connection
+    if isinstance(driver, sqlite_driver.OneHopConnection):
+        driver.begin_with_next = begin  # sent with the transaction's first statement, in its hop
+    else:
+        conn.exec_driver_sql(begin)
 
 
 def writing(engine: AsyncEngine) -> AsyncEngine:
     """The same engine (and pool) whose transactions take SQLite's write lock up front."""
-    return engine.execution_options(**{_WRITE: True})
+    return engine.execution_options(**{WRITE_OPTION: True})
 
 
 class WriterTurns:
@@ -154,10 +199,14 @@ class Database:
     def __init__(self, engine: AsyncEngine, clock: Clock = utc_now) -> None:
         self.engine = engine
         self.clock = clock
-        self._read = async_sessionmaker(engine, expire_on_commit=False)
+        sqlite = engine.dialect.name == "sqlite"
+        reads = engine if sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._read = async_sessionmaker(reads, expire_on_commit=False)
+        """Postgres reads run in autocommit: one round trip a query, no `BEGIN`/`COMMIT` (in READ
+        COMMITTED each statement has a snapshot of its own anyway)."""
         self._write = async_sessionmaker(writing(engine), expire_on_commit=False)
         self._writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WriterTurns] | None = (
-            weakref.WeakKeyDictionary() if engine.dialect.name == "sqlite" else None
+            weakref.WeakKeyDictionary() if sqlite else None
         )
         """SQLite: the writers' turns, one per event loop (a store may outlive a loop)."""
 
@@ -169,7 +218,7 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A session in a read transaction (SQLite: a deferred one, which takes no write lock)."""
         with db_errors():
-            async with self._read() as session, session.begin():
+            async with self._session(self._read) as session, session.begin():
                 yield session
 
     @contextlib.asynccontextmanager
@@ -182,7 +231,41 @@ class Database:
                 one waiting for over a minute.
         """
         with db_errors():
-            async with self._writer_turn(ahead), self._write() as session, session.begin():
+            async with self.writer_turn(ahead=ahead), self._session(self._write) as session, session.begin():
+                yield session
+
+    @contextlib.asynccontextmanager
+    async def _session(self, maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+        """A session closed when the block ends. SQLAlchemy closes it in a task of its own, shielded
+        from the caller's cancellation, since a close that stops half-way (Postgres: the connection's
+        reset) loses the connection; that task costs the caller a turn of the event loop, several
+        milliseconds on a busy server, for each session. A SQLite session's close waits for
+        nothing (`sqlite_driver`), so no cancellation can stop it half-way: it is closed in place."""
+        if self._writers is None:
+            async with maker() as session:
+                yield session
+            return
+        session = maker()
+        try:
+            yield session
+        finally:
+            await session.close()
+
+    @contextlib.asynccontextmanager
+    async def statement(self) -> AsyncIterator[AsyncSession]:
+        """A session for one writing statement that is atomic on its own (an upsert): Postgres
+        runs it in autocommit, one round trip instead of three (`BEGIN`, it, `COMMIT`); SQLite in a
+        write transaction, as `write()`.
+
+        Raises:
+            StoreError: the database failed.
+        """
+        if self._writers is not None:
+            async with self.write() as session:
+                yield session
+            return
+        with db_errors():
+            async with self._session(self._read) as session:  # Postgres reads run in autocommit
                 yield session
 
     async def delete(self, stmt: Delete) -> int:
@@ -199,7 +282,13 @@ class Database:
             return affected(await session.execute(stmt))
 
     @contextlib.asynccontextmanager
-    async def _writer_turn(self, ahead: bool) -> AsyncIterator[None]:
+    async def writer_turn(self, *, ahead: bool = False) -> AsyncIterator[None]:
+        """SQLite: this process's turn to write (`WriterTurns`), for a writer that begins its
+        transaction itself (the event log's group commit); nothing to wait for on Postgres.
+
+        Raises:
+            StoreError: this process's other writers kept this one waiting for over a minute.
+        """
         if self._writers is None:
             yield
             return

@@ -6,14 +6,16 @@ continue the log exactly (last seq + 1, + 2, ...) and refuses gaps and duplicate
 
 Group commit: the appends of one process are queued and written together, one transaction for all
 the sessions that have events waiting (at most `MAX_BATCH_EVENTS`), so a busy server pays one
-commit per batch instead of one per event. On SQLite the batch goes ahead of the process's other
-waiting writers (`Database.write(ahead=True)`): live clients wait for it. There is no timer: the
-first append starts a flush at once, and whatever arrives while a transaction is in flight goes
-into the next one. Each append still returns only once its own events are committed (or raises),
-and the outcome is per append: a gap or a duplicate in one session's events fails that append
-alone (the batch is then written again one append per transaction, each with its exact error).
-Durable order is seq order: one session's appends are written in the order they were queued, each
-checked against the log.
+commit per batch instead of one per event; the transaction is one round trip to the database
+(`orchestrator.store.log_writer`), on a connection the flush keeps for its batches. On SQLite the
+batch goes ahead of the process's other waiting writers (`Database.writer_turn(ahead=True)`): live
+clients wait for it. There is no timer: the first append starts a flush at once, and whatever
+arrives while a transaction is in flight goes into the next one. Each append still returns only
+once its own events are committed (or raises), and its `committed` callback (the hub's fan-out)
+runs as soon as they are. The outcome is per append: a gap or a duplicate in one session's events
+fails that append alone (the batch is then written again one append per transaction, each with
+its exact error). Durable order is seq order: one session's appends are written in the order they
+were queued, each checked against the log.
 
 On Postgres every transaction that moves a session's log also sends `<session id> <last seq>` on
 `EVENTS_CHANNEL` (`orchestrator.store.notify`); Postgres delivers it on commit, in commit order, so
@@ -23,20 +25,28 @@ another replica following the session (`SessionHub`) is woken only when the rows
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypeVar
 
-from sqlalchemy import case, insert, select, update
+import structlog
+from sqlalchemy import Text, cast, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from orchestrator.errors import UsageError
-from orchestrator.store.database import Database, affected
-from orchestrator.store.errors import EventSequenceError, RecordNotFound
+from orchestrator.store import log_writer
+from orchestrator.store.database import WRITE_OPTION, Database, affected, db_errors
+from orchestrator.store.errors import EventSequenceError, RecordNotFound, StoreError
 from orchestrator.store.notify import EVENTS_CHANNEL, notify
 from orchestrator.store.tables import ChatRow, EventRow
 from orchestrator.stream import Event, dump_event, parse_event
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 MAX_READ = 10_000
 """The most events one `after()` call returns; a client catching up pages with the last seq it got."""
@@ -70,7 +80,7 @@ async def append_events(
         now_last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
         raise EventSequenceError(session_id, expected=(now_last or last) + 1, got=events[0].seq)
     try:
-        await session.execute(insert(EventRow), [_row(session_id, ev) for ev in events])
+        await session.execute(insert(EventRow), [event_row(session_id, ev) for ev in events])
     except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
         raise EventSequenceError(session_id, expected=new_last + 1, got=events[0].seq) from err
     await notify(session, EVENTS_CHANNEL, [notice(session_id, new_last)])
@@ -104,7 +114,8 @@ def check_continues(session_id: str, last: int, events: Sequence[Event]) -> None
             raise EventSequenceError(session_id, expected=last + offset, got=ev.seq)
 
 
-def _row(session_id: str, ev: Event) -> dict[str, object]:
+def event_row(session_id: str, ev: Event) -> dict[str, object]:
+    """An event's row of the `events` table (its payload as JSON data)."""
     return {
         "session_id": session_id,
         "seq": ev.seq,
@@ -115,22 +126,32 @@ def _row(session_id: str, ev: Event) -> dict[str, object]:
     }
 
 
+_PAYLOAD = cast(EventRow.payload, Text)
+"""An event's stored JSON as text: parsed once, by the event model itself."""
+
 MAX_BATCH_EVENTS = 2000
 """The most events one group commit writes (an append larger than this is written on its own)."""
+
+Committed = Callable[[], None]
+"""Called by the group commit as soon as an append's transaction has committed (before the
+appending task resumes): the hub fans the events out from there."""
+
+
+Job = Callable[[AsyncSession], Awaitable[T]]
+"""Work for a write transaction (`EventLog.joined`): runs its statements on the session it is given."""
 
 
 @dataclass(eq=False)
 class _Append:
     session_id: str
     events: list[Event]
-    done: asyncio.Future[int]
+    """An append's events; none for a job."""
+    done: asyncio.Future[Any]
+    committed: Committed | None = None
+    job: Job[Any] | None = None
+    """A job joining the group commit (SQLite), written in queue order with the appends."""
     taken: bool = False
     """In a transaction under way: a cancelled caller waits for its outcome."""
-
-
-class _LogMoved(Exception):
-    """A session's `last_seq` moved between the batch's read and its compare-and-set (another
-    process, or a write outside the queue): the batch is written again one append at a time."""
 
 
 @dataclass
@@ -143,10 +164,15 @@ class EventLog:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._queue = _Queue()
+        self.batches = 0
+        """Group commits written so far (each one transaction), for tests and metrics."""
 
-    async def append(self, session_id: str, events: Sequence[Event]) -> int:
+    async def append(
+        self, session_id: str, events: Sequence[Event], *, committed: Committed | None = None
+    ) -> int:
         """Append stamped events (all or none), with other appends of this process in one
-        transaction; returns the new last seq once they are committed.
+        transaction; returns the new last seq once they are committed. `committed` is called
+        once they are, from the group commit itself, before this returns.
 
         A caller cancelled while its events are in a transaction waits for that transaction to
         end before the cancel goes on, so when `append` returns or raises, the log is settled:
@@ -161,8 +187,32 @@ class EventLog:
         check_stamps(session_id, events)
         if not events:
             return await self.last_seq(session_id)
+        last: int = await self._queued(session_id, list(events), committed, None)
+        return last
+
+    async def joined(self, job: Job[T], *, ahead: bool = False) -> T:
+        """`job(session)` in a write transaction, committed before this returns its result.
+
+        On SQLite the job joins the group commit: it runs in the next batch's transaction, in
+        queue order with the appends, so a turn's begin and end share one commit (one `fsync`,
+        one turn of the writers) with whatever else is queued; when a job fails, the batch is
+        undone and written again one item at a time, so the failure is that job's alone. Postgres
+        writers run side by side, so there the job gets a transaction of its own
+        (`Database.write(ahead=ahead)`). Cancelled, it settles as `append` does.
+
+        Raises: whatever `job` raises (nothing of it was written); StoreError.
+        """
+        if self._db.dialect != "sqlite":
+            async with self._db.write(ahead=ahead) as session:
+                return await job(session)
+        result: T = await self._queued("", [], None, job)
+        return result
+
+    async def _queued(
+        self, session_id: str, events: list[Event], committed: Committed | None, job: Job[Any] | None
+    ) -> Any:
         loop = asyncio.get_running_loop()
-        pending = _Append(session_id, list(events), loop.create_future())
+        pending = _Append(session_id, events, loop.create_future(), committed, job)
         queue = self._queue
         queue.waiting.append(pending)
         if queue.flusher is None or queue.flusher.done():
@@ -183,86 +233,71 @@ class EventLog:
             await asyncio.wait([flusher])
 
     async def _flush(self, queue: _Queue) -> None:
+        """Write what is queued, batch after batch, on one connection kept for the run. Closing
+        that connection may wait (Postgres), and an append queued meanwhile starts no flush of its
+        own (this one is not done yet): the run goes on until the queue is empty after a close."""
         while queue.waiting:
-            batch = _take(queue.waiting)
-            for item in batch:
-                item.taken = True
+            writer = _Writer(self._db)
             try:
-                outcomes = await self._write_batch(batch)
-            except _LogMoved:
-                outcomes = [await self._write_alone(item) for item in batch]
-            except Exception as exc:  # noqa: BLE001 - every waiter gets the failure as its own
-                outcomes = [exc] * len(batch)
-            except BaseException:  # the loop is closing: no waiter is left waiting
-                for item in (*batch, *queue.waiting):
-                    item.done.cancel()
-                queue.waiting.clear()
-                raise
-            for item, outcome in zip(batch, outcomes, strict=True):
-                _settle(item, outcome)
+                while queue.waiting:
+                    await self._flush_one(queue, writer)
+            finally:
+                await writer.close()
 
-    async def _write_alone(self, item: _Append) -> int | Exception:
+    async def _flush_one(self, queue: _Queue, writer: _Writer) -> None:
+        batch = _take(queue.waiting)
+        for item in batch:
+            item.taken = True
+        try:
+            outcomes = await self._write(writer, batch)
+        except BaseException:  # the loop is closing: no waiter is left waiting
+            for item in (*batch, *queue.waiting):
+                item.done.cancel()
+            queue.waiting.clear()
+            raise
+        for item, outcome in zip(batch, outcomes, strict=True):
+            if item.committed is not None and not isinstance(outcome, BaseException):
+                _call(item.committed)
+            _settle(item, outcome)
+
+    async def _write(self, writer: _Writer, batch: list[_Append]) -> list[Any]:
+        """The batch in one transaction when its appends continue each other; else (or when
+        the log says otherwise) one transaction per append or job, each with its own outcome."""
+        if any(item.job is not None for item in batch):
+            try:
+                outcomes = await writer.write_with_jobs(batch)
+            except (log_writer.LogMoved, _JobFailed):
+                pass
+            except Exception as exc:  # noqa: BLE001 - every waiter gets the failure as its own
+                return [exc] * len(batch)
+            else:
+                self.batches += 1
+                return outcomes
+            return [await self._write_alone(item) for item in batch]
+        planned = log_writer.plan([(item.session_id, item.events) for item in batch])
+        if planned is not None:
+            try:
+                await writer.write(planned)
+            except log_writer.LogMoved:
+                pass
+            except Exception as exc:  # noqa: BLE001 - every waiter gets the failure as its own
+                return [exc] * len(batch)
+            else:
+                self.batches += 1
+                return [item.events[-1].seq for item in batch]
+        return [await self._write_alone(item) for item in batch]
+
+    async def _write_alone(self, item: _Append) -> Any:
         try:
             async with self._db.write(ahead=True) as session:
-                return await append_events(session, item.session_id, item.events, self._db.clock())
+                if item.job is not None:
+                    outcome = await item.job(session)
+                else:
+                    outcome = await append_events(session, item.session_id, item.events, self._db.clock())
         except Exception as exc:  # noqa: BLE001 - the append's own outcome
             return exc
-
-    async def _write_batch(self, batch: list[_Append]) -> list[int | Exception]:
-        """One transaction: every session's `last_seq` read at once, each append checked against
-        it in queue order, one compare-and-set for all the sessions and one insert for all rows.
-
-        Raises:
-            _LogMoved: a compare-and-set lost (nothing was written).
-        """
-        sessions = sorted({item.session_id for item in batch})  # one lock order for every writer
-        async with self._db.write(ahead=True) as session:
-            found = await session.execute(
-                select(ChatRow.id, ChatRow.last_seq).where(ChatRow.id.in_(sessions))
-            )
-            read: dict[str, int] = {chat_id: last for chat_id, last in found}
-            last = dict(read)
-            outcomes: list[int | Exception] = []
-            rows: list[dict[str, object]] = []
-            for item in batch:
-                current = last.get(item.session_id)
-                if current is None:
-                    outcomes.append(RecordNotFound("session", item.session_id))
-                    continue
-                try:
-                    check_continues(item.session_id, current, item.events)
-                except EventSequenceError as exc:
-                    outcomes.append(exc)
-                    continue
-                last[item.session_id] = current + len(item.events)
-                outcomes.append(last[item.session_id])
-                rows.extend(_row(item.session_id, ev) for ev in item.events)
-            moved = {chat_id: seq for chat_id, seq in last.items() if seq != read[chat_id]}
-            if moved:
-                await self._move(session, read, moved)
-                try:
-                    await session.execute(insert(EventRow), rows)
-                except IntegrityError as err:  # rows past a last_seq: let each append say which
-                    raise _LogMoved from err
-                # Delivered on commit, in commit order: a follower woken by it finds the rows.
-                await notify(session, EVENTS_CHANNEL, [notice(c, seq) for c, seq in sorted(moved.items())])
-        return outcomes
-
-    async def _move(self, session: AsyncSession, read: dict[str, int], moved: dict[str, int]) -> None:
-        """Compare-and-set every moved session's `last_seq` from what was read, in one statement."""
-        ids = sorted(moved)
-        result = await session.execute(
-            update(ChatRow)
-            .where(ChatRow.id.in_(ids))
-            .where(case({chat_id: read[chat_id] for chat_id in ids}, value=ChatRow.id) == ChatRow.last_seq)
-            .values(
-                last_seq=case({chat_id: moved[chat_id] for chat_id in ids}, value=ChatRow.id),
-                updated_at=self._db.clock(),
-            )
-            .execution_options(synchronize_session=False)
-        )
-        if affected(result) != len(ids):
-            raise _LogMoved
+        self.batches += 1
+        return outcome
 
     async def after(self, session_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events with seq > `after_seq`, in seq order, at most `limit` (1 to `MAX_READ`).
@@ -275,7 +310,7 @@ class EventLog:
         if after_seq < 0:
             raise UsageError(f"after_seq must not be negative, got {after_seq}")
         query = (
-            select(EventRow.payload)
+            select(_PAYLOAD)
             .where(EventRow.session_id == session_id, EventRow.seq > after_seq)
             .order_by(EventRow.seq)
             .limit(limit)
@@ -286,7 +321,7 @@ class EventLog:
     async def of_turn(self, session_id: str, turn_id: str, limit: int = MAX_READ) -> list[Event]:
         """One turn's events, in seq order (at most `limit`)."""
         query = (
-            select(EventRow.payload)
+            select(_PAYLOAD)
             .where(EventRow.session_id == session_id, EventRow.turn_id == turn_id)
             .order_by(EventRow.seq)
             .limit(limit)
@@ -302,6 +337,23 @@ class EventLog:
         async with self._db.read() as session:
             return {chat_id: last for chat_id, last in await session.execute(query)}
 
+    async def tail(self, session_id: str) -> tuple[int, int]:
+        """The seq and `ts` of the session's last event, in one query; (0, 0) for an empty log.
+
+        Raises:
+            RecordNotFound: no chat with this id.
+        """
+        query = (
+            select(ChatRow.last_seq, EventRow.ts)
+            .outerjoin(EventRow, (EventRow.session_id == ChatRow.id) & (EventRow.seq == ChatRow.last_seq))
+            .where(ChatRow.id == session_id)
+        )
+        async with self._db.read() as session:
+            row = (await session.execute(query)).first()
+        if row is None:
+            raise RecordNotFound("session", session_id)
+        return row.last_seq, row.ts or 0
+
     async def last_seq(self, session_id: str) -> int:
         """Seq of the session's last event; 0 for an empty log.
 
@@ -316,19 +368,141 @@ class EventLog:
 
 
 def _take(waiting: list[_Append]) -> list[_Append]:
-    """The next batch, in queue order: at least one append, then as many as fit."""
+    """The next batch, in queue order: at least one append, then as many as fit (a job counts
+    as one event)."""
     batch = [waiting.pop(0)]
-    count = len(batch[0].events)
-    while waiting and count + len(waiting[0].events) <= MAX_BATCH_EVENTS:
-        count += len(waiting[0].events)
+    count = len(batch[0].events) or 1
+    while waiting and count + (len(waiting[0].events) or 1) <= MAX_BATCH_EVENTS:
+        count += len(waiting[0].events) or 1
         batch.append(waiting.pop(0))
     return batch
 
 
-def _settle(item: _Append, outcome: int | BaseException) -> None:
+def _settle(item: _Append, outcome: object) -> None:
     if item.done.done():
         return
     if isinstance(outcome, BaseException):
         item.done.set_exception(outcome)
     else:
         item.done.set_result(outcome)
+
+
+def _call(committed: Committed) -> None:
+    try:
+        committed()
+    except Exception as exc:  # a fan-out never fails the write it follows
+        log.error("event_log.committed_callback_failed", error=type(exc).__name__, exc_info=exc)
+
+
+class _Writer:
+    """The group commit's connection: checked out for the first batch of a flush, kept for the
+    batches after it (no pool round trip, no Postgres ping each), dropped after a failure."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._conn: AsyncConnection | None = None
+
+    async def write(self, batch: log_writer.Batch) -> None:
+        """Raises: log_writer.LogMoved (nothing written), StoreError (the database failed)."""
+        with db_errors():
+            async with self._db.writer_turn(ahead=True):
+                conn = await self._connection()
+                try:
+                    await log_writer.write(conn, batch, self._db.clock())
+                except log_writer.LogMoved:
+                    raise
+                except Exception as exc:
+                    await self._drop()
+                    reason = f"{type(exc).__name__}: {_first_line(exc)}"
+                    raise StoreError(f"database unavailable ({reason})") from exc
+
+    async def write_with_jobs(self, batch: list[_Append]) -> list[Any]:
+        """SQLite: one transaction for the batch's appends and jobs, in queue order (each run of
+        appends one compare-and-set and one insert, the jobs on one session). Its
+        statements run on the loop's thread, where they wait for nothing (`sqlite_driver`), and
+        its commit is the one hop.
+
+        Raises: log_writer.LogMoved, _JobFailed (nothing written), StoreError (the database failed).
+        """
+        now = self._db.clock()
+        with db_errors():
+            async with self._db.writer_turn(ahead=True):
+                conn = await self._connection()
+                try:
+                    async with conn.begin():
+                        return await _in_order(conn, batch, now)
+                except (log_writer.LogMoved, _JobFailed, sa_exc.DBAPIError, StoreError):
+                    raise
+                except Exception as exc:
+                    await self._drop()
+                    reason = f"{type(exc).__name__}: {_first_line(exc)}"
+                    raise StoreError(f"database unavailable ({reason})") from exc
+
+    async def _connection(self) -> AsyncConnection:
+        if self._conn is None:
+            conn = await self._db.engine.connect()
+            self._conn = await conn.execution_options(**{WRITE_OPTION: True})
+        return self._conn
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:200] if text else ""
+
+
+_FATAL = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
+"""Failures of the database, not of one job: the whole batch fails with them."""
+
+
+class _JobFailed(Exception):
+    """A job of a batch raised: the batch is undone, and written again one item at a time (so
+    only that job fails, with its own error). Jobs rarely fail (a turn begun twice); savepoints
+    that would isolate them cost two statements each in every batch."""
+
+
+async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) -> list[Any]:
+    """The batch's appends and jobs on `conn`, in its open transaction, in queue order.
+
+    Raises: log_writer.LogMoved, _JobFailed (the caller rolls back)."""
+    outcomes: list[Any] = []
+    run: list[_Append] = []
+
+    async def appends() -> None:
+        if run:
+            planned = log_writer.plan([(item.session_id, item.events) for item in run])
+            if planned is None:
+                raise log_writer.LogMoved
+            await log_writer.write_in(conn, planned, now)
+            outcomes.extend(item.events[-1].seq for item in run)
+            run.clear()
+
+    session = AsyncSession(bind=conn, expire_on_commit=False)  # joins the batch's transaction
+    try:
+        for item in batch:
+            if item.job is None:
+                run.append(item)
+                continue
+            await appends()
+            try:
+                outcomes.append(await item.job(session))
+            except _FATAL:
+                raise
+            except Exception as exc:
+                raise _JobFailed from exc
+        await appends()
+    finally:
+        await session.close()
+    return outcomes

@@ -49,7 +49,7 @@ class Store:
         self.events = EventLog(self._db)
         self.messages = MessageRepository(self._db)
         self.leases = LeaseRepository(self._db)
-        self.turns = TurnRepository(self._db, self.leases)
+        self.turns = TurnRepository(self._db, self.leases, self.events)
         self.checkpoints = CheckpointRepository(self._db)
         self.assistants = AssistantRepository(self._db)
         self.memory = MemoryRepository(self._db)

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import anyio
-from sqlalchemy import delete, func, or_, select, text, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, text, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.store.database import Database, affected, db_errors, lock_number, transaction_lock
 from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
 from orchestrator.store.lease_tables import LeaderLeaseRow, ReplicaRow, TurnLeaseRow
-from orchestrator.store.tables import ChatRow, TurnRow
+from orchestrator.store.tables import ChatRow, TurnRow, table
 
 LEASE_SECONDS = 30.0
 """Default `CAGE_REPLICA_LEASE_SECONDS`: a replica silent this long is dead to the others."""
@@ -69,6 +69,18 @@ class ReplicaRecord:
     pid: int
     started_at: datetime
     expires_at: datetime
+
+
+_LEASES = table(TurnLeaseRow)
+_HELD = select(_LEASES.c.turn_id, _LEASES.c.replica_id).where(_LEASES.c.chat_id == bindparam("p_chat"))
+_NEW_LEASE = insert(_LEASES)
+_END_LEASE = delete(_LEASES).where(_LEASES.c.turn_id == bindparam("p_turn"))
+_CHATS = table(ChatRow)
+_OWNER_TURNS = (
+    select(func.count())
+    .select_from(_LEASES.join(_CHATS, _CHATS.c.id == _LEASES.c.chat_id))
+    .where(_CHATS.c.owner == bindparam("p_owner"))
+)
 
 
 class LeaseRepository:
@@ -291,40 +303,34 @@ class LeaseRepository:
             TurnRunning: the chat has a running turn already (on any replica).
             OwnerTurnsRunning: the owner runs `max_turns_per_owner` turns already (on all replicas).
         """
-        held = await session.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
+        held = (await session.execute(_HELD, {"p_chat": chat_id})).first()
         if held is not None:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id)
         if self.max_turns_per_owner is not None:
             await self._owner_turn_cap(session, owner, self.max_turns_per_owner)
         expires = None if self.lease_seconds is None else self._until(now)
-        session.add(
-            TurnLeaseRow(
-                turn_id=turn_id,
-                chat_id=chat_id,
-                replica_id=self.replica_id,
-                expires_at=expires,
-                created_at=now,
-            )
-        )
+        lease = {
+            "turn_id": turn_id,
+            "chat_id": chat_id,
+            "replica_id": self.replica_id,
+            "expires_at": expires,
+            "created_at": now,
+        }
+        await session.execute(_NEW_LEASE, lease)
 
     async def _owner_turn_cap(self, session: AsyncSession, owner: str, limit: int) -> None:
         """Count the owner's running turns on every replica. Postgres: under a transaction advisory
         lock on the owner, so two replicas admitting two of its chats at once count one after the
         other (SQLite's write lock already does that)."""
         await transaction_lock(session, f"owner:{owner}")
-        running = await session.scalar(
-            select(func.count())
-            .select_from(TurnLeaseRow)
-            .join(ChatRow, ChatRow.id == TurnLeaseRow.chat_id)
-            .where(ChatRow.owner == owner)
-        )
+        running = await session.scalar(_OWNER_TURNS, {"p_owner": owner})
         if (running or 0) >= limit:
             raise OwnerTurnsRunning(owner, limit)
 
 
 async def end_turn_lease(session: AsyncSession, turn_id: str) -> None:
     """Inside the transaction that writes a turn's end: its lease goes with it."""
-    await session.execute(delete(TurnLeaseRow).where(TurnLeaseRow.turn_id == turn_id))
+    await session.execute(_END_LEASE, {"p_turn": turn_id})
 
 
 def _lease(row: TurnLeaseRow) -> TurnLease:

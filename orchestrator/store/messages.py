@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,9 +14,12 @@ from orchestrator.store.chats import locked_chat
 from orchestrator.store.database import Database
 from orchestrator.store.errors import RecordExists
 from orchestrator.store.records import MessageRecord, NewMessage
-from orchestrator.store.tables import MessageRow
+from orchestrator.store.tables import MessageRow, table
 
 MAX_HISTORY = 1000
+_MESSAGES = table(MessageRow)
+_LAST = select(func.max(_MESSAGES.c.sequence)).where(_MESSAGES.c.chat_id == bindparam("p_chat"))
+_NEW_MESSAGES = insert(_MESSAGES)
 
 
 def message_record(row: MessageRow) -> MessageRecord:
@@ -41,9 +44,11 @@ async def insert_messages(
     Raises:
         RecordExists: a message id is taken.
     """
-    last = await session.scalar(select(func.max(MessageRow.sequence)).where(MessageRow.chat_id == chat_id))
-    rows = [
-        MessageRow(
+    if not messages:
+        return []
+    last = await session.scalar(_LAST, {"p_chat": chat_id})
+    records = [
+        MessageRecord(
             id=msg.id,
             chat_id=chat_id,
             turn_id=turn_id,
@@ -55,12 +60,11 @@ async def insert_messages(
         )
         for i, msg in enumerate(messages, start=1)
     ]
-    session.add_all(rows)
     try:
-        await session.flush()
+        await session.execute(_NEW_MESSAGES, [record.model_dump() for record in records])
     except IntegrityError as err:
         raise RecordExists("message", ", ".join(msg.id for msg in messages)) from err
-    return [message_record(row) for row in rows]
+    return records
 
 
 class MessageRepository:

@@ -65,7 +65,7 @@ class RateBucketRepository:
         Raises:
             StoreError: the database failed.
         """
-        async with self._db.write() as session:
+        async with self._db.statement() as session:  # one statement: its own transaction
             row = (
                 await session.execute(
                     _TAKE.bindparams(key=key[:255], burst=float(burst), rate=per_minute / 60.0)

@@ -91,6 +91,14 @@ class TurnRecord(_Record):
     messages: tuple[MessageRecord, ...]
 
 
+class TurnSummary(_Record):
+    """A turn without its messages and usage: whose it is and how it ended (`running` while on)."""
+
+    id: str
+    assistant_id: str
+    status: TurnStatus
+
+
 class CheckpointRecord(_Record):
     turn_id: str
     round: int

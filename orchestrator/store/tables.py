@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
@@ -59,6 +60,11 @@ class UTCDateTime(TypeDecorator[datetime]):
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime, dict[str, Any]: JSON, Any: JSON}
+
+
+def table(row: type[Base]) -> Table:
+    """A model's table, for Core statements (no ORM object, no flush)."""
+    return Base.metadata.tables[row.__tablename__]
 
 
 class ChatRow(Base):

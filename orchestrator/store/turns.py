@@ -9,28 +9,70 @@ closes it with `close_unfinished`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
-from sqlalchemy import select
+from sqlalchemy import Text, bindparam, cast, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.store.chats import locked_chat, merged_keys
 from orchestrator.store.database import Database
-from orchestrator.store.errors import RecordExists, TurnRunning
-from orchestrator.store.events import append_events
+from orchestrator.store.errors import EventSequenceError, RecordExists, RecordNotFound, TurnRunning
+from orchestrator.store.events import (
+    EventLog,
+    append_events,
+    check_continues,
+    check_stamps,
+    event_row,
+)
 from orchestrator.store.leases import LeaseRepository, end_turn_lease
 from orchestrator.store.messages import insert_messages, message_record
-from orchestrator.store.records import FinishedTurn, NewMessage, TurnRecord
-from orchestrator.store.tables import MessageRow, TurnRow
+from orchestrator.store.notify import EVENTS_CHANNEL
+from orchestrator.store.records import FinishedTurn, NewMessage, TurnRecord, TurnSummary
+from orchestrator.store.tables import ChatRow, EventRow, MessageRow, TurnRow, table
 from orchestrator.stream import Event, Usage
 
 RUNNING = "running"
+_CHATS = table(ChatRow)
+_TURNS = table(TurnRow)
+
+# A turn's begin and end run these for every turn: built once (each is compiled once, and a
+# statement built per call cost as much again as running it).
+_TOUCH = (
+    update(_CHATS)
+    .where(_CHATS.c.id == bindparam("p_chat"))
+    .values(updated_at=bindparam("p_now"))
+    .returning(_CHATS.c.owner, _CHATS.c.resume)
+)
+_MOVE = (
+    update(_CHATS)
+    .where(_CHATS.c.id == bindparam("p_chat"), _CHATS.c.last_seq == bindparam("p_old"))
+    .values(updated_at=bindparam("p_now"), last_seq=bindparam("p_new"))
+)
+_MOVED = _MOVE.returning(_CHATS.c.owner, _CHATS.c.resume)
+_MOVED_NOTICE = _MOVE.returning(  # Postgres: the append's notice (`events.notice`), sent on commit
+    _CHATS.c.owner,
+    _CHATS.c.resume,
+    func.pg_notify(EVENTS_CHANNEL, _CHATS.c.id + " " + cast(_CHATS.c.last_seq, Text)),
+)
+_TURN_ID = select(_TURNS.c.id).where(_TURNS.c.id == bindparam("p_turn"))
+_NEW_TURN = insert(_TURNS)
+_CLOSE = (
+    update(_TURNS)
+    .where(_TURNS.c.id == bindparam("p_turn"), _TURNS.c.status == RUNNING)
+    .values(status=bindparam("p_status"), usage=bindparam("p_usage"))
+    .returning(_TURNS.c.assistant_id, _TURNS.c.created_at)
+)
+_NEW_EVENTS = insert(table(EventRow))
+_RESUME = update(_CHATS).where(_CHATS.c.id == bindparam("p_chat")).values(resume=bindparam("p_resume"))
 
 
 class TurnRepository:
-    def __init__(self, db: Database, leases: LeaseRepository) -> None:
+    def __init__(self, db: Database, leases: LeaseRepository, events: EventLog) -> None:
         self._db = db
         self._leases = leases
+        self._events = events
+        """A turn's begin and end join its group commit (`EventLog.joined`)."""
 
     async def begin(
         self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
@@ -45,7 +87,9 @@ class TurnRepository:
             OwnerTurnsRunning: the owner runs its cap of turns already, over every replica.
         """
         try:
-            await self._begin(chat_id, turn_id, assistant_id, messages)
+            await self._events.joined(
+                lambda session: self._begin(session, chat_id, turn_id, assistant_id, messages)
+            )
         except IntegrityError as exc:  # a lease of the chat committed between the check and the insert
             held = await self._leases.turn_of_chat(chat_id)
             if held is None:
@@ -53,26 +97,33 @@ class TurnRepository:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id) from exc
 
     async def _begin(
-        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+        self,
+        session: AsyncSession,
+        chat_id: str,
+        turn_id: str,
+        assistant_id: str,
+        messages: Sequence[NewMessage],
     ) -> None:
-        async with self._db.write() as session:
-            now = self._db.clock()
-            chat = await locked_chat(session, chat_id, now)
-            if await session.get(TurnRow, turn_id) is not None:
-                raise RecordExists("turn", turn_id)
-            session.add(
-                TurnRow(
-                    id=turn_id,
-                    chat_id=chat_id,
-                    assistant_id=assistant_id,
-                    status=RUNNING,
-                    usage={},
-                    created_at=now,
-                )
-            )
-            await session.flush()
-            await self._leases.begin_turn(session, chat_id, turn_id, now, owner=chat.owner)
-            await insert_messages(session, chat_id, turn_id, messages, now)
+        """The begin's statements, in Core (a handful of statements, no ORM object): the chat row
+        touched (locked until commit), the turn row, its lease, the user's messages."""
+        now = self._db.clock()
+        chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
+        if chat is None:
+            raise RecordNotFound("chat", chat_id)
+        owner = chat.owner
+        if await session.scalar(_TURN_ID, {"p_turn": turn_id}) is not None:
+            raise RecordExists("turn", turn_id)
+        row = {
+            "id": turn_id,
+            "chat_id": chat_id,
+            "assistant_id": assistant_id,
+            "status": RUNNING,
+            "usage": {},
+            "created_at": now,
+        }
+        await session.execute(_NEW_TURN, row)
+        await self._leases.begin_turn(session, chat_id, turn_id, now, owner=owner)
+        await insert_messages(session, chat_id, turn_id, messages, now)
 
     async def unfinished(self) -> list[TurnRecord]:
         """Turns whose end was never written (the process running them died), oldest first."""
@@ -107,34 +158,92 @@ class TurnRepository:
             RecordExists: the turn (or one of its message ids) was persisted (finished) already.
             EventSequenceError: `turn.events` do not continue the session's log.
         """
-        async with self._db.write(ahead=True) as session:  # its stream_end: clients wait for it
-            now = self._db.clock()
-            chat = await locked_chat(session, turn.chat_id, now)
-            row = await session.get(TurnRow, turn.turn_id)
-            if row is not None and row.status != RUNNING:
+        # its stream_end: clients wait for it (ahead of the other writers)
+        return await self._events.joined(lambda session: self._persist(session, turn), ahead=True)
+
+    async def _persist(self, session: AsyncSession, turn: FinishedTurn) -> TurnRecord:
+        """The end's statements, in Core: the chat row touched and, when the end carries events,
+        its log moved by compare-and-set from the seq before them (one statement, which also sends
+        the Postgres notice); the turn row closed; the events, the messages; the lease dropped."""
+        now = self._db.clock()
+        chat_id, events = turn.chat_id, turn.events
+        if events:
+            check_stamps(chat_id, events)
+            check_continues(chat_id, events[0].seq - 1, events)
+            move = _MOVED_NOTICE if self._db.dialect == "postgresql" else _MOVED
+            params = {"p_chat": chat_id, "p_now": now, "p_old": events[0].seq - 1, "p_new": events[-1].seq}
+            chat = (await session.execute(move, params)).first()
+        else:
+            chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
+        if chat is None:
+            await self._refused(session, turn)
+        usage = turn.usage.model_dump(mode="json")
+        closed = (
+            await session.execute(_CLOSE, {"p_turn": turn.turn_id, "p_status": turn.status, "p_usage": usage})
+        ).first()
+        if closed is None:  # no `begin` wrote it (a turn persisted whole, `cage run`'s tests)
+            if await session.scalar(_TURN_ID, {"p_turn": turn.turn_id}) is not None:
                 raise RecordExists("turn", turn.turn_id)
-            await append_events(session, turn.chat_id, turn.events, now)
-            messages = await insert_messages(session, turn.chat_id, turn.turn_id, turn.messages, now)
-            if row is None:
-                row = TurnRow(
-                    id=turn.turn_id, chat_id=turn.chat_id, assistant_id=turn.assistant_id, created_at=now
-                )
-                session.add(row)
-            row.status = turn.status
-            row.usage = turn.usage.model_dump(mode="json")
-            if turn.resume:
-                chat.resume = merged_keys(chat.resume, turn.resume)
-            await end_turn_lease(session, turn.turn_id)
-            await session.flush()
+            row = {
+                "id": turn.turn_id,
+                "chat_id": chat_id,
+                "assistant_id": turn.assistant_id,
+                "status": turn.status,
+                "usage": usage,
+                "created_at": now,
+            }
+            await session.execute(_NEW_TURN, row)
+            assistant_id, created_at = turn.assistant_id, now
+        else:
+            assistant_id, created_at = closed.assistant_id, closed.created_at
+        if events:
+            try:
+                await session.execute(_NEW_EVENTS, [event_row(chat_id, ev) for ev in events])
+            except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
+                raise EventSequenceError(chat_id, expected=events[-1].seq + 1, got=events[0].seq) from err
+        messages = await insert_messages(session, chat_id, turn.turn_id, turn.messages, now)
+        if turn.resume:
+            resume = merged_keys(chat.resume, turn.resume)
+            await session.execute(_RESUME, {"p_chat": chat_id, "p_resume": resume})
+        await end_turn_lease(session, turn.turn_id)
         return TurnRecord(
-            id=row.id,
-            chat_id=row.chat_id,
-            assistant_id=row.assistant_id,
+            id=turn.turn_id,
+            chat_id=chat_id,
+            assistant_id=assistant_id,
             status=turn.status,
             usage=turn.usage,
-            created_at=row.created_at,
+            created_at=created_at,
             messages=tuple(messages),
         )
+
+    async def _refused(self, session: AsyncSession, turn: FinishedTurn) -> NoReturn:
+        """Why the chat's row did not take the turn's end: no such chat, the turn ended already,
+        or (its compare-and-set lost) events that do not continue the log.
+
+        Raises: RecordNotFound, RecordExists, EventSequenceError.
+        """
+        last = await session.scalar(select(_CHATS.c.last_seq).where(_CHATS.c.id == turn.chat_id))
+        if last is None:
+            raise RecordNotFound("chat", turn.chat_id)
+        status = await session.scalar(select(_TURNS.c.status).where(_TURNS.c.id == turn.turn_id))
+        if status is not None and status != RUNNING:
+            raise RecordExists("turn", turn.turn_id)
+        raise EventSequenceError(turn.chat_id, expected=last + 1, got=turn.events[0].seq)
+
+    async def previous(self, chat_id: str, turn_id: str) -> TurnSummary | None:
+        """The chat's last turn other than `turn_id` (the one running), without its messages;
+        None when there is none."""
+        query = (
+            select(TurnRow.id, TurnRow.assistant_id, TurnRow.status)
+            .where(TurnRow.chat_id == chat_id, TurnRow.id != turn_id)
+            .order_by(TurnRow.created_at.desc(), TurnRow.id.desc())
+            .limit(1)
+        )
+        async with self._db.read() as session:
+            row = (await session.execute(query)).first()
+        if row is None:
+            return None
+        return TurnSummary(id=row.id, assistant_id=row.assistant_id, status=row.status)
 
     async def get(self, turn_id: str) -> TurnRecord | None:
         async with self._db.read() as session:

@@ -51,10 +51,11 @@ def test_every_error_appears_in_the_module_tree() -> None:
 
 ROOTLESS = {
     "_Interrupted": "orchestrator/pipeline/call_runner.py: control flow between a call's stages",
-    "_LogMoved": "orchestrator/store/events.py: a batch retried one append at a time",
     "GatewayRefusal": "orchestrator/gateway/forwarding.py: answered as an HTTP error in the same module",
     "TsRuntimeError": "orchestrator/hooks_ts/runtime.py: its callers turn it into a HookError",
     "DriverError": "runners/opencode/incontainer/serve_driver.py: a standard-library script in the box",
+    "LogMoved": "orchestrator/store/log_writer.py: the group commit writes the batch again, append by append",
+    "_JobFailed": "orchestrator/store/events.py: the group commit writes the batch again, item by item",
 }
 """The exception classes outside the tree, and why: none of them reaches a client, a turn's events
 or the CLI's exit code as itself."""

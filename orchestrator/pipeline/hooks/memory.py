@@ -21,6 +21,8 @@ class MemoryView:
 
     def __init__(self, scope: MemoryScope) -> None:
         self._scope = scope
+        self.written = False
+        """A `set` was asked through this view (whether or not it landed)."""
 
     @property
     def space(self) -> str:
@@ -32,6 +34,7 @@ class MemoryView:
 
     @dual
     async def set(self, key: str, value: JsonValue, ttl: timedelta | float | None = None) -> MemoryEntry:
+        self.written = True
         return await self._scope.set(key, value, ttl=ttl)
 
     @dual
@@ -63,5 +66,7 @@ class HookMemory:
         self._context_scope = memory.scope("context", turn_id)
 
     async def end_turn(self) -> None:
-        """Drop the request-scoped `context` space."""
-        await self._context_scope.clear()
+        """Drop the request-scoped `context` space (the turn's hooks are its only writers, so a
+        turn that wrote nothing there has nothing to drop and costs no query)."""
+        if self.context.written:
+            await self._context_scope.clear()

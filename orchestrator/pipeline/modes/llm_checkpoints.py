@@ -30,13 +30,19 @@ class StoreCheckpoints:
     def __init__(self, store: Store, *, resumed_from: str | None = None) -> None:
         self._store = store
         self._resumed_from = resumed_from
+        self._saved: set[str] = set()
+        """Turns this sink saved a checkpoint of: the only ones it has to drop (a turn's
+        checkpoints are written by its own sink, so a turn without tool rounds costs no query)."""
 
     async def save(self, checkpoint: Checkpoint) -> None:
         if checkpoint.phase == "tools":
             payload = checkpoint.model_dump(mode="json")
+            self._saved.add(checkpoint.turn_id)  # before the write: one that lands is dropped too
             await self._store.checkpoints.save(checkpoint.turn_id, checkpoint.round, payload)
         elif checkpoint.phase == "done":
-            await self._store.checkpoints.delete(checkpoint.turn_id)
+            if checkpoint.turn_id in self._saved:
+                await self._store.checkpoints.delete(checkpoint.turn_id)
+                self._saved.discard(checkpoint.turn_id)
             if self._resumed_from is not None:
                 await self._store.checkpoints.delete(self._resumed_from)
 
@@ -46,10 +52,10 @@ async def crashed_checkpoint(
 ) -> Checkpoint | None:
     """The last checkpoint of the chat's previous turn, when a crash cut that turn short (it is
     `assistant_id`'s, ended in `error` and still has one); None otherwise."""
-    previous = [t for t in await store.turns.of_chat(chat_id) if t.id != turn_id]
-    if not previous or previous[-1].status != "error" or previous[-1].assistant_id != assistant_id:
+    previous = await store.turns.previous(chat_id, turn_id)
+    if previous is None or previous.status != "error" or previous.assistant_id != assistant_id:
         return None
-    record = await store.checkpoints.latest(previous[-1].id)
+    record = await store.checkpoints.latest(previous.id)
     if record is None:
         return None
     try:

@@ -23,10 +23,10 @@ belong to the caller, which should pass `result.usage` (fallback included) to `s
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -71,6 +71,7 @@ from orchestrator.pipeline.modes.vision_fallback import with_descriptions
 from orchestrator.stream import Emit, ErrorEvent, Event, StreamStatus, TurnBuilder, Usage
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 HANDOFF_STOPS: frozenset[LoopStop] = frozenset({"max_rounds", "tool_loop_terminated", "error"})
 RUNNER = "mcp"
@@ -215,7 +216,7 @@ async def run_llm_turn(
             global_prompts=() if inp.disable_global_prompts else inp.global_prompts,
             extra_system=inp.system,
         )
-        if not await anyio.to_thread.run_sync(_vision, loader, assistant, inp.connector):
+        if not await _off_loop(loader, _vision, loader, assistant, inp.connector):
             described = await with_descriptions(inp.messages, assistant, loader, session_id=inp.session_id)
             inp = inp.model_copy(update={"messages": tuple(described)})
     except CageError as exc:
@@ -408,7 +409,7 @@ async def _prepare(
         for p in every
         if p.role in ("user", "assistant") and p.content
     )
-    spec = await anyio.to_thread.run_sync(_connector_spec, loader, assistant, connector)
+    spec = await _off_loop(loader, _connector_spec, loader, assistant, connector)
     package = assistant.package.options
     refuse_options(assistant.file("package.yao"), assistant.package, None, spec.type.value)
     settings = client_settings(package_model(spec, package))
@@ -421,6 +422,14 @@ async def _prepare(
     options = options.model_copy(update=updates)
     return _Setup(system=system, samples=samples, client=client_for(settings), options=options,
                   compaction=compaction_policy(spec, options, assistant.package.compaction))
+
+
+async def _off_loop(loader: AppLoader, fn: Callable[..., T], *args: object) -> T:
+    """`fn(*args)`, a read of the app's configuration: on a thread while the app is still to be
+    loaded from its files, at once (a dictionary look-up, no thread hop) once it is."""
+    if loader.app_loaded:
+        return fn(*args)
+    return await anyio.to_thread.run_sync(fn, *args)
 
 
 def _connector_spec(loader: AppLoader, assistant: Assistant, override: str | None) -> ConnectorSpec:

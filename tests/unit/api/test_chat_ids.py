@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from orchestrator.api.sessions import SessionView, for_client, for_client_one
+from orchestrator.api.sessions import SessionView, client_json, for_client, for_client_one
 from orchestrator.store import ChatRecord
 from orchestrator.store.chats import internal_chat_id
-from orchestrator.stream import LifecycleEvent, StreamStart, TextEvent, TextProps
+from orchestrator.stream import LifecycleEvent, StreamStart, TextEvent, TextProps, WebSocketEncoder
 
 WHEN = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -41,6 +41,18 @@ def test_events_carry_the_client_id_wherever_the_internal_one_was() -> None:
     assert shown[0].props.chat_id == "shared"
     assert isinstance(shown[1], TextEvent) and shown[1].props.content == "shared/agent-1"
     assert [(e.seq, e.turn_id) for e in shown] == [(1, "t"), (2, "t")]
+
+
+def test_a_websocket_frame_is_the_client_events_json_encoded_once() -> None:
+    encoder = WebSocketEncoder()
+    for record in (chat("alice", "shared"), chat("alice", "legacy", internal="legacy")):
+        start = LifecycleEvent(
+            seq=1, ts=1, session_id=record.id, turn_id="t", props=StreamStart(assistant_id="a", chat_id=record.id)
+        )
+        plain = TextEvent(seq=2, ts=2, session_id=record.id, turn_id="t", props=TextProps(content="hi é"))
+        inside = TextEvent(seq=3, ts=3, session_id=record.id, turn_id="t", props=TextProps(content=f"{record.id}/x"))
+        for event in (start, plain, inside):
+            assert client_json(record, event) == encoder.encode(for_client_one(record, event))
 
 
 def test_a_chat_whose_ids_agree_passes_events_through_unchanged() -> None:

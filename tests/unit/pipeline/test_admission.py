@@ -8,8 +8,9 @@ import pytest
 
 from orchestrator.dsl import Assistant
 from orchestrator.errors import CapacityError, Conflict
-from orchestrator.pipeline import Release
+from orchestrator.pipeline import Release, TurnHandle, TurnInput
 from orchestrator.pipeline.handle import is_root_end
+from orchestrator.pipeline.service import STARTING
 from tests.pipeline_rig import Rig
 
 BUSY = "a turn is already running in session 'chat-race'; interrupt it or wait for stream_end"
@@ -72,3 +73,38 @@ async def test_a_message_after_the_stream_end_waits_for_the_persist_instead_of_b
     second = await rig.service.start(rig.turn("hooks.echo", "two", chat_id="chat-next"))
     assert (await first.result()).status == "completed"
     assert (await second.result()).status == "completed"
+
+
+async def test_a_burst_of_starts_begins_a_few_at_a_time_and_starts_them_all(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many turns starting at once do their reads and first write `STARTING` at a time, so their
+    queries do not all sit in the event loop ahead of the running turns' events; all start."""
+    at_once = most = 0
+    authorize = rig.service.authorize
+
+    async def counted(owner: str, assistant_id: str) -> Assistant:
+        nonlocal at_once, most
+        at_once += 1
+        most = max(most, at_once)
+        try:
+            assistant = await authorize(owner, assistant_id)
+            await anyio.sleep(0.01)  # a start that takes a while: the others queue behind it
+            return assistant
+        finally:
+            at_once -= 1
+
+    monkeypatch.setattr(rig.service, "authorize", counted)
+    turns = [rig.turn("hooks.echo", f"hi {n}") for n in range(3 * STARTING)]
+    handles: list[TurnHandle] = []
+
+    async def start(turn: TurnInput) -> None:
+        handles.append(await rig.service.start(turn))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for turn in turns:
+                tg.start_soon(start, turn)
+        results = [await handle.result() for handle in handles]
+    assert most == STARTING
+    assert [r.status for r in results] == ["completed"] * len(turns)

@@ -18,6 +18,7 @@ import pytest
 from orchestrator.pipeline.handle import is_root_end
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.store import Store, StoreError
+from orchestrator.store.events import Committed
 from orchestrator.stream import Event, RandomIds, TurnBuilder, validate_stream
 from tests.pipeline_rig import Rig
 
@@ -139,8 +140,10 @@ async def test_a_turn_cancelled_while_its_events_are_written_logs_what_clients_g
     append = events.append
     landed = anyio.Event()
 
-    async def append_then_hang(session_id: str, batch: Sequence[Event]) -> int:
-        last = await append(session_id, batch)
+    async def append_then_hang(
+        session_id: str, batch: Sequence[Event], *, committed: Committed | None = None
+    ) -> int:
+        last = await append(session_id, batch, committed=committed)
         if not landed.is_set() and any(e.type == "text" for e in batch):
             landed.set()
             await anyio.sleep_forever()  # the write is in; the cancel finds the publish still waiting

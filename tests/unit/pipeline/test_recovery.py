@@ -15,6 +15,7 @@ import pytest
 from orchestrator.pipeline.recovery import RESTARTED, close_unfinished_turns
 from orchestrator.pipeline.service import CRASHED
 from orchestrator.store import Store, StoreError
+from orchestrator.store.events import Committed
 from orchestrator.stream import (
     ErrorEvent,
     LifecycleEvent,
@@ -92,10 +93,10 @@ async def test_a_store_failure_mid_turn_still_ends_the_stream(
     real = store.events.append
     failures = [StoreError("database unavailable (OperationalError: database is locked)")]
 
-    async def flaky(session_id: str, events: Any) -> int:
+    async def flaky(session_id: str, events: Any, *, committed: Committed | None = None) -> int:
         if failures:
             raise failures.pop()
-        return await real(session_id, events)
+        return await real(session_id, events, committed=committed)
 
     monkeypatch.setattr(store.events, "append", flaky)
     handle = await rig.service.start(rig.turn("hooks.echo", "hi", chat_id="chat-flaky"))

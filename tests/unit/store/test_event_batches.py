@@ -11,9 +11,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sqlalchemy import event, insert
+from sqlalchemy import insert
 
-from orchestrator.store import EventSequenceError, RecordNotFound, Store
+from orchestrator.store import (
+    EventSequenceError,
+    FinishedTurn,
+    NewMessage,
+    RecordExists,
+    RecordNotFound,
+    Store,
+)
 from orchestrator.store.tables import EventRow
 from orchestrator.stream import Event, SessionEmitter, TextEvent, TextProps, dump_event
 from tests.unit.store.factory import turn_events
@@ -25,18 +32,14 @@ async def _chat(store: Store, chat_id: str) -> str:
 
 @contextmanager
 def counted_commits(store: Store) -> Iterator[list[int]]:
-    """A list that grows by one per committed transaction on the store's engine."""
+    """A list that ends up with one item per transaction the event log committed meanwhile (its
+    group commits run below SQLAlchemy's engine events, one driver call each)."""
     commits: list[int] = []
-    engine = store._db.engine.sync_engine
-
-    def on_commit(_conn: object) -> None:
-        commits.append(1)
-
-    event.listen(engine, "commit", on_commit)
+    before = store.events.batches
     try:
         yield commits
     finally:
-        event.remove(engine, "commit", on_commit)
+        commits.extend([1] * (store.events.batches - before))
 
 
 def texts(emitter: SessionEmitter, count: int, turn_id: str = "t") -> list[Event]:
@@ -163,3 +166,74 @@ async def test_closing_the_store_writes_what_is_queued(database_url: str) -> Non
         assert await reopened.events.after(chat) == events
     finally:
         await reopened.aclose()
+
+
+async def test_turn_begins_and_ends_join_the_group_commit(store: Store) -> None:
+    """SQLite: a turn's begin and end written meanwhile share the batch's one transaction with the
+    appends, in queue order. Postgres writes each in a transaction of its own, with the same result."""
+    talk, ending = await _chat(store, "talk"), await _chat(store, "ending")
+    await store.turns.begin(ending, "t-end", "tests.echo", ())
+    talk_events = texts(SessionEmitter(talk), 3)
+    end_events = texts(SessionEmitter(ending), 2, "t-end")
+    user = (NewMessage(id="m-user", role="user", content="hi"),)
+    with counted_commits(store) as commits:
+        outcomes = await asyncio.gather(
+            store.events.append(talk, talk_events),
+            store.turns.begin(talk, "t-talk", "tests.echo", user),
+            store.persist_turn(_closing(ending, "t-end", end_events)),
+        )
+    assert outcomes[0] == 3 and outcomes[1] is None and outcomes[2].status == "completed"
+    if store.url.get_backend_name() == "sqlite":
+        assert len(commits) == 1
+    assert await store.events.after(talk) == talk_events
+    assert await store.events.after(ending) == end_events
+    begun = await store.turns.get("t-talk")
+    assert begun is not None and begun.status == "running" and [m.id for m in begun.messages] == ["m-user"]
+    ended = await store.turns.get("t-end")
+    assert ended is not None and ended.status == "completed" and [m.id for m in ended.messages] == ["m-answer"]
+    assert await store.leases.turn_of_chat(ending) is None
+
+
+async def test_a_failing_turn_write_in_a_batch_fails_alone(store: Store) -> None:
+    """A job of the batch that fails (a turn begun twice) undoes the batch, which is written again
+    one item at a time: it alone fails, with its own error, and the others land."""
+    talk, ending, other = [await _chat(store, name) for name in ("talk", "ending", "other")]
+    await store.turns.begin(ending, "t-end", "tests.echo", ())
+    await store.turns.begin(other, "t-twice", "tests.echo", ())
+    talk_events = texts(SessionEmitter(talk), 3)
+    end_events = texts(SessionEmitter(ending), 2, "t-end")
+    outcomes = await asyncio.gather(
+        store.events.append(talk, talk_events),
+        store.turns.begin(other, "t-twice", "tests.echo", ()),
+        store.persist_turn(_closing(ending, "t-end", end_events)),
+        return_exceptions=True,
+    )
+    assert outcomes[0] == 3 and isinstance(outcomes[1], RecordExists)
+    assert not isinstance(outcomes[2], BaseException) and outcomes[2].status == "completed"
+    assert await store.events.after(talk) == talk_events
+    assert await store.events.after(ending) == end_events
+    twice = await store.leases.turn_of_chat(other)
+    assert twice is not None and twice.turn_id == "t-twice"  # the refused begin left it as it was
+
+
+def _closing(chat: str, turn_id: str, events: list[Event]) -> FinishedTurn:
+    return FinishedTurn(
+        chat_id=chat,
+        turn_id=turn_id,
+        assistant_id="tests.echo",
+        status="completed",
+        messages=(NewMessage(id="m-answer", role="assistant", content="done"),),
+        events=tuple(events),
+    )
+
+
+async def test_appends_one_after_the_other_each_get_written(store: Store) -> None:
+    """Each append here finds the flush that wrote the one before ending (closing its connection,
+    which waits when the pool is full and the connection is closed for real): an append queued
+    while the flush ends starts no flush of its own, so the ending one must write it (under load
+    one stayed queued for ever, and its turn hung)."""
+    chat = await _chat(store, "one-by-one")
+    emitter = SessionEmitter(chat)
+    for n in range(20):
+        assert await asyncio.wait_for(store.events.append(chat, texts(emitter, 1)), 30) == n + 1
+    assert [e.seq for e in await store.events.after(chat)] == list(range(1, 21))

@@ -158,3 +158,14 @@ async def test_deleting_the_chat_deletes_its_log(store: Store) -> None:
     assert await store.events.after(sid) == []
     await store.chats.create("alice", "tests.echo", chat_id=sid)
     assert await store.events.last_seq(sid) == 0
+
+
+async def test_tail_is_the_last_seq_and_its_ts(store: Store) -> None:
+    sid = await _session(store)
+    assert await store.events.tail(sid) == (0, 0)
+    emitter = SessionEmitter(sid, clock=iter(range(1000, 2000, 7)).__next__)
+    events = turn_events(emitter, "t1", "hello")
+    await store.events.append(sid, events)
+    assert await store.events.tail(sid) == (events[-1].seq, events[-1].ts)
+    with pytest.raises(RecordNotFound):
+        await store.events.tail("no-such-chat")

@@ -137,3 +137,22 @@ async def test_a_turn_without_events_keeps_the_log_as_it_is(store: Store) -> Non
     await store.persist_turn(turn)
     assert await store.events.after(chat.id) == streamed
     assert len(await store.messages.of_turn("t1")) == 2
+
+
+async def test_previous_is_the_chats_last_turn_other_than_the_running_one(
+    store: Store, clock: FakeClock
+) -> None:
+    chat = await store.chats.create("alice", "tests.echo")
+    emitter = SessionEmitter(chat.id)
+    assert await store.turns.previous(chat.id, "t-now") is None
+    await store.persist_turn(_turn(chat.id, "t1", emitter, "one"))
+    clock.advance(1)
+    await store.persist_turn(_turn(chat.id, "t2", emitter, "two").model_copy(update={"status": "error"}))
+    clock.advance(1)
+    await store.turns.begin(chat.id, "t-now", "tests.other", ())
+    previous = await store.turns.previous(chat.id, "t-now")
+    assert previous is not None
+    assert (previous.id, previous.status, previous.assistant_id) == ("t2", "error", "tests.echo")
+    running = await store.turns.previous(chat.id, "t2")
+    assert running is not None
+    assert (running.id, running.status, running.assistant_id) == ("t-now", "running", "tests.other")

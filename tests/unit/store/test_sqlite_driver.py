@@ -1,0 +1,136 @@
+"""The SQLite driver (`orchestrator.store.sqlite_driver`) on a real database file: reads and a
+write's statements run on the loop's thread, a write waits for another process's lock on the
+worker thread (the loop goes on meanwhile), and every way a transaction ends leaves the pooled
+connection clean for the next one."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from orchestrator.store import Store
+from orchestrator.store.database import sqlite_path
+from orchestrator.store.sqlite_driver import OneHopConnection
+from orchestrator.store.tables import ChatRow
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
+    store = Store.from_url(f"sqlite+aiosqlite:///{tmp_path / 'cage.db'}")
+    await store.migrate()
+    yield store
+    await store.aclose()
+
+
+async def test_a_write_waits_for_another_process_lock_while_the_loop_goes_on(sqlite_store: Store) -> None:
+    chat = await sqlite_store.chats.create("alice", "tests.echo")
+    path = sqlite_path(sqlite_store.url)
+    assert path is not None
+    locked, release = threading.Event(), threading.Event()
+
+    def other_process() -> None:  # another process's writer: holds the lock until told
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("BEGIN IMMEDIATE")
+        locked.set()
+        release.wait(30)
+        db.execute("COMMIT")
+        db.close()
+
+    holder = threading.Thread(target=other_process)
+    holder.start()
+    try:
+        await asyncio.to_thread(locked.wait, 30)
+        write = asyncio.create_task(sqlite_store.chats.update(chat.id, title="waited"))
+        ticks = 0
+        while ticks < 20:  # the loop runs while the write waits: it is not waiting on the loop
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not write.done()  # still waiting for the other process's lock
+        release.set()
+        await asyncio.wait_for(write, 30)
+    finally:
+        release.set()
+        await asyncio.to_thread(holder.join)
+    got = await sqlite_store.chats.get(chat.id)
+    assert got is not None and got.title == "waited"
+
+
+async def test_a_write_in_a_read_transaction_commits(sqlite_store: Store) -> None:
+    chat = await sqlite_store.chats.create("alice", "tests.echo")
+    async with sqlite_store._db.read() as session:
+        before = await session.scalar(select(ChatRow.title).where(ChatRow.id == chat.id))
+        await session.execute(update(ChatRow.__table__).where(ChatRow.id == chat.id).values(title="in a read"))
+    assert before == ""
+    got = await sqlite_store.chats.get(chat.id)
+    assert got is not None and got.title == "in a read"
+
+
+async def test_a_failed_write_rolls_back_and_the_connection_serves_the_next(sqlite_store: Store) -> None:
+    chat = await sqlite_store.chats.create("alice", "tests.echo")
+    row = {
+        "id": chat.id,  # taken: the insert fails after the update went in
+        "owner": "bob",
+        "client_id": "x",
+        "assistant_id": "tests.echo",
+        "title": "",
+        "created_at": chat.created_at,
+        "updated_at": chat.updated_at,
+        "last_seq": 0,
+        "metadata": {},
+        "resume": {},
+    }
+    for _ in range(3):  # the pool hands the same connections out again
+        with pytest.raises(IntegrityError):
+            async with sqlite_store._db.write() as session:
+                await session.execute(update(ChatRow.__table__).where(ChatRow.id == chat.id).values(title="lost"))
+                await session.execute(insert(ChatRow.__table__).values(**row))
+        got = await sqlite_store.chats.get(chat.id)
+        assert got is not None and got.title == ""
+    await sqlite_store.chats.update(chat.id, title="kept")
+    got = await sqlite_store.chats.get(chat.id)
+    assert got is not None and got.title == "kept"
+
+
+async def test_reads_see_each_commit_and_many_run_at_once(sqlite_store: Store) -> None:
+    chats = [await sqlite_store.chats.create("alice", "tests.echo") for _ in range(5)]
+    for n, chat in enumerate(chats):
+        await sqlite_store.chats.update(chat.id, title=f"t{n}")
+    got = await asyncio.gather(*(sqlite_store.chats.get(chat.id) for chat in chats * 10))
+    assert [g.title if g else None for g in got] == [f"t{n}" for n in range(5)] * 10
+
+
+async def test_a_call_cancelled_on_the_thread_waits_for_it_before_the_connection_is_used_again(
+    sqlite_store: Store,
+) -> None:
+    """Cancelled while its connection's thread runs its call (a commit), a caller waits for the call
+    to end: only then does the connection go back to the pool, where the next user would run its
+    statements on the loop's thread while the worker thread still used the connection."""
+    gate, inside = threading.Event(), threading.Event()
+    conn = await sqlite_store._db.engine.connect()
+    try:
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert isinstance(driver, OneHopConnection)
+
+        def slow(_db: sqlite3.Connection) -> None:
+            inside.set()
+            gate.wait(30)
+
+        call = asyncio.create_task(driver.run(slow))
+        await asyncio.to_thread(inside.wait, 30)
+        call.cancel()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not call.done()  # still waiting for the thread, not cancelled under it
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    finally:
+        gate.set()
+        await conn.close()
