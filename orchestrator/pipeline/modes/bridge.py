@@ -173,7 +173,9 @@ class _Turn:
         lines led to (a control request put to the gate, a resume state saved, stdin closed), so
         that order is the order of the lines."""
         self.watchdog.touch()
-        feed, builder, source = self.translator.feed, self.builder, self.source  # once per read
+        # Looked up once per read, not per line: a read holds thousands of lines.
+        translator, builder, source, emit = self.translator, self.builder, self.source, self.emit
+        feed, saves = translator.feed, self.on_resume is not None
         pending: list[Event] = []
         for item in items:
             if isinstance(item, StreamLimitError):
@@ -183,11 +185,15 @@ class _Turn:
             if events:
                 pending += events
                 if len(pending) >= _EMIT_BATCH:
-                    await self.emit(pending)
+                    await emit(pending)
                     pending = []
             requests = source.take_requests() if source is not None else None
-            resume = self.on_resume is not None and self._resume_changed()
-            finished = not self.finished and self.translator.finished
+            if saves:
+                state = translator.resume_state
+                resume = bool(state) and state != self.resume_saved
+            else:
+                resume = False
+            finished = not self.finished and translator.finished
             if not (requests or resume or finished):
                 continue
             if pending:
@@ -269,10 +275,6 @@ class _Turn:
             await self.save_resume()
         except CageError as exc:
             log.warning("bridge.resume_save_failed", runner=self.adapter.name, error=str(exc))
-
-    def _resume_changed(self) -> bool:
-        state = self.translator.resume_state
-        return bool(state) and state != self.resume_saved
 
     async def save_resume(self) -> None:
         """Write the translator's resume state if it is non-empty and not the one saved last."""
