@@ -268,6 +268,36 @@ class Database:
             async with self._session(self._read) as session:  # Postgres reads run in autocommit
                 yield session
 
+    @contextlib.asynccontextmanager
+    async def driver(self) -> AsyncIterator[Any]:
+        """Postgres: a pooled connection's own asyncpg connection, in autocommit (each statement is
+        its own transaction unless the block begins one), for statements run as they are, below
+        SQLAlchemy (`turn_writer`). A block that ends with a Postgres error leaves the connection as
+        it was; one that ends in any other way (the connection failed, a cancel mid-statement)
+        drops it.
+
+        Raises:
+            StoreError: the database failed (connecting, or the block's error is not Postgres's).
+        """
+        import asyncpg  # type: ignore[import-untyped]  # only a Postgres store loads the driver
+
+        with db_errors():
+            conn = await self.engine.connect()
+        try:
+            raw = await conn.get_raw_connection()
+            yield raw.driver_connection
+        except asyncpg.PostgresError:
+            raise
+        except BaseException as error:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            if isinstance(error, Exception) and not isinstance(error, StoreError):
+                reason = f"{type(error).__name__}: {_first_line(error)}"
+                raise StoreError(f"database unavailable ({reason})") from error
+            raise
+        finally:
+            await conn.close()
+
     async def delete(self, stmt: Delete) -> int:
         """Run a DELETE in a write transaction and return how many rows went; when a read finds
         no row it would delete, take no write lock at all (on SQLite that is a turn behind every

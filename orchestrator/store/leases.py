@@ -102,6 +102,10 @@ class LeaseRepository:
     def _until(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self.lease_seconds or LEASE_SECONDS)
 
+    def expires(self, now: datetime) -> datetime | None:
+        """When a turn's lease begun `now` runs out; None before `bind` (no heartbeat keeps it)."""
+        return None if self.lease_seconds is None else self._until(now)
+
     # -- replicas --------------------------------------------------------------------------------
 
     async def join(self, host: str, pid: int) -> None:
@@ -308,7 +312,7 @@ class LeaseRepository:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id)
         if self.max_turns_per_owner is not None:
             await self._owner_turn_cap(session, owner, self.max_turns_per_owner)
-        expires = None if self.lease_seconds is None else self._until(now)
+        expires = self.expires(now)
         lease = {
             "turn_id": turn_id,
             "chat_id": chat_id,
@@ -326,6 +330,20 @@ class LeaseRepository:
         running = await session.scalar(_OWNER_TURNS, {"p_owner": owner})
         if (running or 0) >= limit:
             raise OwnerTurnsRunning(owner, limit)
+
+
+_OWNER_OF = select(_CHATS.c.owner).where(_CHATS.c.id == bindparam("p_chat"))
+
+
+async def owner_lock(session: AsyncSession, chat_id: str) -> None:
+    """Postgres: take the transaction advisory lock of the chat's owner (`_owner_turn_cap`'s),
+    before the chat's row is locked, the order `turn_writer.begin` takes them in (so two begins
+    never wait for each other's). SQLite: nothing to do."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    owner = await session.scalar(_OWNER_OF, {"p_chat": chat_id})
+    if owner is not None:
+        await transaction_lock(session, f"owner:{owner}")
 
 
 async def end_turn_lease(session: AsyncSession, turn_id: str) -> None:

@@ -35,6 +35,25 @@ def message_record(row: MessageRow) -> MessageRecord:
     )
 
 
+def message_records(
+    chat_id: str, turn_id: str, messages: Sequence[NewMessage], now: datetime, last: int
+) -> list[MessageRecord]:
+    """The records of `messages` written after the chat's message `last`."""
+    return [
+        MessageRecord(
+            id=msg.id,
+            chat_id=chat_id,
+            turn_id=turn_id,
+            role=msg.role,
+            content=msg.content,
+            assistant_id=msg.assistant_id,
+            created_at=now,
+            sequence=last + i,
+        )
+        for i, msg in enumerate(messages, start=1)
+    ]
+
+
 async def insert_messages(
     session: AsyncSession, chat_id: str, turn_id: str, messages: Sequence[NewMessage], now: datetime
 ) -> list[MessageRecord]:
@@ -47,19 +66,7 @@ async def insert_messages(
     if not messages:
         return []
     last = await session.scalar(_LAST, {"p_chat": chat_id})
-    records = [
-        MessageRecord(
-            id=msg.id,
-            chat_id=chat_id,
-            turn_id=turn_id,
-            role=msg.role,
-            content=msg.content,
-            assistant_id=msg.assistant_id,
-            created_at=now,
-            sequence=(last or 0) + i,
-        )
-        for i, msg in enumerate(messages, start=1)
-    ]
+    records = message_records(chat_id, turn_id, messages, now, last or 0)
     try:
         await session.execute(_NEW_MESSAGES, [record.model_dump() for record in records])
     except IntegrityError as err:

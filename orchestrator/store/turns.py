@@ -9,12 +9,14 @@ closes it with `close_unfinished`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC
 from typing import NoReturn
 
 from sqlalchemy import Text, bindparam, cast, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from orchestrator.store import turn_writer
 from orchestrator.store.chats import locked_chat, merged_keys
 from orchestrator.store.database import Database
 from orchestrator.store.errors import EventSequenceError, RecordExists, RecordNotFound, TurnRunning
@@ -25,8 +27,8 @@ from orchestrator.store.events import (
     check_stamps,
     event_row,
 )
-from orchestrator.store.leases import LeaseRepository, end_turn_lease
-from orchestrator.store.messages import insert_messages, message_record
+from orchestrator.store.leases import LeaseRepository, end_turn_lease, owner_lock
+from orchestrator.store.messages import insert_messages, message_record, message_records
 from orchestrator.store.notify import EVENTS_CHANNEL
 from orchestrator.store.records import FinishedTurn, NewMessage, TurnRecord, TurnSummary
 from orchestrator.store.tables import ChatRow, EventRow, MessageRow, TurnRow, table
@@ -86,6 +88,10 @@ class TurnRepository:
             TurnRunning: the chat runs a turn already, on this replica or another one.
             OwnerTurnsRunning: the owner runs its cap of turns already, over every replica.
         """
+        if self._db.dialect == "postgresql" and await self._begin_postgres(
+            chat_id, turn_id, assistant_id, messages
+        ):
+            return
         try:
             await self._events.joined(
                 lambda session: self._begin(session, chat_id, turn_id, assistant_id, messages)
@@ -95,6 +101,29 @@ class TurnRepository:
             if held is None:
                 raise
             raise TurnRunning(chat_id, held.turn_id, held.replica_id) from exc
+
+    async def _begin_postgres(
+        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+    ) -> bool:
+        """Postgres: the begin in one statement (`turn_writer`); False when it was refused and
+        nothing was written (the caller writes it through `_begin`, which says why)."""
+        leases, now = self._leases, self._db.clock()
+        async with self._db.driver() as conn:
+            try:
+                await turn_writer.begin(
+                    conn,
+                    chat_id,
+                    turn_id,
+                    assistant_id,
+                    messages,
+                    now,
+                    replica_id=leases.replica_id,
+                    expires_at=leases.expires(now),
+                    owner_cap=leases.max_turns_per_owner,
+                )
+            except turn_writer.Refused:
+                return False
+        return True
 
     async def _begin(
         self,
@@ -107,6 +136,8 @@ class TurnRepository:
         """The begin's statements, in Core (a handful of statements, no ORM object): the chat row
         touched (locked until commit), the turn row, its lease, the user's messages."""
         now = self._db.clock()
+        if self._leases.max_turns_per_owner is not None:
+            await owner_lock(session, chat_id)  # before the chat's row, as `turn_writer.begin`
         chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
         if chat is None:
             raise RecordNotFound("chat", chat_id)
@@ -158,8 +189,52 @@ class TurnRepository:
             RecordExists: the turn (or one of its message ids) was persisted (finished) already.
             EventSequenceError: `turn.events` do not continue the session's log.
         """
+        if self._db.dialect == "postgresql":
+            written = await self._persist_postgres(turn)
+            if written is not None:
+                return written
         # its stream_end: clients wait for it (ahead of the other writers)
         return await self._events.joined(lambda session: self._persist(session, turn), ahead=True)
+
+    async def _persist_postgres(self, turn: FinishedTurn) -> TurnRecord | None:
+        """Postgres: the end in one statement (`turn_writer`); None when it was refused and nothing
+        was written (the caller writes it through `_persist`, which says why or writes a turn
+        no `begin` wrote).
+
+        Raises:
+            UsageError, EventSequenceError: `turn.events` are not stamped for the chat, or do not
+                continue each other; nothing was written.
+        """
+        now = self._db.clock()
+        if turn.events:
+            check_stamps(turn.chat_id, turn.events)
+            check_continues(turn.chat_id, turn.events[0].seq - 1, turn.events)
+        async with self._db.driver() as conn:
+            try:
+                ended = await turn_writer.end(
+                    conn,
+                    turn.chat_id,
+                    turn.turn_id,
+                    status=turn.status,
+                    usage=turn.usage.model_dump(mode="json"),
+                    events=turn.events,
+                    messages=turn.messages,
+                    resume=turn.resume,
+                    now=now,
+                )
+            except turn_writer.Refused:
+                return None
+        return TurnRecord(
+            id=turn.turn_id,
+            chat_id=turn.chat_id,
+            assistant_id=ended.assistant_id,
+            status=turn.status,
+            usage=turn.usage,
+            created_at=ended.created_at.astimezone(UTC),
+            messages=tuple(
+                message_records(turn.chat_id, turn.turn_id, turn.messages, now, ended.last_sequence)
+            ),
+        )
 
     async def _persist(self, session: AsyncSession, turn: FinishedTurn) -> TurnRecord:
         """The end's statements, in Core: the chat row touched and, when the end carries events,

@@ -1,0 +1,172 @@
+"""A turn's begin and end on Postgres, one statement each (`orchestrator.store.turn_writer`), and
+what a refused statement leaves to the ORM path: the same rows, and the same errors, as SQLite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from orchestrator.store import (
+    EventSequenceError,
+    FinishedTurn,
+    NewMessage,
+    RecordExists,
+    RecordNotFound,
+    Store,
+)
+from orchestrator.store.database import lock_number
+from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
+from orchestrator.store.turn_writer import _OWNER_LOCK
+from orchestrator.stream import SessionEmitter, Usage
+from tests.unit.store.factory import turn_events
+
+USAGE = Usage(input_tokens=10, output_tokens=3, scope="turn")
+
+
+def _said(turn_id: str, *, count: int = 1) -> tuple[NewMessage, ...]:
+    return tuple(
+        NewMessage(id=f"{turn_id}-u{i}", role="user", content=[{"type": "text", "text": f"hi {i}"}])
+        for i in range(count)
+    )
+
+
+def _end(chat_id: str, turn_id: str, emitter: SessionEmitter, **extra: Any) -> FinishedTurn:
+    return FinishedTurn(
+        chat_id=chat_id,
+        turn_id=turn_id,
+        assistant_id="tests.echo",
+        status="completed",
+        messages=(
+            NewMessage(id=f"{turn_id}-a", role="assistant", content="done", assistant_id="tests.echo"),
+        ),
+        events=tuple(turn_events(emitter, turn_id, "the answer", usage=USAGE)),
+        usage=USAGE,
+        **extra,
+    )
+
+
+def _no_orm_path(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ORM path of a begin and an end fails the test: the statements must do it all."""
+
+    async def refused(*_args: object) -> None:
+        raise AssertionError("the turn's statement was refused: the ORM path wrote it")
+
+    monkeypatch.setattr(store.turns, "_begin", refused)
+    monkeypatch.setattr(store.turns, "_persist", refused)
+
+
+@pytest.mark.databases("postgres")
+@pytest.mark.parametrize("cap", [None, 2])
+async def test_a_turns_begin_and_end_are_one_statement_each(
+    store: Store, monkeypatch: pytest.MonkeyPatch, cap: int | None
+) -> None:
+    store.leases.bind(lease_seconds=30.0, max_turns_per_owner=cap)
+    chat = (await store.chats.create("alice", "tests.echo")).id
+    await store.chats.set_resume(chat, "claude", {"session_id": "old"})
+    await store.chats.set_resume(chat, "codex", {"thread": "t-9"})
+    _no_orm_path(store, monkeypatch)
+    emitter = SessionEmitter(chat)
+
+    await store.turns.begin(chat, "t1", "tests.echo", _said("t1", count=2))
+    running = await store.turns.get("t1")
+    assert running is not None and running.status == "running" and running.usage == Usage()
+    assert [(m.id, m.sequence) for m in running.messages] == [("t1-u0", 1), ("t1-u1", 2)]
+    lease = await store.leases.turn_of_chat(chat)
+    assert lease is not None and lease.turn_id == "t1" and lease.replica_id == store.leases.replica_id
+    assert lease.expires_at is not None
+
+    end = _end(chat, "t1", emitter, resume={"claude": {"session_id": "new"}, "codex": None})
+    record = await store.turns.persist(end)
+    assert record.assistant_id == "tests.echo" and record.created_at == running.created_at
+    assert [(m.id, m.sequence) for m in record.messages] == [("t1-a", 3)]
+    stored = await store.turns.get("t1")
+    assert stored is not None and stored.messages == running.messages + record.messages
+    assert stored.model_copy(update={"messages": record.messages}) == record
+    assert await store.events.after(chat) == list(end.events)
+    assert await store.events.last_seq(chat) == end.events[-1].seq
+    assert await store.leases.turn_of_chat(chat) is None
+    assert (await store.chats.require(chat)).resume == {"claude": {"session_id": "new"}}
+
+    await store.turns.begin(chat, "t2", "tests.echo", ())  # no messages; the next end, no events
+    quiet = FinishedTurn(chat_id=chat, turn_id="t2", assistant_id="tests.echo", status="cancelled")
+    assert (await store.turns.persist(quiet)).messages == ()
+    assert await store.events.last_seq(chat) == end.events[-1].seq
+    assert [t.status for t in await store.turns.of_chat(chat)] == ["completed", "cancelled"]
+
+
+async def test_a_refused_begin_writes_nothing_and_says_why(store: Store) -> None:
+    store.leases.bind(lease_seconds=30.0, max_turns_per_owner=1)
+    chat = (await store.chats.create("alice", "tests.echo")).id
+    second = (await store.chats.create("alice", "tests.echo")).id
+    with pytest.raises(RecordNotFound):
+        await store.turns.begin("no-such-chat", "t0", "tests.echo", _said("t0"))
+    await store.turns.begin(chat, "t1", "tests.echo", _said("t1"))
+    with pytest.raises(TurnRunning) as busy:
+        await store.turns.begin(chat, "t2", "tests.echo", _said("t2"))
+    assert busy.value.turn_id == "t1"
+    with pytest.raises(OwnerTurnsRunning):
+        await store.turns.begin(second, "t3", "tests.echo", _said("t3"))
+    store.leases.bind(lease_seconds=30.0)
+    with pytest.raises(RecordExists):  # the turn's id is taken
+        await store.turns.begin(second, "t1", "tests.echo", ())
+    with pytest.raises(RecordExists):  # a message's id is taken
+        await store.turns.begin(second, "t4", "tests.echo", _said("t1"))
+    assert [t.id for t in await store.turns.unfinished()] == ["t1"]
+    assert await store.messages.history(second) == []
+    assert await store.turns.of_chat(second) == []
+    assert await store.leases.turn_of_chat(second) is None
+
+
+async def test_a_refused_end_writes_nothing_and_says_why(store: Store) -> None:
+    chat = (await store.chats.create("alice", "tests.echo")).id
+    emitter = SessionEmitter(chat)
+    await store.turns.begin(chat, "t1", "tests.echo", _said("t1"))
+    end = _end(chat, "t1", emitter)
+    gap = FinishedTurn(
+        chat_id=chat,
+        turn_id="t1",
+        assistant_id="tests.echo",
+        status="completed",
+        events=end.events[1:],
+    )
+    with pytest.raises(EventSequenceError):
+        await store.turns.persist(gap)
+    with pytest.raises(RecordNotFound):
+        await store.turns.persist(_end("no-such-chat", "t1", SessionEmitter("no-such-chat")))
+    assert await store.events.after(chat) == []
+    assert (await store.leases.turn_of_chat(chat)) is not None
+    await store.turns.persist(end)
+    with pytest.raises(RecordExists):  # ended already
+        await store.turns.persist(_end(chat, "t1", emitter))
+    assert await store.events.after(chat) == list(end.events)
+    assert [m.sequence for m in await store.messages.history(chat)] == [1, 2]
+
+
+async def test_a_turn_no_begin_wrote_is_written_whole(store: Store) -> None:
+    chat = (await store.chats.create("alice", "tests.echo")).id
+    end = _end(chat, "t1", SessionEmitter(chat))
+    record = await store.turns.persist(end)
+    assert record.status == "completed" and [m.sequence for m in record.messages] == [1]
+    assert await store.events.after(chat) == list(end.events)
+
+
+@pytest.mark.databases("postgres")
+async def test_the_statements_owner_lock_is_the_orm_paths(store: Store, database_url: str) -> None:
+    """`turn_writer` keys the owner's advisory lock in SQL; the ORM path (and an older replica)
+    keys it in Python: one lock, or the cap would be counted twice at once."""
+    chat = (await store.chats.create("alice", "tests.echo")).id
+    engine = create_async_engine(database_url, poolclass=NullPool)
+    try:
+        async with engine.connect() as holder, engine.connect() as elsewhere:
+            await holder.execute(text(_OWNER_LOCK.replace("$1", ":chat")), {"chat": chat})
+            probe = text("SELECT pg_try_advisory_xact_lock(:k)")
+            assert await elsewhere.scalar(probe, {"k": lock_number("owner:alice")}) is False
+            assert await elsewhere.scalar(probe, {"k": lock_number("owner:bob")}) is True
+            await holder.rollback()
+            assert await elsewhere.scalar(probe, {"k": lock_number("owner:alice")}) is True
+    finally:
+        await engine.dispose()
