@@ -47,7 +47,10 @@ class TurnRecorder:
         Raises:
             StoreError, RecordExists, RecordNotFound: nothing was written; the turn must not start.
         """
-        await self._store.turns.begin(self._turn.chat_id, self._turn.turn_id, self._assistant_id, self.inputs)
+        turn = self._turn
+        await self._store.turns.begin(
+            turn.chat_id, turn.turn_id, self._assistant_id, self.inputs, owner=turn.owner
+        )
         self._begun = True
 
     def messages(self, result: CallResult) -> tuple[NewMessage, ...]:

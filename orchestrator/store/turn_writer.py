@@ -6,10 +6,10 @@ sequence, the messages, `COMMIT`) and an end eight; on a busy server each round 
 the event loop's queue and a share of its CPU. Here each is one statement on the driver's own
 connection in autocommit, so one transaction: its data-modifying parts and its checks together,
 and a check that fails (`1 / 0`) aborts all of it, as the event log's batches do
-(`orchestrator.store.log_writer`). A begin under an owner's turn cap is three statements in one
-transaction instead: the owner's advisory lock, then the same statement, whose count of the owner's
-leases must be taken after the lock is held (a statement reads a snapshot taken as it starts), then
-`COMMIT`.
+(`orchestrator.store.log_writer`). A begin under an owner's turn cap is a transaction instead: the
+owner's advisory lock (sent with its `BEGIN` when the caller knows the owner), then the same
+statement, whose count of the owner's leases must be taken after the lock is held (a statement
+reads a snapshot taken as it starts), then `COMMIT`: three round trips.
 
 Nothing here says why a statement was refused: on `Refused` nothing was written and the caller
 writes the same begin or end again through its ORM statements, which raise the exact error (no
@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from orchestrator.store.database import lock_number
 from orchestrator.store.notify import EVENTS_CHANNEL
 from orchestrator.store.records import NewMessage
 from orchestrator.stream import Event, event_json
@@ -78,6 +79,7 @@ WITH chat AS (
     SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM chat)
         AND NOT EXISTS (SELECT 1 FROM turns AS t WHERE t.id = $2)
         AND NOT EXISTS (SELECT 1 FROM turn_leases AS l WHERE l.chat_id = $1)
+        AND ($12::varchar IS NULL OR (SELECT owner FROM chat) = $12::varchar)
         AND ($11::integer IS NULL OR (
             SELECT count(*) FROM turn_leases AS l JOIN chats AS o ON o.id = l.chat_id
             WHERE o.owner = (SELECT owner FROM chat)
@@ -93,8 +95,9 @@ WITH chat AS (
 SELECT (SELECT ok FROM checked) AS ok, (SELECT n FROM last) AS last
 """
 """A turn's begin: the chat touched (and locked), the turn's `running` row, its lease and the
-user's messages, unless the chat is missing, the turn exists, the chat has a lease, or (with a
-cap, $11) the owner's leases reach the cap. $8 assistant, $9 replica, $10 the lease's expiry."""
+user's messages, unless the chat is missing, the turn exists, the chat has a lease, the chat's owner
+is not the one given ($12, when given), or (with a cap, $11) the owner's leases reach the cap. $8
+assistant, $9 replica, $10 the lease's expiry."""
 
 _END = f"""
 WITH moved AS (
@@ -159,23 +162,42 @@ async def begin(
     replica_id: str,
     expires_at: datetime | None,
     owner_cap: int | None,
+    owner: str | None = None,
 ) -> int:
     """Write a turn's begin on the asyncpg connection `db` (in autocommit); the chat's last
-    message sequence before the turn's messages.
+    message sequence before the turn's messages. With `owner_cap`, in a transaction that first
+    takes the advisory lock of the chat's owner: with its `BEGIN` when the caller knows the owner
+    (`owner`, which the statement checks), else in a statement of its own.
 
     Raises:
         Refused: nothing was written.
         asyncpg.InterfaceError, OSError: the database failed.
     """
-    args = (chat_id, turn_id, now, *_messages(messages), assistant_id, replica_id, expires_at, owner_cap)
+    args = (
+        chat_id,
+        turn_id,
+        now,
+        *_messages(messages),
+        assistant_id,
+        replica_id,
+        expires_at,
+        owner_cap,
+        owner,
+    )
     try:
         if owner_cap is None:
             row = await db.fetchrow(_BEGIN, *args)
-        else:
+        elif owner is None:
             async with db.transaction():
                 await db.fetchval(_OWNER_LOCK, chat_id)
                 row = await db.fetchrow(_BEGIN, *args)
+        else:  # one round trip for both (the simple protocol; the key is a number, nothing quoted)
+            await db.execute(f"BEGIN; SELECT pg_advisory_xact_lock({lock_number(f'owner:{owner}'):d})")
+            row = await db.fetchrow(_BEGIN, *args)
+            await db.execute("COMMIT")
     except _clashes() as exc:
+        if db.is_in_transaction():  # aborted: its own BEGIN, not asyncpg's transaction()
+            await db.execute("ROLLBACK")
         raise Refused from exc
     return int(row["last"])
 

@@ -77,10 +77,18 @@ class TurnRepository:
         """A turn's begin and end join its group commit (`EventLog.joined`)."""
 
     async def begin(
-        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+        self,
+        chat_id: str,
+        turn_id: str,
+        assistant_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        owner: str | None = None,
     ) -> None:
         """Record a starting turn: a `running` row, its lease (`orchestrator.store.leases`) and the
-        user's new messages.
+        user's new messages. `owner`: the chat's owner, when the caller knows it (on Postgres a
+        begin under an owner's turn cap then takes the owner's lock with its `BEGIN`, one round
+        trip fewer; a begin whose chat is another owner's is written as without it).
 
         Raises:
             RecordNotFound: no such chat.
@@ -89,7 +97,7 @@ class TurnRepository:
             OwnerTurnsRunning: the owner runs its cap of turns already, over every replica.
         """
         if self._db.dialect == "postgresql" and await self._begin_postgres(
-            chat_id, turn_id, assistant_id, messages
+            chat_id, turn_id, assistant_id, messages, owner
         ):
             return
         try:
@@ -103,7 +111,7 @@ class TurnRepository:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id) from exc
 
     async def _begin_postgres(
-        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage], owner: str | None
     ) -> bool:
         """Postgres: the begin in one statement (`turn_writer`); False when it was refused and
         nothing was written (the caller writes it through `_begin`, which says why)."""
@@ -120,6 +128,7 @@ class TurnRepository:
                     replica_id=leases.replica_id,
                     expires_at=leases.expires(now),
                     owner_cap=leases.max_turns_per_owner,
+                    owner=owner,
                 )
             except turn_writer.Refused:
                 return False

@@ -3,8 +3,10 @@ what a refused statement leaves to the ORM path: the same rows, and the same err
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -60,9 +62,9 @@ def _no_orm_path(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.databases("postgres")
-@pytest.mark.parametrize("cap", [None, 2])
+@pytest.mark.parametrize(("cap", "owner"), [(None, None), (2, None), (2, "alice")])
 async def test_a_turns_begin_and_end_are_one_statement_each(
-    store: Store, monkeypatch: pytest.MonkeyPatch, cap: int | None
+    store: Store, monkeypatch: pytest.MonkeyPatch, cap: int | None, owner: str | None
 ) -> None:
     store.leases.bind(lease_seconds=30.0, max_turns_per_owner=cap)
     chat = (await store.chats.create("alice", "tests.echo")).id
@@ -71,7 +73,7 @@ async def test_a_turns_begin_and_end_are_one_statement_each(
     _no_orm_path(store, monkeypatch)
     emitter = SessionEmitter(chat)
 
-    await store.turns.begin(chat, "t1", "tests.echo", _said("t1", count=2))
+    await store.turns.begin(chat, "t1", "tests.echo", _said("t1", count=2), owner=owner)
     running = await store.turns.get("t1")
     assert running is not None and running.status == "running" and running.usage == Usage()
     assert [(m.id, m.sequence) for m in running.messages] == [("t1-u0", 1), ("t1-u1", 2)]
@@ -91,7 +93,7 @@ async def test_a_turns_begin_and_end_are_one_statement_each(
     assert await store.leases.turn_of_chat(chat) is None
     assert (await store.chats.require(chat)).resume == {"claude": {"session_id": "new"}}
 
-    await store.turns.begin(chat, "t2", "tests.echo", ())  # no messages; the next end, no events
+    await store.turns.begin(chat, "t2", "tests.echo", (), owner=owner)  # no messages; no events next
     quiet = FinishedTurn(chat_id=chat, turn_id="t2", assistant_id="tests.echo", status="cancelled")
     assert (await store.turns.persist(quiet)).messages == ()
     assert await store.events.last_seq(chat) == end.events[-1].seq
@@ -119,6 +121,41 @@ async def test_a_refused_begin_writes_nothing_and_says_why(store: Store) -> None
     assert await store.messages.history(second) == []
     assert await store.turns.of_chat(second) == []
     assert await store.leases.turn_of_chat(second) is None
+
+
+@pytest.mark.parametrize("owner", [None, "alice"])
+async def test_an_owners_cap_holds_over_two_replicas_given_the_owner_or_not(
+    store: Store, other: Store, owner: str | None
+) -> None:
+    for st in (store, other):
+        st.leases.bind(lease_seconds=30.0, max_turns_per_owner=3)
+    chats = [(await store.chats.create("alice", "tests.echo")).id for _ in range(10)]
+    won: list[str] = []
+
+    async def begin(st: Store, chat: str, turn_id: str) -> None:
+        with contextlib.suppress(OwnerTurnsRunning):
+            await st.turns.begin(chat, turn_id, "tests.echo", _said(turn_id), owner=owner)
+            won.append(turn_id)
+
+    async with anyio.create_task_group() as tg:
+        for i, chat in enumerate(chats):
+            tg.start_soon(begin, store if i % 2 else other, chat, f"t{i}")
+    assert len(won) == 3
+    assert sorted(t.id for t in await store.turns.unfinished()) == sorted(won)
+
+
+async def test_a_begin_given_another_owner_is_written_as_without_it(store: Store) -> None:
+    """The owner given is checked against the chat's: a wrong one takes no other owner's place
+    (its lock, its count), the begin is written as one given no owner."""
+    store.leases.bind(lease_seconds=30.0, max_turns_per_owner=1)
+    chat = (await store.chats.create("alice", "tests.echo")).id
+    second = (await store.chats.create("alice", "tests.echo")).id
+    await store.turns.begin(chat, "t1", "tests.echo", _said("t1"), owner="mallory")
+    with pytest.raises(OwnerTurnsRunning):  # alice's cap, counted though "mallory" was named
+        await store.turns.begin(second, "t2", "tests.echo", _said("t2"), owner="mallory")
+    running = await store.turns.get("t1")
+    assert running is not None and [m.id for m in running.messages] == ["t1-u0"]
+    assert await store.turns.get("t2") is None
 
 
 async def test_a_refused_end_writes_nothing_and_says_why(store: Store) -> None:
