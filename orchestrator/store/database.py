@@ -39,9 +39,14 @@ _WRITER_QUEUE_S = 60.0
 """SQLite: how long a writer may wait behind this process's other writers (a queue that moves,
 unlike another process's lock, so it gets longer than the busy timeout)."""
 _POOL_SIZE = 16
-"""Connections kept open (plus up to 10 more at peaks, closed again after use): a busy server has
-many sessions reading at once, and a connection opened per query (an aiosqlite thread, a Postgres
-login) costs more than the query."""
+"""SQLite: connections kept open (plus up to 10 more at peaks, closed again after use): a busy
+server has many sessions reading at once, and a connection opened per query (an aiosqlite thread)
+costs more than the query."""
+_POSTGRES_POOL_SIZE = 26
+"""Postgres: connections kept open once opened, and the most there are (no overflow: the same 26
+as SQLite's 16 + 10). A connection opened at a peak and closed after use was a login (TCP, the SSL
+probe, SCRAM), the driver's type introspection and a fresh `PREPARE` of every statement: fifty busy
+sessions opened one every few turns, a dozen round trips and more CPU than the turn's own queries."""
 
 
 def affected(result: Result[Any]) -> int:
@@ -88,6 +93,8 @@ def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> Asy
     parsed = make_url(url)
     pool: dict[str, Any] = {"poolclass": poolclass} if poolclass is not None else {"pool_size": _POOL_SIZE}
     if parsed.get_backend_name() != "sqlite":
+        if poolclass is None:
+            pool = {"pool_size": _POSTGRES_POOL_SIZE, "max_overflow": 0}
         engine = create_async_engine(parsed, **pool)
         event.listen(engine.sync_engine, "connect", _used)
         event.listen(engine.sync_engine, "checkin", _used)

@@ -1,10 +1,15 @@
-"""Postgres pooled connections: one idle long enough is pinged before use, and a dead one (its
-server process gone, as after a restart) is replaced instead of failing the query."""
+"""Pooled connections: on Postgres one idle long enough is pinged before use, a dead one (its
+server process gone, as after a restart) is replaced instead of failing the query, and the ones a
+peak opened are kept."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import cast
+
 import pytest
 from sqlalchemy import text
+from sqlalchemy.pool import QueuePool
 
 from orchestrator.store import Store, database
 
@@ -26,3 +31,21 @@ async def test_a_dead_idle_connection_is_replaced_before_use(
     monkeypatch.setattr(database, "_PING_AFTER_S", 0.0)  # it has been idle "long enough"
     got = await store.chats.get(chat.id)
     assert got is not None and got.id == chat.id
+
+
+async def test_a_postgres_store_keeps_the_connections_a_peak_opened(store: Store) -> None:
+    """Postgres: a connection opened at a peak stays for the next one (a login, the driver's type
+    introspection and every statement's PREPARE are paid once), and there are never more than 26.
+    SQLite keeps 16 and closes the peak's other 10 after use."""
+    postgres = store.url.get_backend_name() == "postgresql"
+    engine = store._db.engine
+    peak = [await engine.connect() for _ in range(26)]
+    for conn in peak:
+        assert await conn.scalar(text("SELECT 1")) == 1
+    if postgres:
+        with pytest.raises(TimeoutError):  # a 27th waits for one of them
+            async with asyncio.timeout(0.5):
+                await engine.connect()
+    for conn in peak:
+        await conn.close()
+    assert cast("QueuePool", engine.pool).checkedin() == (26 if postgres else 16)
