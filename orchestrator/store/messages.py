@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy import Integer, bindparam, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,6 +20,12 @@ MAX_HISTORY = 1000
 _MESSAGES = table(MessageRow)
 _LAST = select(func.max(_MESSAGES.c.sequence)).where(_MESSAGES.c.chat_id == bindparam("p_chat"))
 _NEW_MESSAGES = insert(_MESSAGES)
+_HISTORY = (  # every turn reads it: built once
+    select(MessageRow)
+    .where(MessageRow.chat_id == bindparam("p_chat"), MessageRow.turn_id != bindparam("p_turn"))
+    .order_by(MessageRow.sequence.desc())
+    .limit(bindparam("p_limit", type_=Integer))
+)
 
 
 def message_record(row: MessageRow) -> MessageRecord:
@@ -100,14 +106,9 @@ class MessageRepository:
         """
         if not 1 <= limit <= MAX_HISTORY:
             raise UsageError(f"limit must be between 1 and {MAX_HISTORY}, got {limit}")
-        query = (
-            select(MessageRow)
-            .where(MessageRow.chat_id == chat_id, MessageRow.turn_id != (exclude_turn or ""))
-            .order_by(MessageRow.sequence.desc())
-            .limit(limit)
-        )
+        params = {"p_chat": chat_id, "p_turn": exclude_turn or "", "p_limit": limit}
         async with self._db.read() as session:
-            rows = list(await session.scalars(query))
+            rows = list(await session.scalars(_HISTORY, params))
         return [message_record(row) for row in reversed(rows)]
 
     async def of_turn(self, turn_id: str) -> list[MessageRecord]:

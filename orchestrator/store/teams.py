@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 
 from orchestrator.errors import Forbidden, UsageError
 from orchestrator.store.database import Database, affected
@@ -22,6 +22,11 @@ TEAM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 def personal_space(owner: str) -> str:
     """The team space of an owner who belongs to no team: theirs alone, never a team's name."""
     return f"owner:{owner}"
+
+
+_TEAMS_OF = (  # every turn reads it (`team_for`): built once
+    select(TeamMemberRow.team).where(TeamMemberRow.owner == bindparam("p_owner")).order_by(TeamMemberRow.team)
+)
 
 
 class TeamRepository:
@@ -52,9 +57,8 @@ class TeamRepository:
 
     async def teams_of(self, owner: str) -> list[str]:
         """The teams `owner` belongs to, by name."""
-        query = select(TeamMemberRow.team).where(TeamMemberRow.owner == owner).order_by(TeamMemberRow.team)
         async with self._db.read() as session:
-            return list(await session.scalars(query))
+            return list(await session.scalars(_TEAMS_OF, {"p_owner": owner}))
 
     async def members(self, team: str) -> list[str]:
         query = select(TeamMemberRow.owner).where(TeamMemberRow.team == team).order_by(TeamMemberRow.owner)

@@ -66,6 +66,12 @@ _CLOSE = (
     .returning(_TURNS.c.assistant_id, _TURNS.c.created_at)
 )
 _NEW_EVENTS = insert(table(EventRow))
+_PREVIOUS = (
+    select(_TURNS.c.id, _TURNS.c.assistant_id, _TURNS.c.status)
+    .where(_TURNS.c.chat_id == bindparam("p_chat"), _TURNS.c.id != bindparam("p_turn"))
+    .order_by(_TURNS.c.created_at.desc(), _TURNS.c.id.desc())
+    .limit(1)
+)
 _RESUME = update(_CHATS).where(_CHATS.c.id == bindparam("p_chat")).values(resume=bindparam("p_resume"))
 
 
@@ -317,14 +323,8 @@ class TurnRepository:
     async def previous(self, chat_id: str, turn_id: str) -> TurnSummary | None:
         """The chat's last turn other than `turn_id` (the one running), without its messages;
         None when there is none."""
-        query = (
-            select(TurnRow.id, TurnRow.assistant_id, TurnRow.status)
-            .where(TurnRow.chat_id == chat_id, TurnRow.id != turn_id)
-            .order_by(TurnRow.created_at.desc(), TurnRow.id.desc())
-            .limit(1)
-        )
         async with self._db.read() as session:
-            row = (await session.execute(query)).first()
+            row = (await session.execute(_PREVIOUS, {"p_chat": chat_id, "p_turn": turn_id})).first()
         if row is None:
             return None
         return TurnSummary(id=row.id, assistant_id=row.assistant_id, status=row.status)
