@@ -325,8 +325,8 @@ class EventLog:
         if after_seq < 0:
             raise UsageError(f"after_seq must not be negative, got {after_seq}")
         params = {"p_session": session_id, "p_after": after_seq, "p_limit": limit}
-        async with self._db.read() as session:
-            return [parse_event(payload) for payload in await session.scalars(_AFTER, params)]
+        async with self._db.query() as conn:
+            return [parse_event(payload) for payload in await conn.scalars(_AFTER, params)]
 
     async def of_turn(self, session_id: str, turn_id: str, limit: int = MAX_READ) -> list[Event]:
         """One turn's events, in seq order (at most `limit`)."""
@@ -353,8 +353,8 @@ class EventLog:
         Raises:
             RecordNotFound: no chat with this id.
         """
-        async with self._db.read() as session:
-            row = (await session.execute(_TAIL, {"p_session": session_id})).first()
+        async with self._db.query() as conn:
+            row = (await conn.execute(_TAIL, {"p_session": session_id})).first()
         if row is None:
             raise RecordNotFound("session", session_id)
         return row.last_seq, row.ts or 0
@@ -365,8 +365,8 @@ class EventLog:
         Raises:
             RecordNotFound: no chat with this id.
         """
-        async with self._db.read() as session:
-            last = await session.scalar(_LAST_SEQ, {"p_session": session_id})
+        async with self._db.query() as conn:
+            last = await conn.scalar(_LAST_SEQ, {"p_session": session_id})
         if last is None:
             raise RecordNotFound("session", session_id)
         return last

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Integer, bindparam, func, insert, select
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,15 +22,16 @@ MAX_HISTORY = 1000
 _MESSAGES = table(MessageRow)
 _LAST = select(func.max(_MESSAGES.c.sequence)).where(_MESSAGES.c.chat_id == bindparam("p_chat"))
 _NEW_MESSAGES = insert(_MESSAGES)
-_HISTORY = (  # every turn reads it: built once
-    select(MessageRow)
-    .where(MessageRow.chat_id == bindparam("p_chat"), MessageRow.turn_id != bindparam("p_turn"))
-    .order_by(MessageRow.sequence.desc())
+_HISTORY = (  # every turn reads it: built once, Core rows (`Database.query`)
+    select(_MESSAGES)
+    .where(_MESSAGES.c.chat_id == bindparam("p_chat"), _MESSAGES.c.turn_id != bindparam("p_turn"))
+    .order_by(_MESSAGES.c.sequence.desc())
     .limit(bindparam("p_limit", type_=Integer))
 )
 
 
-def message_record(row: MessageRow) -> MessageRecord:
+def message_record(row: MessageRow | Row[Any]) -> MessageRecord:
+    """The record of a message's ORM object or of its Core row (the same names)."""
     return MessageRecord(
         id=row.id,
         chat_id=row.chat_id,
@@ -107,8 +110,8 @@ class MessageRepository:
         if not 1 <= limit <= MAX_HISTORY:
             raise UsageError(f"limit must be between 1 and {MAX_HISTORY}, got {limit}")
         params = {"p_chat": chat_id, "p_turn": exclude_turn or "", "p_limit": limit}
-        async with self._db.read() as session:
-            rows = list(await session.scalars(_HISTORY, params))
+        async with self._db.query() as conn:
+            rows = (await conn.execute(_HISTORY, params)).all()
         return [message_record(row) for row in reversed(rows)]
 
     async def of_turn(self, turn_id: str) -> list[MessageRecord]:

@@ -57,8 +57,8 @@ class TeamRepository:
 
     async def teams_of(self, owner: str) -> list[str]:
         """The teams `owner` belongs to, by name."""
-        async with self._db.read() as session:
-            return list(await session.scalars(_TEAMS_OF, {"p_owner": owner}))
+        async with self._db.query() as conn:
+            return list(await conn.scalars(_TEAMS_OF, {"p_owner": owner}))
 
     async def members(self, team: str) -> list[str]:
         query = select(TeamMemberRow.owner).where(TeamMemberRow.team == team).order_by(TeamMemberRow.owner)

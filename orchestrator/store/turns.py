@@ -323,8 +323,8 @@ class TurnRepository:
     async def previous(self, chat_id: str, turn_id: str) -> TurnSummary | None:
         """The chat's last turn other than `turn_id` (the one running), without its messages;
         None when there is none."""
-        async with self._db.read() as session:
-            row = (await session.execute(_PREVIOUS, {"p_chat": chat_id, "p_turn": turn_id})).first()
+        async with self._db.query() as conn:
+            row = (await conn.execute(_PREVIOUS, {"p_chat": chat_id, "p_turn": turn_id})).first()
         if row is None:
             return None
         return TurnSummary(id=row.id, assistant_id=row.assistant_id, status=row.status)

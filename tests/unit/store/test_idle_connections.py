@@ -49,3 +49,26 @@ async def test_a_postgres_store_keeps_the_connections_a_peak_opened(store: Store
     for conn in peak:
         await conn.close()
     assert cast("QueuePool", engine.pool).checkedin() == (26 if postgres else 16)
+
+
+async def test_a_read_cancelled_mid_query_leaves_a_usable_pool(store: Store) -> None:
+    """`Database.query` closes its connection in place, also when the read is cancelled: the pool
+    gets it back (or a fresh one in its place) and every read after works."""
+    postgres = store.url.get_backend_name() == "postgresql"
+    chat = await store.chats.create("alice", "tests.echo")
+    slow = text("SELECT pg_sleep(5)" if postgres else "SELECT 1")
+
+    async def read() -> None:
+        async with store._db.query() as conn:
+            await conn.execute(slow)
+            await asyncio.sleep(5)  # SQLite's read waits for nothing: cancelled here instead
+
+    for _ in range(3):
+        task = asyncio.ensure_future(read())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert cast("QueuePool", store._db.engine.pool).checkedout() == 0
+    for _ in range(30):
+        assert await store.events.tail(chat.id) == (0, 0)
