@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator.store.database import Database, affected
 from orchestrator.store.errors import RecordExists, RecordNotFound
 from orchestrator.store.records import AssistantRecord
-from orchestrator.store.tables import AssistantRow
+from orchestrator.store.tables import AssistantRow, table
 
 _MAX_LIST = 1000
 
 
-def _record(row: AssistantRow) -> AssistantRecord:
+_ONE = select(table(AssistantRow)).where(table(AssistantRow).c.id == bindparam("p_id"))
+
+
+def _record(row: AssistantRow | Row[Any]) -> AssistantRecord:
+    """The record of an assistant's ORM object or of its Core row (the same names)."""
     return AssistantRecord(
         id=row.id,
         owner=row.owner,
@@ -60,9 +66,9 @@ class AssistantRepository:
         return _record(row)
 
     async def get(self, assistant_id: str) -> AssistantRecord | None:
-        async with self._db.read() as session:
-            row = await session.get(AssistantRow, assistant_id)
-            return None if row is None else _record(row)
+        async with self._db.query() as conn:  # every turn asks (the registry): a Core read
+            row = (await conn.execute(_ONE, {"p_id": assistant_id})).first()
+        return None if row is None else _record(row)
 
     async def all_ids(self) -> set[str]:
         """The id of every assistant created over the API (no limit: reconcile needs them all)."""
