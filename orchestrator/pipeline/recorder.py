@@ -49,7 +49,7 @@ class TurnRecorder:
         """
         turn = self._turn
         await self._store.turns.begin(
-            turn.chat_id, turn.turn_id, self._assistant_id, self.inputs, owner=turn.owner
+            turn.session_id, turn.turn_id, self._assistant_id, self.inputs, owner=turn.owner
         )
         self._begun = True
 
@@ -75,7 +75,7 @@ class TurnRecorder:
         usage = (result.usage or Usage()).model_copy(update={"scope": "turn"})
         await self._store.persist_turn(
             FinishedTurn(
-                chat_id=self._turn.chat_id,
+                session_id=self._turn.session_id,
                 turn_id=self._turn.turn_id,
                 assistant_id=self._assistant_id,
                 status=result.status,

@@ -67,7 +67,7 @@ class RateBucketRepository:
         Raises:
             StoreError: the database failed.
         """
-        async with self._db.statement() as session:  # one statement: its own transaction
+        async with self._db.statement() as tx:  # one statement: its own transaction
             params = {"key": key[:255], "burst": float(burst), "rate": per_minute / 60.0}
-            row = (await session.execute(_TAKE, params)).one()
+            row = (await tx.execute(_TAKE, params)).one()
         return Take(granted=bool(row[1]), tokens=float(row[0]))

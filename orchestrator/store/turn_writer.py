@@ -1,6 +1,6 @@
 """A turn's begin and end on Postgres, one statement each: SQL the driver runs as it is.
 
-Through the ORM a begin was eleven round trips (`BEGIN`, the chat touched, the turn looked up,
+Through the ORM a begin was eleven round trips (`BEGIN`, the session touched, the turn looked up,
 the turn row, the lease looked up, the owner's lock and count, the lease, the messages' last
 sequence, the messages, `COMMIT`) and an end eight; on a busy server each round trip is a wait in
 the event loop's queue and a share of its CPU. Here each is one statement on the driver's own
@@ -13,13 +13,13 @@ reads a snapshot taken as it starts), then `COMMIT`: three round trips.
 
 Nothing here says why a statement was refused: on `Refused` nothing was written and the caller
 writes the same begin or end again through its ORM statements, which raise the exact error (no
-such chat, a turn begun twice, a chat busy, an owner at its cap, events that do not continue the
+such session, a turn begun twice, a session busy, an owner at its cap, events that do not continue the
 log) or, in the cases this statement does not cover (a turn persisted whole, without a begin), write
 it.
 
-Concurrency is that of the ORM statements: the chat's row is locked by the statement's update of
-it, and what the snapshot cannot see is caught by the unique keys (a lease of the chat, the
-messages' sequence in the chat, the events' seq) and by the compare-and-set on `last_seq`.
+Concurrency is that of the ORM statements: the session's row is locked by the statement's update of
+it, and what the snapshot cannot see is caught by the unique keys (a lease of the session, the
+messages' sequence in the session, the events' seq) and by the compare-and-set on `last_seq`.
 """
 
 from __future__ import annotations
@@ -49,59 +49,59 @@ class Ended:
     assistant_id: str
     created_at: datetime
     last_sequence: int
-    """The chat's last message sequence before the end's messages."""
+    """The session's last message sequence before the end's messages."""
 
 
 _OWNER_LOCK = """
 SELECT pg_advisory_xact_lock(
     ('x' || substr(encode(sha256(convert_to('owner:' || c.owner, 'UTF8')), 'hex'), 1, 16))::bit(64)::bigint
-) FROM chats AS c WHERE c.id = $1
+) FROM sessions AS c WHERE c.id = $1
 """
 """The owner's transaction advisory lock, keyed as `database.lock_number(f"owner:{owner}")` (the
 first 8 bytes of the key's SHA-256, signed), so a begin of the ORM path counts in turn with it."""
 
 _MESSAGES = """
 last AS (
-    SELECT coalesce(max(m.sequence), 0) AS n FROM messages AS m WHERE m.chat_id = $1
+    SELECT coalesce(max(m.sequence), 0) AS n FROM messages AS m WHERE m.session_id = $1
 ), said AS (
-    INSERT INTO messages (id, chat_id, turn_id, role, content, assistant_id, created_at, sequence)
+    INSERT INTO messages (id, session_id, turn_id, role, content, assistant_id, created_at, sequence)
     SELECT m.id, $1, $2, m.role, m.content, m.assistant_id, $3, last.n + m.ord
     FROM last, unnest($4::varchar[], $5::varchar[], $6::json[], $7::varchar[])
         WITH ORDINALITY AS m(id, role, content, assistant_id, ord)
 )"""
-"""The messages after the chat's last one: $1 chat, $2 turn, $3 now, $4-$7 ids, roles, contents
+"""The messages after the session's last one: $1 session, $2 turn, $3 now, $4-$7 ids, roles, contents
 (JSON text), assistant ids."""
 
 _BEGIN = f"""
-WITH chat AS (
-    UPDATE chats AS c SET updated_at = $3 WHERE c.id = $1 RETURNING c.id, c.owner
+WITH session AS (
+    UPDATE sessions AS c SET updated_at = $3 WHERE c.id = $1 RETURNING c.id, c.owner
 ), checked AS (
-    SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM chat)
+    SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM session)
         AND NOT EXISTS (SELECT 1 FROM turns AS t WHERE t.id = $2)
-        AND NOT EXISTS (SELECT 1 FROM turn_leases AS l WHERE l.chat_id = $1)
-        AND ($12::varchar IS NULL OR (SELECT owner FROM chat) = $12::varchar)
+        AND NOT EXISTS (SELECT 1 FROM turn_leases AS l WHERE l.session_id = $1)
+        AND ($12::varchar IS NULL OR (SELECT owner FROM session) = $12::varchar)
         AND ($11::integer IS NULL OR (
-            SELECT count(*) FROM turn_leases AS l JOIN chats AS o ON o.id = l.chat_id
-            WHERE o.owner = (SELECT owner FROM chat)
+            SELECT count(*) FROM turn_leases AS l JOIN sessions AS o ON o.id = l.session_id
+            WHERE o.owner = (SELECT owner FROM session)
         ) < $11::integer)
         THEN 1 ELSE 0 END) AS ok
 ), turn AS (
-    INSERT INTO turns (id, chat_id, assistant_id, status, usage, created_at)
-    SELECT $2, c.id, $8, 'running', '{{}}'::json, $3 FROM chat AS c
+    INSERT INTO turns (id, session_id, assistant_id, status, usage, created_at)
+    SELECT $2, c.id, $8, 'running', '{{}}'::json, $3 FROM session AS c
 ), lease AS (
-    INSERT INTO turn_leases (turn_id, chat_id, replica_id, expires_at, created_at)
-    SELECT $2, c.id, $9, $10::timestamptz, $3 FROM chat AS c
+    INSERT INTO turn_leases (turn_id, session_id, replica_id, expires_at, created_at)
+    SELECT $2, c.id, $9, $10::timestamptz, $3 FROM session AS c
 ), {_MESSAGES}
 SELECT (SELECT ok FROM checked) AS ok, (SELECT n FROM last) AS last
 """
-"""A turn's begin: the chat touched (and locked), the turn's `running` row, its lease and the
-user's messages, unless the chat is missing, the turn exists, the chat has a lease, the chat's owner
+"""A turn's begin: the session touched (and locked), the turn's `running` row, its lease and the
+user's messages, unless the session is missing, the turn exists, the session has a lease, the session's owner
 is not the one given ($12, when given), or (with a cap, $11) the owner's leases reach the cap. $8
 assistant, $9 replica, $10 the lease's expiry."""
 
 _END = f"""
 WITH moved AS (
-    UPDATE chats AS c SET
+    UPDATE sessions AS c SET
         updated_at = $3,
         last_seq = coalesce($9::bigint, c.last_seq),
         resume = CASE WHEN $10::jsonb IS NULL THEN c.resume
@@ -128,10 +128,10 @@ SELECT (SELECT ok FROM checked) AS ok,
        (SELECT count(pg_notify('{EVENTS_CHANNEL}', m.id || ' ' || m.last_seq))
         FROM moved AS m WHERE $8::bigint IS NOT NULL) AS notices
 """
-"""A turn's end: the chat touched and, when the end carries events, its `last_seq` moved by
+"""A turn's end: the session touched and, when the end carries events, its `last_seq` moved by
 compare-and-set from $8 to $9 (with the notice `events.notice`); its resume state merged ($10 the
 runners' new states, $11 those removed); the `running` turn closed ($12 status, $13 usage); the
-events ($14-$18); the lease dropped; the messages. Refused unless the chat's move and the turn's
+events ($14-$18); the lease dropped; the messages. Refused unless the session's move and the turn's
 close both happen."""
 
 
@@ -153,7 +153,7 @@ def _clashes() -> tuple[type[BaseException], ...]:
 
 async def begin(
     db: Any,
-    chat_id: str,
+    session_id: str,
     turn_id: str,
     assistant_id: str,
     messages: Sequence[NewMessage],
@@ -164,9 +164,9 @@ async def begin(
     owner_cap: int | None,
     owner: str | None = None,
 ) -> int:
-    """Write a turn's begin on the asyncpg connection `db` (in autocommit); the chat's last
+    """Write a turn's begin on the asyncpg connection `db` (in autocommit); the session's last
     message sequence before the turn's messages. With `owner_cap`, in a transaction that first
-    takes the advisory lock of the chat's owner: with its `BEGIN` when the caller knows the owner
+    takes the advisory lock of the session's owner: with its `BEGIN` when the caller knows the owner
     (`owner`, which the statement checks), else in a statement of its own.
 
     Raises:
@@ -174,7 +174,7 @@ async def begin(
         asyncpg.InterfaceError, OSError: the database failed.
     """
     args = (
-        chat_id,
+        session_id,
         turn_id,
         now,
         *_messages(messages),
@@ -189,7 +189,7 @@ async def begin(
             row = await db.fetchrow(_BEGIN, *args)
         elif owner is None:
             async with db.transaction():
-                await db.fetchval(_OWNER_LOCK, chat_id)
+                await db.fetchval(_OWNER_LOCK, session_id)
                 row = await db.fetchrow(_BEGIN, *args)
         else:  # one round trip for both (the simple protocol; the key is a number, nothing quoted)
             await db.execute(f"BEGIN; SELECT pg_advisory_xact_lock({lock_number(f'owner:{owner}'):d})")
@@ -204,7 +204,7 @@ async def begin(
 
 async def end(
     db: Any,
-    chat_id: str,
+    session_id: str,
     turn_id: str,
     *,
     status: str,
@@ -215,7 +215,7 @@ async def end(
     now: datetime,
 ) -> Ended:
     """Write a turn's end on the asyncpg connection `db` (in autocommit). `events` must be
-    stamped for the chat and continue each other (the caller checks).
+    stamped for the session and continue each other (the caller checks).
 
     Raises:
         Refused: nothing was written.
@@ -234,7 +234,7 @@ async def end(
     try:
         row = await db.fetchrow(
             _END,
-            chat_id,
+            session_id,
             turn_id,
             now,
             *_messages(messages),

@@ -19,7 +19,7 @@ async def test_a_dead_idle_connection_is_replaced_before_use(
 ) -> None:
     if store.url.get_backend_name() != "postgresql":
         pytest.skip("Postgres only: SQLite has no server to lose")
-    chat = await store.chats.create("alice", "tests.echo")
+    session = await store.sessions.create("alice", "tests.echo")
     async with store._db.engine.connect() as conn:  # the pool's connection, to be killed
         pid = await conn.scalar(text("SELECT pg_backend_pid()"))
     admin = Store.from_url(store.url)
@@ -29,8 +29,8 @@ async def test_a_dead_idle_connection_is_replaced_before_use(
     finally:
         await admin.aclose()
     monkeypatch.setattr(database, "_PING_AFTER_S", 0.0)  # it has been idle "long enough"
-    got = await store.chats.get(chat.id)
-    assert got is not None and got.id == chat.id
+    got = await store.sessions.get(session.id)
+    assert got is not None and got.id == session.id
 
 
 async def test_a_postgres_store_keeps_the_connections_a_peak_opened(store: Store) -> None:
@@ -55,7 +55,7 @@ async def test_a_read_cancelled_mid_query_leaves_a_usable_pool(store: Store) -> 
     """`Database.query` closes its connection in place, also when the read is cancelled: the pool
     gets it back (or a fresh one in its place) and every read after works."""
     postgres = store.url.get_backend_name() == "postgresql"
-    chat = await store.chats.create("alice", "tests.echo")
+    session = await store.sessions.create("alice", "tests.echo")
     slow = text("SELECT pg_sleep(5)" if postgres else "SELECT 1")
 
     async def read() -> None:
@@ -71,4 +71,4 @@ async def test_a_read_cancelled_mid_query_leaves_a_usable_pool(store: Store) -> 
             await task
     assert cast("QueuePool", store._db.engine.pool).checkedout() == 0
     for _ in range(30):
-        assert await store.events.tail(chat.id) == (0, 0)
+        assert await store.events.tail(session.id) == (0, 0)

@@ -36,9 +36,9 @@ def _said(turn_id: str, *, count: int = 1) -> tuple[NewMessage, ...]:
     )
 
 
-def _end(chat_id: str, turn_id: str, emitter: SessionEmitter, **extra: Any) -> FinishedTurn:
+def _end(session_id: str, turn_id: str, emitter: SessionEmitter, **extra: Any) -> FinishedTurn:
     return FinishedTurn(
-        chat_id=chat_id,
+        session_id=session_id,
         turn_id=turn_id,
         assistant_id="tests.echo",
         status="completed",
@@ -67,48 +67,48 @@ async def test_a_turns_begin_and_end_are_one_statement_each(
     store: Store, monkeypatch: pytest.MonkeyPatch, cap: int | None, owner: str | None
 ) -> None:
     store.leases.bind(lease_seconds=30.0, max_turns_per_owner=cap)
-    chat = (await store.chats.create("alice", "tests.echo")).id
-    await store.chats.set_resume(chat, "claude", {"session_id": "old"})
-    await store.chats.set_resume(chat, "codex", {"thread": "t-9"})
+    session = (await store.sessions.create("alice", "tests.echo")).id
+    await store.sessions.set_resume(session, "claude", {"session_id": "old"})
+    await store.sessions.set_resume(session, "codex", {"thread": "t-9"})
     _no_orm_path(store, monkeypatch)
-    emitter = SessionEmitter(chat)
+    emitter = SessionEmitter(session)
 
-    await store.turns.begin(chat, "t1", "tests.echo", _said("t1", count=2), owner=owner)
+    await store.turns.begin(session, "t1", "tests.echo", _said("t1", count=2), owner=owner)
     running = await store.turns.get("t1")
     assert running is not None and running.status == "running" and running.usage == Usage()
     assert [(m.id, m.sequence) for m in running.messages] == [("t1-u0", 1), ("t1-u1", 2)]
-    lease = await store.leases.turn_of_chat(chat)
+    lease = await store.leases.turn_of_session(session)
     assert lease is not None and lease.turn_id == "t1" and lease.replica_id == store.leases.replica_id
     assert lease.expires_at is not None
 
-    end = _end(chat, "t1", emitter, resume={"claude": {"session_id": "new"}, "codex": None})
+    end = _end(session, "t1", emitter, resume={"claude": {"session_id": "new"}, "codex": None})
     record = await store.turns.persist(end)
     assert record.assistant_id == "tests.echo" and record.created_at == running.created_at
     assert [(m.id, m.sequence) for m in record.messages] == [("t1-a", 3)]
     stored = await store.turns.get("t1")
     assert stored is not None and stored.messages == running.messages + record.messages
     assert stored.model_copy(update={"messages": record.messages}) == record
-    assert await store.events.after(chat) == list(end.events)
-    assert await store.events.last_seq(chat) == end.events[-1].seq
-    assert await store.leases.turn_of_chat(chat) is None
-    assert (await store.chats.require(chat)).resume == {"claude": {"session_id": "new"}}
+    assert await store.events.after(session) == list(end.events)
+    assert await store.events.last_seq(session) == end.events[-1].seq
+    assert await store.leases.turn_of_session(session) is None
+    assert (await store.sessions.require(session)).resume == {"claude": {"session_id": "new"}}
 
-    await store.turns.begin(chat, "t2", "tests.echo", (), owner=owner)  # no messages; no events next
-    quiet = FinishedTurn(chat_id=chat, turn_id="t2", assistant_id="tests.echo", status="cancelled")
+    await store.turns.begin(session, "t2", "tests.echo", (), owner=owner)  # no messages; no events next
+    quiet = FinishedTurn(session_id=session, turn_id="t2", assistant_id="tests.echo", status="cancelled")
     assert (await store.turns.persist(quiet)).messages == ()
-    assert await store.events.last_seq(chat) == end.events[-1].seq
-    assert [t.status for t in await store.turns.of_chat(chat)] == ["completed", "cancelled"]
+    assert await store.events.last_seq(session) == end.events[-1].seq
+    assert [t.status for t in await store.turns.of_session(session)] == ["completed", "cancelled"]
 
 
 async def test_a_refused_begin_writes_nothing_and_says_why(store: Store) -> None:
     store.leases.bind(lease_seconds=30.0, max_turns_per_owner=1)
-    chat = (await store.chats.create("alice", "tests.echo")).id
-    second = (await store.chats.create("alice", "tests.echo")).id
+    session = (await store.sessions.create("alice", "tests.echo")).id
+    second = (await store.sessions.create("alice", "tests.echo")).id
     with pytest.raises(RecordNotFound):
-        await store.turns.begin("no-such-chat", "t0", "tests.echo", _said("t0"))
-    await store.turns.begin(chat, "t1", "tests.echo", _said("t1"))
+        await store.turns.begin("no-such-session", "t0", "tests.echo", _said("t0"))
+    await store.turns.begin(session, "t1", "tests.echo", _said("t1"))
     with pytest.raises(TurnRunning) as busy:
-        await store.turns.begin(chat, "t2", "tests.echo", _said("t2"))
+        await store.turns.begin(session, "t2", "tests.echo", _said("t2"))
     assert busy.value.turn_id == "t1"
     with pytest.raises(OwnerTurnsRunning):
         await store.turns.begin(second, "t3", "tests.echo", _said("t3"))
@@ -119,8 +119,8 @@ async def test_a_refused_begin_writes_nothing_and_says_why(store: Store) -> None
         await store.turns.begin(second, "t4", "tests.echo", _said("t1"))
     assert [t.id for t in await store.turns.unfinished()] == ["t1"]
     assert await store.messages.history(second) == []
-    assert await store.turns.of_chat(second) == []
-    assert await store.leases.turn_of_chat(second) is None
+    assert await store.turns.of_session(second) == []
+    assert await store.leases.turn_of_session(second) is None
 
 
 @pytest.mark.parametrize("owner", [None, "alice"])
@@ -129,28 +129,28 @@ async def test_an_owners_cap_holds_over_two_replicas_given_the_owner_or_not(
 ) -> None:
     for st in (store, other):
         st.leases.bind(lease_seconds=30.0, max_turns_per_owner=3)
-    chats = [(await store.chats.create("alice", "tests.echo")).id for _ in range(10)]
+    sessions = [(await store.sessions.create("alice", "tests.echo")).id for _ in range(10)]
     won: list[str] = []
 
-    async def begin(st: Store, chat: str, turn_id: str) -> None:
+    async def begin(st: Store, session: str, turn_id: str) -> None:
         with contextlib.suppress(OwnerTurnsRunning):
-            await st.turns.begin(chat, turn_id, "tests.echo", _said(turn_id), owner=owner)
+            await st.turns.begin(session, turn_id, "tests.echo", _said(turn_id), owner=owner)
             won.append(turn_id)
 
     async with anyio.create_task_group() as tg:
-        for i, chat in enumerate(chats):
-            tg.start_soon(begin, store if i % 2 else other, chat, f"t{i}")
+        for i, session in enumerate(sessions):
+            tg.start_soon(begin, store if i % 2 else other, session, f"t{i}")
     assert len(won) == 3
     assert sorted(t.id for t in await store.turns.unfinished()) == sorted(won)
 
 
 async def test_a_begin_given_another_owner_is_written_as_without_it(store: Store) -> None:
-    """The owner given is checked against the chat's: a wrong one takes no other owner's place
+    """The owner given is checked against the session's: a wrong one takes no other owner's place
     (its lock, its count), the begin is written as one given no owner."""
     store.leases.bind(lease_seconds=30.0, max_turns_per_owner=1)
-    chat = (await store.chats.create("alice", "tests.echo")).id
-    second = (await store.chats.create("alice", "tests.echo")).id
-    await store.turns.begin(chat, "t1", "tests.echo", _said("t1"), owner="mallory")
+    session = (await store.sessions.create("alice", "tests.echo")).id
+    second = (await store.sessions.create("alice", "tests.echo")).id
+    await store.turns.begin(session, "t1", "tests.echo", _said("t1"), owner="mallory")
     with pytest.raises(OwnerTurnsRunning):  # alice's cap, counted though "mallory" was named
         await store.turns.begin(second, "t2", "tests.echo", _said("t2"), owner="mallory")
     running = await store.turns.get("t1")
@@ -159,12 +159,12 @@ async def test_a_begin_given_another_owner_is_written_as_without_it(store: Store
 
 
 async def test_a_refused_end_writes_nothing_and_says_why(store: Store) -> None:
-    chat = (await store.chats.create("alice", "tests.echo")).id
-    emitter = SessionEmitter(chat)
-    await store.turns.begin(chat, "t1", "tests.echo", _said("t1"))
-    end = _end(chat, "t1", emitter)
+    session = (await store.sessions.create("alice", "tests.echo")).id
+    emitter = SessionEmitter(session)
+    await store.turns.begin(session, "t1", "tests.echo", _said("t1"))
+    end = _end(session, "t1", emitter)
     gap = FinishedTurn(
-        chat_id=chat,
+        session_id=session,
         turn_id="t1",
         assistant_id="tests.echo",
         status="completed",
@@ -173,33 +173,33 @@ async def test_a_refused_end_writes_nothing_and_says_why(store: Store) -> None:
     with pytest.raises(EventSequenceError):
         await store.turns.persist(gap)
     with pytest.raises(RecordNotFound):
-        await store.turns.persist(_end("no-such-chat", "t1", SessionEmitter("no-such-chat")))
-    assert await store.events.after(chat) == []
-    assert (await store.leases.turn_of_chat(chat)) is not None
+        await store.turns.persist(_end("no-such-session", "t1", SessionEmitter("no-such-session")))
+    assert await store.events.after(session) == []
+    assert (await store.leases.turn_of_session(session)) is not None
     await store.turns.persist(end)
     with pytest.raises(RecordExists):  # ended already
-        await store.turns.persist(_end(chat, "t1", emitter))
-    assert await store.events.after(chat) == list(end.events)
-    assert [m.sequence for m in await store.messages.history(chat)] == [1, 2]
+        await store.turns.persist(_end(session, "t1", emitter))
+    assert await store.events.after(session) == list(end.events)
+    assert [m.sequence for m in await store.messages.history(session)] == [1, 2]
 
 
 async def test_a_turn_no_begin_wrote_is_written_whole(store: Store) -> None:
-    chat = (await store.chats.create("alice", "tests.echo")).id
-    end = _end(chat, "t1", SessionEmitter(chat))
+    session = (await store.sessions.create("alice", "tests.echo")).id
+    end = _end(session, "t1", SessionEmitter(session))
     record = await store.turns.persist(end)
     assert record.status == "completed" and [m.sequence for m in record.messages] == [1]
-    assert await store.events.after(chat) == list(end.events)
+    assert await store.events.after(session) == list(end.events)
 
 
 @pytest.mark.databases("postgres")
 async def test_the_statements_owner_lock_is_the_orm_paths(store: Store, database_url: str) -> None:
     """`turn_writer` keys the owner's advisory lock in SQL; the ORM path (and an older replica)
     keys it in Python: one lock, or the cap would be counted twice at once."""
-    chat = (await store.chats.create("alice", "tests.echo")).id
+    session = (await store.sessions.create("alice", "tests.echo")).id
     engine = create_async_engine(database_url, poolclass=NullPool)
     try:
         async with engine.connect() as holder, engine.connect() as elsewhere:
-            await holder.execute(text(_OWNER_LOCK.replace("$1", ":chat")), {"chat": chat})
+            await holder.execute(text(_OWNER_LOCK.replace("$1", ":session")), {"session": session})
             probe = text("SELECT pg_try_advisory_xact_lock(:k)")
             assert await elsewhere.scalar(probe, {"k": lock_number("owner:alice")}) is False
             assert await elsewhere.scalar(probe, {"k": lock_number("owner:bob")}) is True
