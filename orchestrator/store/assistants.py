@@ -53,29 +53,29 @@ class AssistantRepository:
             updated_at=now,
         )
         try:
-            async with self._db.write() as session:
-                session.add(row)
+            async with self._db.write() as tx:
+                tx.add(row)
         except IntegrityError as err:
             raise RecordExists("assistant", assistant_id) from err
         return _record(row)
 
     async def get(self, assistant_id: str) -> AssistantRecord | None:
-        async with self._db.read() as session:
-            row = await session.get(AssistantRow, assistant_id)
+        async with self._db.read() as tx:
+            row = await tx.get(AssistantRow, assistant_id)
             return None if row is None else _record(row)
 
     async def all_ids(self) -> set[str]:
         """The id of every assistant created over the API (no limit: reconcile needs them all)."""
-        async with self._db.read() as session:
-            return set(await session.scalars(select(AssistantRow.id)))
+        async with self._db.read() as tx:
+            return set(await tx.scalars(select(AssistantRow.id)))
 
     async def list(self, *, owner: str | None = None, limit: int = 100) -> list[AssistantRecord]:
         """Assistants by id, all of them or one owner's."""
         query = select(AssistantRow).order_by(AssistantRow.id).limit(min(max(limit, 1), _MAX_LIST))
         if owner is not None:
             query = query.where(AssistantRow.owner == owner)
-        async with self._db.read() as session:
-            return [_record(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [_record(row) for row in await tx.scalars(query)]
 
     async def replace(
         self,
@@ -90,8 +90,8 @@ class AssistantRepository:
         Raises:
             RecordNotFound: no such assistant.
         """
-        async with self._db.write() as session:
-            row = await session.get(AssistantRow, assistant_id, with_for_update=True)
+        async with self._db.write() as tx:
+            row = await tx.get(AssistantRow, assistant_id, with_for_update=True)
             if row is None:
                 raise RecordNotFound("assistant", assistant_id)
             row.package = dict(package)
@@ -102,6 +102,6 @@ class AssistantRepository:
 
     async def delete(self, assistant_id: str) -> bool:
         """False when there was no such assistant."""
-        async with self._db.write() as session:
-            result = await session.execute(delete(AssistantRow).where(AssistantRow.id == assistant_id))
+        async with self._db.write() as tx:
+            result = await tx.execute(delete(AssistantRow).where(AssistantRow.id == assistant_id))
             return bool(affected(result))

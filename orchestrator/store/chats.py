@@ -56,15 +56,15 @@ def chat_record(row: ChatRow) -> ChatRecord:
     )
 
 
-async def locked_chat(session: AsyncSession, chat_id: str, now: datetime) -> ChatRow:
+async def locked_chat(tx: AsyncSession, chat_id: str, now: datetime) -> ChatRow:
     """The chat row, touched (`updated_at`) so that Postgres holds its row lock until commit:
     concurrent turns of one chat then run one after the other.
 
     Raises:
         RecordNotFound: no such chat.
     """
-    await session.execute(update(ChatRow).where(ChatRow.id == chat_id).values(updated_at=now))
-    row = await session.get(ChatRow, chat_id, populate_existing=True)
+    await tx.execute(update(ChatRow).where(ChatRow.id == chat_id).values(updated_at=now))
+    row = await tx.get(ChatRow, chat_id, populate_existing=True)
     if row is None:
         raise RecordNotFound("chat", chat_id)
     return row
@@ -81,10 +81,10 @@ def merged_keys(current: Mapping[str, Any], changes: Mapping[str, JsonValue]) ->
     return merged
 
 
-async def _chats_of(session: AsyncSession, owner: str, limit: int) -> int:
+async def _chats_of(tx: AsyncSession, owner: str, limit: int) -> int:
     """How many chats `owner` has, counted up to `limit` (the owner index, never more rows)."""
     some = select(ChatRow.id).where(ChatRow.owner == owner).limit(limit).subquery()
-    return int(await session.scalar(select(func.count()).select_from(some)) or 0)
+    return int(await tx.scalar(select(func.count()).select_from(some)) or 0)
 
 
 class ChatRepository:
@@ -134,34 +134,34 @@ class ChatRepository:
             resume={},
         )
         try:
-            async with self._db.write() as session:
+            async with self._db.write() as tx:
                 if self.max_per_owner is not None:
-                    await self._room_for(session, owner, internal, self.max_per_owner)
-                session.add(row)
+                    await self._room_for(tx, owner, internal, self.max_per_owner)
+                tx.add(row)
         except IntegrityError as err:
             raise RecordExists("chat", row.id) from err
         return chat_record(row)
 
-    async def _room_for(self, session: AsyncSession, owner: str, internal: str, limit: int) -> None:
+    async def _room_for(self, tx: AsyncSession, owner: str, internal: str, limit: int) -> None:
         """Inside `create`'s transaction: refuse the owner's chat past `limit`, except that a chat
         which exists already (a concurrent create of the same id won) is `RecordExists`."""
-        await transaction_lock(session, f"chats:{owner}")
-        if await _chats_of(session, owner, limit) < limit:
+        await transaction_lock(tx, f"chats:{owner}")
+        if await _chats_of(tx, owner, limit) < limit:
             return
-        if await session.get(ChatRow, internal) is not None:
+        if await tx.get(ChatRow, internal) is not None:
             raise RecordExists("chat", internal)
         raise OwnerChatsFull(owner, limit)
 
     async def get(self, chat_id: str) -> ChatRecord | None:
-        async with self._db.read() as session:
-            row = await session.get(ChatRow, chat_id)
+        async with self._db.read() as tx:
+            row = await tx.get(ChatRow, chat_id)
             return None if row is None else chat_record(row)
 
     async def find(self, owner: str, client_id: str) -> ChatRecord | None:
         """`owner`'s chat named `client_id`; None when that owner has none (whoever else does)."""
         query = select(ChatRow).where(ChatRow.owner == owner, ChatRow.client_id == client_id)
-        async with self._db.read() as session:
-            row = await session.scalar(query)
+        async with self._db.read() as tx:
+            row = await tx.scalar(query)
             return None if row is None else chat_record(row)
 
     async def require(self, chat_id: str) -> ChatRecord:
@@ -181,8 +181,8 @@ class ChatRepository:
         if parent_id is not None:
             query = query.where(ChatRow.parent_id == parent_id)
         query = query.order_by(ChatRow.updated_at.desc(), ChatRow.id).limit(min(max(limit, 1), _MAX_LIST))
-        async with self._db.read() as session:
-            return [chat_record(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [chat_record(row) for row in await tx.scalars(query)]
 
     async def update(
         self,
@@ -196,8 +196,8 @@ class ChatRepository:
         Raises:
             RecordNotFound: no such chat.
         """
-        async with self._db.write() as session:
-            row = await locked_chat(session, chat_id, self._db.clock())
+        async with self._db.write() as tx:
+            row = await locked_chat(tx, chat_id, self._db.clock())
             if title is not None:
                 row.title = title
             if metadata:
@@ -210,15 +210,15 @@ class ChatRepository:
         Raises:
             RecordNotFound: no such chat.
         """
-        async with self._db.write() as session:
-            row = await locked_chat(session, chat_id, self._db.clock())
+        async with self._db.write() as tx:
+            row = await locked_chat(tx, chat_id, self._db.clock())
             row.resume = merged_keys(row.resume, {runner: state})
             return chat_record(row)
 
     async def delete(self, chat_id: str) -> bool:
         """Delete the chat with its messages, turns, event log and checkpoints. False when there was none."""
-        async with self._db.write() as session:
+        async with self._db.write() as tx:
             turns = select(TurnRow.id).where(TurnRow.chat_id == chat_id)
-            await session.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.in_(turns)))
-            result = await session.execute(delete(ChatRow).where(ChatRow.id == chat_id))
+            await tx.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.in_(turns)))
+            result = await tx.execute(delete(ChatRow).where(ChatRow.id == chat_id))
             return bool(affected(result))

@@ -55,26 +55,26 @@ class CommandRepository:
             .where(TurnRow.chat_id.in_(sorted(set(chat_ids))), TurnRow.status == RUNNING)
             .order_by(TurnRow.created_at)
         )
-        async with self._db.read() as session:
-            return {chat_id: turn_id for chat_id, turn_id in await session.execute(query)}  # newest wins
+        async with self._db.read() as tx:
+            return {chat_id: turn_id for chat_id, turn_id in await tx.execute(query)}  # newest wins
 
     async def send(self, chat_id: str, kind: str, body: dict[str, Any]) -> int:
         """Write a command for the turn of `chat_id` and wake the replicas; returns its id."""
         now = self._db.clock()
-        async with self._db.write() as session:
-            await session.execute(delete(TurnCommandRow).where(TurnCommandRow.created_at < now - KEEP))
-            command_id = await session.scalar(
+        async with self._db.write() as tx:
+            await tx.execute(delete(TurnCommandRow).where(TurnCommandRow.created_at < now - KEEP))
+            command_id = await tx.scalar(
                 insert(TurnCommandRow)
                 .values(chat_id=chat_id, kind=kind, body=body, created_at=now)
                 .returning(TurnCommandRow.id)
             )
             assert command_id is not None
-            await notify(session, COMMANDS_CHANNEL, [str(command_id)])
+            await notify(tx, COMMANDS_CHANNEL, [str(command_id)])
         return int(command_id)
 
     async def get(self, command_id: int) -> TurnCommand | None:
-        async with self._db.read() as session:
-            row = await session.get(TurnCommandRow, command_id)
+        async with self._db.read() as tx:
+            row = await tx.get(TurnCommandRow, command_id)
             return _record(row) if row is not None else None
 
     async def unclaimed(self) -> list[TurnCommand]:
@@ -84,13 +84,13 @@ class CommandRepository:
             .where(TurnCommandRow.claimed_by.is_(None), TurnCommandRow.outcome.is_(None))
             .order_by(TurnCommandRow.id)
         )
-        async with self._db.read() as session:
-            return [_record(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [_record(row) for row in await tx.scalars(query)]
 
     async def claim(self, command_id: int, replica: str) -> bool:
         """Take the command for `replica`; False when it was claimed or withdrawn before."""
-        async with self._db.write() as session:
-            moved = await session.execute(
+        async with self._db.write() as tx:
+            moved = await tx.execute(
                 update(TurnCommandRow)
                 .where(
                     TurnCommandRow.id == command_id,
@@ -103,16 +103,16 @@ class CommandRepository:
 
     async def finish(self, command_id: int, outcome: dict[str, Any]) -> None:
         """Write the claimed command's outcome and wake its sender."""
-        async with self._db.write() as session:
-            await session.execute(
+        async with self._db.write() as tx:
+            await tx.execute(
                 update(TurnCommandRow).where(TurnCommandRow.id == command_id).values(outcome=outcome)
             )
-            await notify(session, OUTCOMES_CHANNEL, [str(command_id)])
+            await notify(tx, OUTCOMES_CHANNEL, [str(command_id)])
 
     async def withdraw(self, command_id: int, outcome: dict[str, Any]) -> bool:
         """Give the command `outcome` unless someone claimed it; True when it is withdrawn."""
-        async with self._db.write() as session:
-            moved = await session.execute(
+        async with self._db.write() as tx:
+            moved = await tx.execute(
                 update(TurnCommandRow)
                 .where(TurnCommandRow.id == command_id, TurnCommandRow.claimed_by.is_(None))
                 .values(outcome=outcome)
@@ -120,8 +120,8 @@ class CommandRepository:
         return affected(moved) == 1
 
     async def forget(self, command_id: int) -> None:
-        async with self._db.write() as session:
-            await session.execute(delete(TurnCommandRow).where(TurnCommandRow.id == command_id))
+        async with self._db.write() as tx:
+            await tx.execute(delete(TurnCommandRow).where(TurnCommandRow.id == command_id))
 
 
 def _record(row: TurnCommandRow) -> TurnCommand:

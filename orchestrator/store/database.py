@@ -61,12 +61,12 @@ def lock_number(key: str) -> int:
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 
 
-async def transaction_lock(session: AsyncSession, key: str) -> None:
+async def transaction_lock(tx: AsyncSession, key: str) -> None:
     """Postgres: wait for the transaction advisory lock named `key`, held until this transaction
     ends, so every replica's transactions that count and then write under `key` take turns.
     SQLite: nothing to do (a write transaction holds the database's write lock already)."""
-    if session.get_bind().dialect.name == "postgresql":
-        await session.execute(_XACT_LOCK, {"k": lock_number(key)})
+    if tx.get_bind().dialect.name == "postgresql":
+        await tx.execute(_XACT_LOCK, {"k": lock_number(key)})
 
 
 def sqlite_path(url: URL) -> Path | None:
@@ -218,8 +218,8 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A session in a read transaction (SQLite: a deferred one, which takes no write lock)."""
         with db_errors():
-            async with self._session(self._read) as session, session.begin():
-                yield session
+            async with self._session(self._read) as tx, tx.begin():
+                yield tx
 
     @contextlib.asynccontextmanager
     async def write(self, *, ahead: bool = False) -> AsyncIterator[AsyncSession]:
@@ -231,8 +231,8 @@ class Database:
                 one waiting for over a minute.
         """
         with db_errors():
-            async with self.writer_turn(ahead=ahead), self._session(self._write) as session, session.begin():
-                yield session
+            async with self.writer_turn(ahead=ahead), self._session(self._write) as tx, tx.begin():
+                yield tx
 
     @contextlib.asynccontextmanager
     async def _session(self, maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
@@ -242,14 +242,14 @@ class Database:
         milliseconds on a busy server, for each session. A SQLite session's close waits for
         nothing (`sqlite_driver`), so no cancellation can stop it half-way: it is closed in place."""
         if self._writers is None:
-            async with maker() as session:
-                yield session
+            async with maker() as tx:
+                yield tx
             return
-        session = maker()
+        tx = maker()
         try:
-            yield session
+            yield tx
         finally:
-            await session.close()
+            await tx.close()
 
     @contextlib.asynccontextmanager
     async def statement(self) -> AsyncIterator[AsyncSession]:
@@ -261,12 +261,12 @@ class Database:
             StoreError: the database failed.
         """
         if self._writers is not None:
-            async with self.write() as session:
-                yield session
+            async with self.write() as tx:
+                yield tx
             return
         with db_errors():
-            async with self._session(self._read) as session:  # Postgres reads run in autocommit
-                yield session
+            async with self._session(self._read) as tx:  # Postgres reads run in autocommit
+                yield tx
 
     async def delete(self, stmt: Delete) -> int:
         """Run a DELETE in a write transaction and return how many rows went; when a read finds
@@ -275,11 +275,11 @@ class Database:
         probe = select(literal(1)).select_from(stmt.table).limit(1)
         if stmt.whereclause is not None:
             probe = probe.where(stmt.whereclause)
-        async with self.read() as session:
-            if await session.scalar(probe) is None:
+        async with self.read() as tx:
+            if await tx.scalar(probe) is None:
                 return 0
-        async with self.write() as session:
-            return affected(await session.execute(stmt))
+        async with self.write() as tx:
+            return affected(await tx.execute(stmt))
 
     @contextlib.asynccontextmanager
     async def writer_turn(self, *, ahead: bool = False) -> AsyncIterator[None]:

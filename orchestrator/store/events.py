@@ -53,7 +53,7 @@ MAX_READ = 10_000
 
 
 async def append_events(
-    session: AsyncSession, session_id: str, events: Sequence[Event], now: datetime
+    tx: AsyncSession, session_id: str, events: Sequence[Event], now: datetime
 ) -> int:
     """Append inside the caller's transaction; returns the new last seq.
 
@@ -62,7 +62,7 @@ async def append_events(
         EventSequenceError: the events do not continue the log.
         UsageError: an event is stamped for another session, or not stamped at all.
     """
-    last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+    last = await tx.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
     if last is None:
         raise RecordNotFound("session", session_id)
     if not events:
@@ -70,20 +70,20 @@ async def append_events(
     check_stamps(session_id, events)
     check_continues(session_id, last, events)
     new_last = last + len(events)
-    moved = await session.execute(
+    moved = await tx.execute(
         update(ChatRow)
         .where(ChatRow.id == session_id, ChatRow.last_seq == last)
         .values(last_seq=new_last, updated_at=now)
     )
     if affected(moved) != 1:
         # Another writer appended between our read and our update: ours no longer continue the log.
-        now_last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+        now_last = await tx.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
         raise EventSequenceError(session_id, expected=(now_last or last) + 1, got=events[0].seq)
     try:
-        await session.execute(insert(EventRow), [event_row(session_id, ev) for ev in events])
+        await tx.execute(insert(EventRow), [event_row(session_id, ev) for ev in events])
     except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
         raise EventSequenceError(session_id, expected=new_last + 1, got=events[0].seq) from err
-    await notify(session, EVENTS_CHANNEL, [notice(session_id, new_last)])
+    await notify(tx, EVENTS_CHANNEL, [notice(session_id, new_last)])
     return new_last
 
 
@@ -203,8 +203,8 @@ class EventLog:
         Raises: whatever `job` raises (nothing of it was written); StoreError.
         """
         if self._db.dialect != "sqlite":
-            async with self._db.write(ahead=ahead) as session:
-                return await job(session)
+            async with self._db.write(ahead=ahead) as tx:
+                return await job(tx)
         result: T = await self._queued("", [], None, job)
         return result
 
@@ -289,11 +289,11 @@ class EventLog:
 
     async def _write_alone(self, item: _Append) -> Any:
         try:
-            async with self._db.write(ahead=True) as session:
+            async with self._db.write(ahead=True) as tx:
                 if item.job is not None:
-                    outcome = await item.job(session)
+                    outcome = await item.job(tx)
                 else:
-                    outcome = await append_events(session, item.session_id, item.events, self._db.clock())
+                    outcome = await append_events(tx, item.session_id, item.events, self._db.clock())
         except Exception as exc:  # noqa: BLE001 - the append's own outcome
             return exc
         self.batches += 1
@@ -315,8 +315,8 @@ class EventLog:
             .order_by(EventRow.seq)
             .limit(limit)
         )
-        async with self._db.read() as session:
-            return [parse_event(payload) for payload in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [parse_event(payload) for payload in await tx.scalars(query)]
 
     async def of_turn(self, session_id: str, turn_id: str, limit: int = MAX_READ) -> list[Event]:
         """One turn's events, in seq order (at most `limit`)."""
@@ -326,16 +326,16 @@ class EventLog:
             .order_by(EventRow.seq)
             .limit(limit)
         )
-        async with self._db.read() as session:
-            return [parse_event(payload) for payload in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [parse_event(payload) for payload in await tx.scalars(query)]
 
     async def last_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
         """The last seq of each session that exists, in one query (a follower's slow poll)."""
         if not session_ids:
             return {}
         query = select(ChatRow.id, ChatRow.last_seq).where(ChatRow.id.in_(sorted(set(session_ids))))
-        async with self._db.read() as session:
-            return {chat_id: last for chat_id, last in await session.execute(query)}
+        async with self._db.read() as tx:
+            return {chat_id: last for chat_id, last in await tx.execute(query)}
 
     async def tail(self, session_id: str) -> tuple[int, int]:
         """The seq and `ts` of the session's last event, in one query; (0, 0) for an empty log.
@@ -348,8 +348,8 @@ class EventLog:
             .outerjoin(EventRow, (EventRow.session_id == ChatRow.id) & (EventRow.seq == ChatRow.last_seq))
             .where(ChatRow.id == session_id)
         )
-        async with self._db.read() as session:
-            row = (await session.execute(query)).first()
+        async with self._db.read() as tx:
+            row = (await tx.execute(query)).first()
         if row is None:
             raise RecordNotFound("session", session_id)
         return row.last_seq, row.ts or 0
@@ -360,8 +360,8 @@ class EventLog:
         Raises:
             RecordNotFound: no chat with this id.
         """
-        async with self._db.read() as session:
-            last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+        async with self._db.read() as tx:
+            last = await tx.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
         if last is None:
             raise RecordNotFound("session", session_id)
         return last
@@ -489,7 +489,7 @@ async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) 
             outcomes.extend(item.events[-1].seq for item in run)
             run.clear()
 
-    session = AsyncSession(bind=conn, expire_on_commit=False)  # joins the batch's transaction
+    tx = AsyncSession(bind=conn, expire_on_commit=False)  # joins the batch's transaction
     try:
         for item in batch:
             if item.job is None:
@@ -497,12 +497,12 @@ async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) 
                 continue
             await appends()
             try:
-                outcomes.append(await item.job(session))
+                outcomes.append(await item.job(tx))
             except _FATAL:
                 raise
             except Exception as exc:
                 raise _JobFailed from exc
         await appends()
     finally:
-        await session.close()
+        await tx.close()
     return outcomes

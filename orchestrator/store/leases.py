@@ -106,11 +106,11 @@ class LeaseRepository:
 
     async def join(self, host: str, pid: int) -> None:
         """Write (or renew) this replica's row."""
-        async with self._db.write() as session:
+        async with self._db.write() as tx:
             now = self._db.clock()
-            row = await session.get(ReplicaRow, self.replica_id)
+            row = await tx.get(ReplicaRow, self.replica_id)
             if row is None:
-                session.add(
+                tx.add(
                     ReplicaRow(
                         id=self.replica_id,
                         host=host[:255],
@@ -125,15 +125,15 @@ class LeaseRepository:
     async def heartbeat(self) -> bool:
         """Renew this replica's lease and its turns' leases; False when its row was gone (the
         others took it for dead: the caller joins again)."""
-        async with self._db.write() as session:
+        async with self._db.write() as tx:
             now = self._db.clock()
             until = self._until(now)
             found = affected(
-                await session.execute(
+                await tx.execute(
                     update(ReplicaRow).where(ReplicaRow.id == self.replica_id).values(expires_at=until)
                 )
             )
-            await session.execute(
+            await tx.execute(
                 update(TurnLeaseRow)
                 .where(TurnLeaseRow.replica_id == self.replica_id, TurnLeaseRow.expires_at.is_not(None))
                 .values(expires_at=until)
@@ -142,9 +142,9 @@ class LeaseRepository:
 
     async def leave(self) -> None:
         """Remove this replica's row and give up what it leads (a clean shutdown)."""
-        async with self._db.write() as session:
-            await session.execute(delete(LeaderLeaseRow).where(LeaderLeaseRow.replica_id == self.replica_id))
-            await session.execute(delete(ReplicaRow).where(ReplicaRow.id == self.replica_id))
+        async with self._db.write() as tx:
+            await tx.execute(delete(LeaderLeaseRow).where(LeaderLeaseRow.replica_id == self.replica_id))
+            await tx.execute(delete(ReplicaRow).where(ReplicaRow.id == self.replica_id))
 
     async def live_replicas(self) -> list[ReplicaRecord]:
         """Replicas whose lease holds, oldest first."""
@@ -153,16 +153,16 @@ class LeaseRepository:
             .where(ReplicaRow.expires_at > self._db.clock())
             .order_by(ReplicaRow.started_at, ReplicaRow.id)
         )
-        async with self._db.read() as session:
+        async with self._db.read() as tx:
             return [
                 ReplicaRecord(r.id, r.host, r.pid, r.started_at, r.expires_at)
-                for r in await session.scalars(query)
+                for r in await tx.scalars(query)
             ]
 
     async def forget_dead(self) -> int:
         """Delete the rows of replicas whose lease ran out; returns how many."""
-        async with self._db.write() as session:
-            result = await session.execute(
+        async with self._db.write() as tx:
+            result = await tx.execute(
                 delete(ReplicaRow).where(ReplicaRow.expires_at <= self._db.clock())
             )
         return affected(result)
@@ -172,9 +172,9 @@ class LeaseRepository:
     async def claim(self, name: str) -> bool:
         """Take or renew the leader lease `name`; True when this replica holds it now."""
         try:
-            async with self._db.write() as session:
+            async with self._db.write() as tx:
                 now = self._db.clock()
-                taken = await session.execute(
+                taken = await tx.execute(
                     update(LeaderLeaseRow)
                     .where(
                         LeaderLeaseRow.name == name,
@@ -184,9 +184,9 @@ class LeaseRepository:
                 )
                 if affected(taken):
                     return True
-                if await session.get(LeaderLeaseRow, name) is not None:
+                if await tx.get(LeaderLeaseRow, name) is not None:
                     return False
-                session.add(
+                tx.add(
                     LeaderLeaseRow(name=name, replica_id=self.replica_id, expires_at=self._until(now))
                 )
         except IntegrityError:  # another replica inserted it first
@@ -195,8 +195,8 @@ class LeaseRepository:
 
     async def leader(self, name: str) -> str | None:
         """The replica holding `name`, if its lease holds."""
-        async with self._db.read() as session:
-            row = await session.get(LeaderLeaseRow, name)
+        async with self._db.read() as tx:
+            row = await tx.get(LeaderLeaseRow, name)
             return row.replica_id if row is not None and row.expires_at > self._db.clock() else None
 
     # -- locks across replicas -------------------------------------------------------------------
@@ -234,8 +234,8 @@ class LeaseRepository:
 
     async def turn_of_chat(self, chat_id: str) -> TurnLease | None:
         """The running turn of `chat_id` and its replica, if one runs (or ran and was not closed)."""
-        async with self._db.read() as session:
-            row = await session.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
+        async with self._db.read() as tx:
+            row = await tx.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
             return None if row is None else _lease(row)
 
     async def orphaned(self, *, unheld: bool) -> set[str]:
@@ -250,8 +250,8 @@ class LeaseRepository:
             .outerjoin(TurnLeaseRow, TurnLeaseRow.turn_id == TurnRow.id)
             .where(TurnRow.status == "running", or_(TurnLeaseRow.turn_id.is_(None), lapsed))
         )
-        async with self._db.read() as session:
-            return {turn_id for turn_id, _ in (await session.execute(query)).all()}
+        async with self._db.read() as tx:
+            return {turn_id for turn_id, _ in (await tx.execute(query)).all()}
 
     async def activity(self, owners: Collection[str], chats: Collection[str]) -> Activity:
         """What every replica's turns are doing for these owners and chats: which run a turn now
@@ -281,21 +281,21 @@ class LeaseRepository:
         touched = select(ChatRow.id, ChatRow.parent_id, ChatRow.updated_at).where(
             or_(ChatRow.id.in_(list(chats)), ChatRow.parent_id.in_(list(chats)))
         )
-        async with self._db.read() as session:
-            for owner, chat_id, parent_id in (await session.execute(running)).all():
+        async with self._db.read() as tx:
+            for owner, chat_id, parent_id in (await tx.execute(running)).all():
                 result.busy_owners.add(owner)
                 result.busy_chats.update(c for c in (chat_id, parent_id) if c)
-            for owner, when in (await session.execute(latest)).all():
+            for owner, when in (await tx.execute(latest)).all():
                 if when is not None:
                     result.owner_active[owner] = when
-            for chat_id, parent_id, when in (await session.execute(touched)).all():
+            for chat_id, parent_id, when in (await tx.execute(touched)).all():
                 for key in (chat_id, parent_id):
                     if key and (key not in result.chat_active or result.chat_active[key] < when):
                         result.chat_active[key] = when
         return result
 
     async def begin_turn(
-        self, session: AsyncSession, chat_id: str, turn_id: str, now: datetime, *, owner: str
+        self, tx: AsyncSession, chat_id: str, turn_id: str, now: datetime, *, owner: str
     ) -> None:
         """Inside `TurnRepository.begin` (the chat row locked): lease `chat_id`'s turn to this replica.
 
@@ -303,11 +303,11 @@ class LeaseRepository:
             TurnRunning: the chat has a running turn already (on any replica).
             OwnerTurnsRunning: the owner runs `max_turns_per_owner` turns already (on all replicas).
         """
-        held = (await session.execute(_HELD, {"p_chat": chat_id})).first()
+        held = (await tx.execute(_HELD, {"p_chat": chat_id})).first()
         if held is not None:
             raise TurnRunning(chat_id, held.turn_id, held.replica_id)
         if self.max_turns_per_owner is not None:
-            await self._owner_turn_cap(session, owner, self.max_turns_per_owner)
+            await self._owner_turn_cap(tx, owner, self.max_turns_per_owner)
         expires = None if self.lease_seconds is None else self._until(now)
         lease = {
             "turn_id": turn_id,
@@ -316,21 +316,21 @@ class LeaseRepository:
             "expires_at": expires,
             "created_at": now,
         }
-        await session.execute(_NEW_LEASE, lease)
+        await tx.execute(_NEW_LEASE, lease)
 
-    async def _owner_turn_cap(self, session: AsyncSession, owner: str, limit: int) -> None:
+    async def _owner_turn_cap(self, tx: AsyncSession, owner: str, limit: int) -> None:
         """Count the owner's running turns on every replica. Postgres: under a transaction advisory
         lock on the owner, so two replicas admitting two of its chats at once count one after the
         other (SQLite's write lock already does that)."""
-        await transaction_lock(session, f"owner:{owner}")
-        running = await session.scalar(_OWNER_TURNS, {"p_owner": owner})
+        await transaction_lock(tx, f"owner:{owner}")
+        running = await tx.scalar(_OWNER_TURNS, {"p_owner": owner})
         if (running or 0) >= limit:
             raise OwnerTurnsRunning(owner, limit)
 
 
-async def end_turn_lease(session: AsyncSession, turn_id: str) -> None:
+async def end_turn_lease(tx: AsyncSession, turn_id: str) -> None:
     """Inside the transaction that writes a turn's end: its lease goes with it."""
-    await session.execute(_END_LEASE, {"p_turn": turn_id})
+    await tx.execute(_END_LEASE, {"p_turn": turn_id})
 
 
 def _lease(row: TurnLeaseRow) -> TurnLease:

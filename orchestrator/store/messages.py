@@ -36,7 +36,7 @@ def message_record(row: MessageRow) -> MessageRecord:
 
 
 async def insert_messages(
-    session: AsyncSession, chat_id: str, turn_id: str, messages: Sequence[NewMessage], now: datetime
+    tx: AsyncSession, chat_id: str, turn_id: str, messages: Sequence[NewMessage], now: datetime
 ) -> list[MessageRecord]:
     """Add messages after the chat's last one, inside the caller's transaction (which must hold the
     chat's lock, see `locked_chat`, so that sequences cannot collide).
@@ -46,7 +46,7 @@ async def insert_messages(
     """
     if not messages:
         return []
-    last = await session.scalar(_LAST, {"p_chat": chat_id})
+    last = await tx.scalar(_LAST, {"p_chat": chat_id})
     records = [
         MessageRecord(
             id=msg.id,
@@ -61,7 +61,7 @@ async def insert_messages(
         for i, msg in enumerate(messages, start=1)
     ]
     try:
-        await session.execute(_NEW_MESSAGES, [record.model_dump() for record in records])
+        await tx.execute(_NEW_MESSAGES, [record.model_dump() for record in records])
     except IntegrityError as err:
         raise RecordExists("message", ", ".join(msg.id for msg in messages)) from err
     return records
@@ -77,10 +77,10 @@ class MessageRepository:
         Raises:
             RecordNotFound: no such chat.
         """
-        async with self._db.write() as session:
+        async with self._db.write() as tx:
             now = self._db.clock()
-            await locked_chat(session, chat_id, now)
-            return await insert_messages(session, chat_id, turn_id, messages, now)
+            await locked_chat(tx, chat_id, now)
+            return await insert_messages(tx, chat_id, turn_id, messages, now)
 
     async def history(
         self, chat_id: str, limit: int = 20, *, exclude_turn: str | None = None
@@ -99,12 +99,12 @@ class MessageRepository:
             .order_by(MessageRow.sequence.desc())
             .limit(limit)
         )
-        async with self._db.read() as session:
-            rows = list(await session.scalars(query))
+        async with self._db.read() as tx:
+            rows = list(await tx.scalars(query))
         return [message_record(row) for row in reversed(rows)]
 
     async def of_turn(self, turn_id: str) -> list[MessageRecord]:
         """The messages one turn added, in order."""
         query = select(MessageRow).where(MessageRow.turn_id == turn_id).order_by(MessageRow.sequence)
-        async with self._db.read() as session:
-            return [message_record(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [message_record(row) for row in await tx.scalars(query)]

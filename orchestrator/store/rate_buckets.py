@@ -65,9 +65,9 @@ class RateBucketRepository:
         Raises:
             StoreError: the database failed.
         """
-        async with self._db.statement() as session:  # one statement: its own transaction
+        async with self._db.statement() as tx:  # one statement: its own transaction
             row = (
-                await session.execute(
+                await tx.execute(
                     _TAKE.bindparams(key=key[:255], burst=float(burst), rate=per_minute / 60.0)
                 )
             ).one()

@@ -75,19 +75,19 @@ class Retention:
             counts["audit"] = await self._batches(
                 lambda: delete(AuditRow).where(AuditRow.id.in_(stale.scalar_subquery()))
             )
-        async with self._db.write() as session:
-            result = await session.execute(delete(MemoryRow).where(MemoryRow.expires_at <= now))
+        async with self._db.write() as tx:
+            result = await tx.execute(delete(MemoryRow).where(MemoryRow.expires_at <= now))
             counts["memory"] = affected(result)
             turns = select(TurnRow.id)
-            result = await session.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.not_in(turns)))
+            result = await tx.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.not_in(turns)))
             counts["checkpoints"] = affected(result)
         return Swept(**counts)
 
     async def _batches(self, statement: Callable[[], Executable]) -> int:
         total = 0
         for _ in range(MAX_BATCHES):
-            async with self._db.write() as session:
-                done = affected(await session.execute(statement()))
+            async with self._db.write() as tx:
+                done = affected(await tx.execute(statement()))
             total += done
             if done < BATCH:
                 break

@@ -88,7 +88,7 @@ class TurnRepository:
         """
         try:
             await self._events.joined(
-                lambda session: self._begin(session, chat_id, turn_id, assistant_id, messages)
+                lambda tx: self._begin(tx, chat_id, turn_id, assistant_id, messages)
             )
         except IntegrityError as exc:  # a lease of the chat committed between the check and the insert
             held = await self._leases.turn_of_chat(chat_id)
@@ -98,7 +98,7 @@ class TurnRepository:
 
     async def _begin(
         self,
-        session: AsyncSession,
+        tx: AsyncSession,
         chat_id: str,
         turn_id: str,
         assistant_id: str,
@@ -107,11 +107,11 @@ class TurnRepository:
         """The begin's statements, in Core (a handful of statements, no ORM object): the chat row
         touched (locked until commit), the turn row, its lease, the user's messages."""
         now = self._db.clock()
-        chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
+        chat = (await tx.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
         if chat is None:
             raise RecordNotFound("chat", chat_id)
         owner = chat.owner
-        if await session.scalar(_TURN_ID, {"p_turn": turn_id}) is not None:
+        if await tx.scalar(_TURN_ID, {"p_turn": turn_id}) is not None:
             raise RecordExists("turn", turn_id)
         row = {
             "id": turn_id,
@@ -121,15 +121,15 @@ class TurnRepository:
             "usage": {},
             "created_at": now,
         }
-        await session.execute(_NEW_TURN, row)
-        await self._leases.begin_turn(session, chat_id, turn_id, now, owner=owner)
-        await insert_messages(session, chat_id, turn_id, messages, now)
+        await tx.execute(_NEW_TURN, row)
+        await self._leases.begin_turn(tx, chat_id, turn_id, now, owner=owner)
+        await insert_messages(tx, chat_id, turn_id, messages, now)
 
     async def unfinished(self) -> list[TurnRecord]:
         """Turns whose end was never written (the process running them died), oldest first."""
         query = select(TurnRow).where(TurnRow.status == RUNNING).order_by(TurnRow.created_at, TurnRow.id)
-        async with self._db.read() as session:
-            return [await _turn_record(session, row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [await _turn_record(tx, row) for row in await tx.scalars(query)]
 
     async def close_unfinished(self, chat_id: str, turn_id: str, events: Sequence[Event]) -> bool:
         """Append the closing `events` of an unfinished turn and mark it `error`, in one transaction;
@@ -138,15 +138,15 @@ class TurnRepository:
         Raises:
             EventSequenceError: `events` do not continue the session's log; nothing was written.
         """
-        async with self._db.write(ahead=True) as session:
+        async with self._db.write(ahead=True) as tx:
             now = self._db.clock()
-            await locked_chat(session, chat_id, now)
-            row = await session.get(TurnRow, turn_id)
+            await locked_chat(tx, chat_id, now)
+            row = await tx.get(TurnRow, turn_id)
             if row is None or row.status != RUNNING:
                 return False
-            await append_events(session, chat_id, events, now)
+            await append_events(tx, chat_id, events, now)
             row.status = "error"
-            await end_turn_lease(session, turn_id)
+            await end_turn_lease(tx, turn_id)
         return True
 
     async def persist(self, turn: FinishedTurn) -> TurnRecord:
@@ -159,9 +159,9 @@ class TurnRepository:
             EventSequenceError: `turn.events` do not continue the session's log.
         """
         # its stream_end: clients wait for it (ahead of the other writers)
-        return await self._events.joined(lambda session: self._persist(session, turn), ahead=True)
+        return await self._events.joined(lambda tx: self._persist(tx, turn), ahead=True)
 
-    async def _persist(self, session: AsyncSession, turn: FinishedTurn) -> TurnRecord:
+    async def _persist(self, tx: AsyncSession, turn: FinishedTurn) -> TurnRecord:
         """The end's statements, in Core: the chat row touched and, when the end carries events,
         its log moved by compare-and-set from the seq before them (one statement, which also sends
         the Postgres notice); the turn row closed; the events, the messages; the lease dropped."""
@@ -172,17 +172,17 @@ class TurnRepository:
             check_continues(chat_id, events[0].seq - 1, events)
             move = _MOVED_NOTICE if self._db.dialect == "postgresql" else _MOVED
             params = {"p_chat": chat_id, "p_now": now, "p_old": events[0].seq - 1, "p_new": events[-1].seq}
-            chat = (await session.execute(move, params)).first()
+            chat = (await tx.execute(move, params)).first()
         else:
-            chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
+            chat = (await tx.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
         if chat is None:
-            await self._refused(session, turn)
+            await self._refused(tx, turn)
         usage = turn.usage.model_dump(mode="json")
         closed = (
-            await session.execute(_CLOSE, {"p_turn": turn.turn_id, "p_status": turn.status, "p_usage": usage})
+            await tx.execute(_CLOSE, {"p_turn": turn.turn_id, "p_status": turn.status, "p_usage": usage})
         ).first()
         if closed is None:  # no `begin` wrote it (a turn persisted whole, `cage run`'s tests)
-            if await session.scalar(_TURN_ID, {"p_turn": turn.turn_id}) is not None:
+            if await tx.scalar(_TURN_ID, {"p_turn": turn.turn_id}) is not None:
                 raise RecordExists("turn", turn.turn_id)
             row = {
                 "id": turn.turn_id,
@@ -192,20 +192,20 @@ class TurnRepository:
                 "usage": usage,
                 "created_at": now,
             }
-            await session.execute(_NEW_TURN, row)
+            await tx.execute(_NEW_TURN, row)
             assistant_id, created_at = turn.assistant_id, now
         else:
             assistant_id, created_at = closed.assistant_id, closed.created_at
         if events:
             try:
-                await session.execute(_NEW_EVENTS, [event_row(chat_id, ev) for ev in events])
+                await tx.execute(_NEW_EVENTS, [event_row(chat_id, ev) for ev in events])
             except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
                 raise EventSequenceError(chat_id, expected=events[-1].seq + 1, got=events[0].seq) from err
-        messages = await insert_messages(session, chat_id, turn.turn_id, turn.messages, now)
+        messages = await insert_messages(tx, chat_id, turn.turn_id, turn.messages, now)
         if turn.resume:
             resume = merged_keys(chat.resume, turn.resume)
-            await session.execute(_RESUME, {"p_chat": chat_id, "p_resume": resume})
-        await end_turn_lease(session, turn.turn_id)
+            await tx.execute(_RESUME, {"p_chat": chat_id, "p_resume": resume})
+        await end_turn_lease(tx, turn.turn_id)
         return TurnRecord(
             id=turn.turn_id,
             chat_id=chat_id,
@@ -216,16 +216,16 @@ class TurnRepository:
             messages=tuple(messages),
         )
 
-    async def _refused(self, session: AsyncSession, turn: FinishedTurn) -> NoReturn:
+    async def _refused(self, tx: AsyncSession, turn: FinishedTurn) -> NoReturn:
         """Why the chat's row did not take the turn's end: no such chat, the turn ended already,
         or (its compare-and-set lost) events that do not continue the log.
 
         Raises: RecordNotFound, RecordExists, EventSequenceError.
         """
-        last = await session.scalar(select(_CHATS.c.last_seq).where(_CHATS.c.id == turn.chat_id))
+        last = await tx.scalar(select(_CHATS.c.last_seq).where(_CHATS.c.id == turn.chat_id))
         if last is None:
             raise RecordNotFound("chat", turn.chat_id)
-        status = await session.scalar(select(_TURNS.c.status).where(_TURNS.c.id == turn.turn_id))
+        status = await tx.scalar(select(_TURNS.c.status).where(_TURNS.c.id == turn.turn_id))
         if status is not None and status != RUNNING:
             raise RecordExists("turn", turn.turn_id)
         raise EventSequenceError(turn.chat_id, expected=last + 1, got=turn.events[0].seq)
@@ -239,36 +239,36 @@ class TurnRepository:
             .order_by(TurnRow.created_at.desc(), TurnRow.id.desc())
             .limit(1)
         )
-        async with self._db.read() as session:
-            row = (await session.execute(query)).first()
+        async with self._db.read() as tx:
+            row = (await tx.execute(query)).first()
         if row is None:
             return None
         return TurnSummary(id=row.id, assistant_id=row.assistant_id, status=row.status)
 
     async def get(self, turn_id: str) -> TurnRecord | None:
-        async with self._db.read() as session:
-            row = await session.get(TurnRow, turn_id)
-            return None if row is None else await _turn_record(session, row)
+        async with self._db.read() as tx:
+            row = await tx.get(TurnRow, turn_id)
+            return None if row is None else await _turn_record(tx, row)
 
     async def of_chat(self, chat_id: str) -> list[TurnRecord]:
         """The chat's turns, oldest first."""
         query = select(TurnRow).where(TurnRow.chat_id == chat_id).order_by(TurnRow.created_at, TurnRow.id)
-        async with self._db.read() as session:
-            return [await _turn_record(session, row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [await _turn_record(tx, row) for row in await tx.scalars(query)]
 
     async def usage(self, chat_id: str) -> Usage:
         """The chat's cumulative usage: its turns' usages summed."""
         query = select(TurnRow.usage).where(TurnRow.chat_id == chat_id)
         total = Usage(scope="cumulative")
-        async with self._db.read() as session:
-            for data in await session.scalars(query):
+        async with self._db.read() as tx:
+            for data in await tx.scalars(query):
                 total = total + Usage.model_validate(data)
         return total
 
 
-async def _turn_record(session: AsyncSession, row: TurnRow) -> TurnRecord:
+async def _turn_record(tx: AsyncSession, row: TurnRow) -> TurnRecord:
     query = select(MessageRow).where(MessageRow.turn_id == row.id).order_by(MessageRow.sequence)
-    messages = tuple(message_record(m) for m in await session.scalars(query))
+    messages = tuple(message_record(m) for m in await tx.scalars(query))
     return TurnRecord(
         id=row.id,
         chat_id=row.chat_id,
