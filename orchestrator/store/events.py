@@ -1,7 +1,7 @@
 """The per-session event log: durable, gap-free `seq`, replayed to clients after `after_seq`.
 
 The store assigns nothing: `seq` comes from the session's emitter. `append` only accepts events that
-continue the log exactly (last seq + 1, + 2, ...) and refuses gaps and duplicates; the chat row's
+continue the log exactly (last seq + 1, + 2, ...) and refuses gaps and duplicates; the session row's
 `last_seq` moves by compare-and-set, so two writers racing on one session cannot both win.
 
 Group commit: the appends of one process are queued and written together, one transaction for all
@@ -42,7 +42,7 @@ from orchestrator.store import log_writer
 from orchestrator.store.database import WRITE_OPTION, Database, affected, db_errors
 from orchestrator.store.errors import EventSequenceError, RecordNotFound, StoreError
 from orchestrator.store.notify import EVENTS_CHANNEL, notify
-from orchestrator.store.tables import ChatRow, EventRow
+from orchestrator.store.tables import EventRow, SessionRow
 from orchestrator.stream import Event, dump_event, parse_event
 
 log = structlog.get_logger(__name__)
@@ -58,11 +58,11 @@ async def append_events(
     """Append inside the caller's transaction; returns the new last seq.
 
     Raises:
-        RecordNotFound: no chat with this id.
+        RecordNotFound: no session with this id.
         EventSequenceError: the events do not continue the log.
         UsageError: an event is stamped for another session, or not stamped at all.
     """
-    last = await tx.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+    last = await tx.scalar(select(SessionRow.last_seq).where(SessionRow.id == session_id))
     if last is None:
         raise RecordNotFound("session", session_id)
     if not events:
@@ -71,17 +71,17 @@ async def append_events(
     check_continues(session_id, last, events)
     new_last = last + len(events)
     moved = await tx.execute(
-        update(ChatRow)
-        .where(ChatRow.id == session_id, ChatRow.last_seq == last)
+        update(SessionRow)
+        .where(SessionRow.id == session_id, SessionRow.last_seq == last)
         .values(last_seq=new_last, updated_at=now)
     )
     if affected(moved) != 1:
         # Another writer appended between our read and our update: ours no longer continue the log.
-        now_last = await tx.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+        now_last = await tx.scalar(select(SessionRow.last_seq).where(SessionRow.id == session_id))
         raise EventSequenceError(session_id, expected=(now_last or last) + 1, got=events[0].seq)
     try:
         await tx.execute(insert(EventRow), [event_row(session_id, ev) for ev in events])
-    except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
+    except IntegrityError as err:  # rows past last_seq: the log and the session row disagree
         raise EventSequenceError(session_id, expected=new_last + 1, got=events[0].seq) from err
     await notify(tx, EVENTS_CHANNEL, [notice(session_id, new_last)])
     return new_last
@@ -179,7 +179,7 @@ class EventLog:
         the events are either in it or never will be.
 
         Raises:
-            RecordNotFound: no chat with this id.
+            RecordNotFound: no session with this id.
             EventSequenceError: a gap or a duplicate; nothing was written.
             UsageError: an event belongs to another session.
             StoreError: the database failed; the events may or may not have landed (read the log).
@@ -333,20 +333,22 @@ class EventLog:
         """The last seq of each session that exists, in one query (a follower's slow poll)."""
         if not session_ids:
             return {}
-        query = select(ChatRow.id, ChatRow.last_seq).where(ChatRow.id.in_(sorted(set(session_ids))))
+        query = select(SessionRow.id, SessionRow.last_seq).where(SessionRow.id.in_(sorted(set(session_ids))))
         async with self._db.read() as tx:
-            return {chat_id: last for chat_id, last in await tx.execute(query)}
+            return {session_id: last for session_id, last in await tx.execute(query)}
 
     async def tail(self, session_id: str) -> tuple[int, int]:
         """The seq and `ts` of the session's last event, in one query; (0, 0) for an empty log.
 
         Raises:
-            RecordNotFound: no chat with this id.
+            RecordNotFound: no session with this id.
         """
         query = (
-            select(ChatRow.last_seq, EventRow.ts)
-            .outerjoin(EventRow, (EventRow.session_id == ChatRow.id) & (EventRow.seq == ChatRow.last_seq))
-            .where(ChatRow.id == session_id)
+            select(SessionRow.last_seq, EventRow.ts)
+            .outerjoin(
+                EventRow, (EventRow.session_id == SessionRow.id) & (EventRow.seq == SessionRow.last_seq)
+            )
+            .where(SessionRow.id == session_id)
         )
         async with self._db.read() as tx:
             row = (await tx.execute(query)).first()
@@ -358,10 +360,10 @@ class EventLog:
         """Seq of the session's last event; 0 for an empty log.
 
         Raises:
-            RecordNotFound: no chat with this id.
+            RecordNotFound: no session with this id.
         """
         async with self._db.read() as tx:
-            last = await tx.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+            last = await tx.scalar(select(SessionRow.last_seq).where(SessionRow.id == session_id))
         if last is None:
             raise RecordNotFound("session", session_id)
         return last

@@ -26,7 +26,7 @@ SPACES: tuple[str, ...] = get_args(MemorySpace)
 MAX_VALUE_BYTES = 1 * 2**20
 """Largest value (as compact JSON) one memory key holds."""
 MAX_KEYS_PER_SCOPE = 10_000
-"""Live keys one scope (a user's, a team's, a chat's memory) holds at most."""
+"""Live keys one scope (a user's, a team's, a session's memory) holds at most."""
 MAX_KEY_LENGTH = 500
 
 

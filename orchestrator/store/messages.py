@@ -1,4 +1,4 @@
-"""Chat messages in order: the history a turn starts from."""
+"""Session messages in order: the history a turn starts from."""
 
 from __future__ import annotations
 
@@ -10,22 +10,22 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.errors import UsageError
-from orchestrator.store.chats import locked_chat
 from orchestrator.store.database import Database
 from orchestrator.store.errors import RecordExists
 from orchestrator.store.records import MessageRecord, NewMessage
+from orchestrator.store.sessions import locked_session
 from orchestrator.store.tables import MessageRow, table
 
 MAX_HISTORY = 1000
 _MESSAGES = table(MessageRow)
-_LAST = select(func.max(_MESSAGES.c.sequence)).where(_MESSAGES.c.chat_id == bindparam("p_chat"))
+_LAST = select(func.max(_MESSAGES.c.sequence)).where(_MESSAGES.c.session_id == bindparam("p_session"))
 _NEW_MESSAGES = insert(_MESSAGES)
 
 
 def message_record(row: MessageRow) -> MessageRecord:
     return MessageRecord(
         id=row.id,
-        chat_id=row.chat_id,
+        session_id=row.session_id,
         turn_id=row.turn_id,
         role=row.role,
         content=row.content,
@@ -36,21 +36,21 @@ def message_record(row: MessageRow) -> MessageRecord:
 
 
 async def insert_messages(
-    tx: AsyncSession, chat_id: str, turn_id: str, messages: Sequence[NewMessage], now: datetime
+    tx: AsyncSession, session_id: str, turn_id: str, messages: Sequence[NewMessage], now: datetime
 ) -> list[MessageRecord]:
-    """Add messages after the chat's last one, inside the caller's transaction (which must hold the
-    chat's lock, see `locked_chat`, so that sequences cannot collide).
+    """Add messages after the session's last one, inside the caller's transaction (which must hold the
+    session's lock, see `locked_session`, so that sequences cannot collide).
 
     Raises:
         RecordExists: a message id is taken.
     """
     if not messages:
         return []
-    last = await tx.scalar(_LAST, {"p_chat": chat_id})
+    last = await tx.scalar(_LAST, {"p_session": session_id})
     records = [
         MessageRecord(
             id=msg.id,
-            chat_id=chat_id,
+            session_id=session_id,
             turn_id=turn_id,
             role=msg.role,
             content=msg.content,
@@ -71,21 +71,21 @@ class MessageRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def add(self, chat_id: str, turn_id: str, messages: Sequence[NewMessage]) -> list[MessageRecord]:
-        """Append messages to the chat outside a turn's final write (e.g. the user's input, early).
+    async def add(self, session_id: str, turn_id: str, messages: Sequence[NewMessage]) -> list[MessageRecord]:
+        """Append messages to the session outside a turn's final write (e.g. the user's input, early).
 
         Raises:
-            RecordNotFound: no such chat.
+            RecordNotFound: no such session.
         """
         async with self._db.write() as tx:
             now = self._db.clock()
-            await locked_chat(tx, chat_id, now)
-            return await insert_messages(tx, chat_id, turn_id, messages, now)
+            await locked_session(tx, session_id, now)
+            return await insert_messages(tx, session_id, turn_id, messages, now)
 
     async def history(
-        self, chat_id: str, limit: int = 20, *, exclude_turn: str | None = None
+        self, session_id: str, limit: int = 20, *, exclude_turn: str | None = None
     ) -> list[MessageRecord]:
-        """The chat's last `limit` messages, oldest first; without those of `exclude_turn` (the
+        """The session's last `limit` messages, oldest first; without those of `exclude_turn` (the
         running turn, whose user messages are written when it starts).
 
         Raises:
@@ -95,7 +95,7 @@ class MessageRepository:
             raise UsageError(f"limit must be between 1 and {MAX_HISTORY}, got {limit}")
         query = (
             select(MessageRow)
-            .where(MessageRow.chat_id == chat_id, MessageRow.turn_id != (exclude_turn or ""))
+            .where(MessageRow.session_id == session_id, MessageRow.turn_id != (exclude_turn or ""))
             .order_by(MessageRow.sequence.desc())
             .limit(limit)
         )

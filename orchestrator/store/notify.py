@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 log = structlog.get_logger(__name__)
 
 EVENTS_CHANNEL = "cage_events"
-"""Payload `<chat id> <last seq>`: the chat's log now reaches `last seq` (sent by each append)."""
+"""Payload `<session id> <last seq>`: the session's log now reaches `last seq` (sent by each append)."""
 COMMANDS_CHANNEL = "cage_turn_commands"
 """Payload `<command id>`: a steering command waits for the replica holding its turn."""
 OUTCOMES_CHANNEL = "cage_turn_outcomes"

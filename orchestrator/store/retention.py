@@ -21,7 +21,7 @@ from sqlalchemy import Executable, delete, exists, select, tuple_
 from sqlalchemy.orm import aliased
 
 from orchestrator.store.database import Database, affected
-from orchestrator.store.tables import AuditRow, ChatRow, CheckpointRow, EventRow, MemoryRow, TurnRow
+from orchestrator.store.tables import AuditRow, CheckpointRow, EventRow, MemoryRow, SessionRow, TurnRow
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,11 @@ class Retention:
         now = self._db.clock()
         counts: dict[str, int] = {}
         if policy.session_ttl is not None:
-            chat = aliased(ChatRow)  # the subqueries name their own copy: no correlation to the DELETE
-            running = exists().where(TurnRow.chat_id == chat.id, TurnRow.status == "running")
-            idle = select(chat.id).where(chat.updated_at < now - policy.session_ttl, ~running)
+            session = aliased(SessionRow)  # the subqueries name their own copy: no correlation to the DELETE
+            running = exists().where(TurnRow.session_id == session.id, TurnRow.status == "running")
+            idle = select(session.id).where(session.updated_at < now - policy.session_ttl, ~running)
             counts["sessions"] = await self._batches(  # events, messages and turns cascade
-                lambda: delete(ChatRow).where(ChatRow.id.in_(idle.limit(BATCH).scalar_subquery()))
+                lambda: delete(SessionRow).where(SessionRow.id.in_(idle.limit(BATCH).scalar_subquery()))
             )
         if policy.event_ttl is not None:
             cutoff_ms = int((now - policy.event_ttl).timestamp() * 1000)

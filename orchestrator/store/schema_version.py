@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.store.database import Database
 from orchestrator.store.errors import StoreError
 
-HEAD_REVISION = "0007_ws_tickets"
+HEAD_REVISION = "0008_sessions"
 """The newest revision in `migrations/versions`; a unit test keeps it equal to Alembic's head."""
 
 

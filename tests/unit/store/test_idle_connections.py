@@ -14,7 +14,7 @@ async def test_a_dead_idle_connection_is_replaced_before_use(
 ) -> None:
     if store.url.get_backend_name() != "postgresql":
         pytest.skip("Postgres only: SQLite has no server to lose")
-    chat = await store.chats.create("alice", "tests.echo")
+    session = await store.sessions.create("alice", "tests.echo")
     async with store._db.engine.connect() as conn:  # the pool's connection, to be killed
         pid = await conn.scalar(text("SELECT pg_backend_pid()"))
     admin = Store.from_url(store.url)
@@ -24,5 +24,5 @@ async def test_a_dead_idle_connection_is_replaced_before_use(
     finally:
         await admin.aclose()
     monkeypatch.setattr(database, "_PING_AFTER_S", 0.0)  # it has been idle "long enough"
-    got = await store.chats.get(chat.id)
-    assert got is not None and got.id == chat.id
+    got = await store.sessions.get(session.id)
+    assert got is not None and got.id == session.id
