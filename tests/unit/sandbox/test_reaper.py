@@ -11,7 +11,15 @@ import pytest
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.sandbox.backend import CreateSpec, SandboxRef
 from orchestrator.sandbox.identity import identity_for
-from orchestrator.sandbox.labels import RUN, STALE_RUN_AFTER, SandboxLabels, sandbox_labels
+from orchestrator.sandbox.labels import (
+    LEGACY_SESSION,
+    RUN,
+    SESSION,
+    STALE_RUN_AFTER,
+    SandboxLabels,
+    sandbox_labels,
+    session_label,
+)
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
 from orchestrator.sandbox.reaper import ReapAction, Reaper, decide
 from orchestrator.sandbox.reconcile import reconcile
@@ -193,6 +201,18 @@ def test_labels_round_trip() -> None:
         86400.0,
     )
     assert SandboxLabels.parse({**labels, "cage.lifecycle": "bogus"}) is None
+
+
+def test_a_session_box_labelled_before_the_rename_is_read_as_that_session() -> None:
+    """Boxes and volumes made before 2026-12 carry `cage.chat`: still parsed (so adopted, matched to
+    their session's turns and reaped), while new ones carry only `cage.session`."""
+    ident = identity_for(Lifecycle.SESSION, owner="o", assistant_id="a.b", session_id="s-1", workspace_id=None)
+    labels = sandbox_labels(ident, config_hash="f" * 64, idle_timeout=60.0, max_lifetime=None)
+    assert labels[SESSION] == "s-1" and LEGACY_SESSION not in labels
+    old = {k: v for k, v in labels.items() if k != SESSION} | {LEGACY_SESSION: "s-1"}
+    parsed = SandboxLabels.parse(old)
+    assert parsed is not None and parsed.session_id == "s-1"
+    assert session_label(old) == session_label(labels) == "s-1" and session_label({}) is None
 
 
 async def test_reconcile_removes_nothing_with_an_assistant_when_the_assistants_could_not_be_listed() -> None:
