@@ -61,55 +61,47 @@ def upgrade() -> None:
     op.rename_table("chats", "sessions")
     for child in CHILDREN:
         op.alter_column(child, "chat_id", new_column_name="session_id")
+    _rename_names(forward=True)
+
+
+def downgrade() -> None:
+    _rename_names(forward=False)
+    for child in CHILDREN:
+        op.alter_column(child, "session_id", new_column_name="chat_id")
+    op.rename_table("sessions", "chats")
+
+
+def _rename_names(*, forward: bool) -> None:
+    """The indexes and constraints of the (renamed) tables: old names to new, or back."""
+
+    def way(old: str, new: str) -> tuple[str, str]:
+        return (old, new) if forward else (new, old)
+
     if op.get_bind().dialect.name == "postgresql":
-        op.execute('ALTER TABLE "sessions" RENAME CONSTRAINT "pk_chats" TO "pk_sessions"')
-        for table, (old, new, _) in [*FOREIGN_KEYS.items(), *UNIQUES.items()]:
-            op.execute(f'ALTER TABLE "{table}" RENAME CONSTRAINT "{old}" TO "{new}"')
+        renames = [("sessions", "pk_chats", "pk_sessions")]
+        renames += [(table, old, new) for table, (old, new, _) in [*FOREIGN_KEYS.items(), *UNIQUES.items()]]
+        for table, old, new in renames:
+            op.execute('ALTER TABLE "{}" RENAME CONSTRAINT "{}" TO "{}"'.format(table, *way(old, new)))
         for rows in INDEXES.values():
             for old, new, _ in rows:
-                op.execute(f'ALTER INDEX "{old}" RENAME TO "{new}"')
+                op.execute('ALTER INDEX "{}" RENAME TO "{}"'.format(*way(old, new)))
         return
     # SQLite keeps constraint names in each table's `CREATE TABLE` text: a name changes only by
     # rebuilding the table (batch mode); an index is dropped and made again under its new name.
     for table, rows in INDEXES.items():
         for old, new, columns in rows:
-            op.drop_index(old, table_name=table)
-            op.create_index(new, table, columns)
-    for table in FOREIGN_KEYS.keys() | UNIQUES.keys():
+            drop, create = way(old, new)
+            op.drop_index(drop, table_name=table)
+            op.create_index(create, table, columns)
+    for table in sorted(FOREIGN_KEYS.keys() | UNIQUES.keys()):
         with op.batch_alter_table(table, recreate="always") as batch:
             if table in FOREIGN_KEYS:
                 old, new, column = FOREIGN_KEYS[table]
-                batch.drop_constraint(old, type_="foreignkey")
-                batch.create_foreign_key(new, "sessions", [column], ["id"], ondelete="CASCADE")
+                drop, create = way(old, new)
+                batch.drop_constraint(drop, type_="foreignkey")
+                batch.create_foreign_key(create, "sessions", [column], ["id"], ondelete="CASCADE")
             if table in UNIQUES:
                 old, new, columns = UNIQUES[table]
-                batch.drop_constraint(old, type_="unique")
-                batch.create_unique_constraint(new, columns)
-
-
-def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute('ALTER TABLE "sessions" RENAME CONSTRAINT "pk_sessions" TO "pk_chats"')
-        for table, (old, new, _) in [*FOREIGN_KEYS.items(), *UNIQUES.items()]:
-            op.execute(f'ALTER TABLE "{table}" RENAME CONSTRAINT "{new}" TO "{old}"')
-        for rows in INDEXES.values():
-            for old, new, _ in rows:
-                op.execute(f'ALTER INDEX "{new}" RENAME TO "{old}"')
-    else:
-        for table, rows in INDEXES.items():
-            for old, new, columns in rows:
-                op.drop_index(new, table_name=table)
-                op.create_index(old, table, columns)
-        for table in FOREIGN_KEYS.keys() | UNIQUES.keys():
-            with op.batch_alter_table(table, recreate="always") as batch:
-                if table in FOREIGN_KEYS:
-                    old, new, column = FOREIGN_KEYS[table]
-                    batch.drop_constraint(new, type_="foreignkey")
-                    batch.create_foreign_key(old, "sessions", [column], ["id"], ondelete="CASCADE")
-                if table in UNIQUES:
-                    old, new, columns = UNIQUES[table]
-                    batch.drop_constraint(new, type_="unique")
-                    batch.create_unique_constraint(old, columns)
-    for child in CHILDREN:
-        op.alter_column(child, "session_id", new_column_name="chat_id")
-    op.rename_table("sessions", "chats")
+                drop, create = way(old, new)
+                batch.drop_constraint(drop, type_="unique")
+                batch.create_unique_constraint(create, columns)
