@@ -50,7 +50,7 @@ async def test_a_disk_fill_fails_in_the_agents_own_box_only(
     logged = json.dumps([e.model_dump(mode="json") for e in await e2e.store.events.after("chat-fill")])
     assert "No space left on device" in tool_output and "dd-exit=1" in tool_output  # the agent's own write
     assert "No space left on device" in logged  # and the event log (the database) recorded it
-    [box] = [b for b in docker_engine.containers.list(all=True) if b.labels.get("cage.session") == "chat-fill"]
+    [box] = docker_engine.containers.list(all=True, filters={"label": "cage.session=chat-fill"}, ignore_removed=True)
     layer = docker_engine.api.get(docker_engine.api._url("/containers/{0}/json", box.id), params={"size": 1}).json()
     assert layer.get("SizeRw", 0) < 64 * MiB  # the 512 MiB did not land in the writable layer either
     [volume] = [m["Name"] for m in box.attrs["Mounts"] if m["Destination"] == "/workspace"]
