@@ -42,7 +42,7 @@ from orchestrator.store import log_writer
 from orchestrator.store.database import WRITE_OPTION, Database, affected, db_errors
 from orchestrator.store.errors import EventSequenceError, RecordNotFound, StoreError
 from orchestrator.store.notify import EVENTS_CHANNEL, notify
-from orchestrator.store.tables import SessionRow, EventRow
+from orchestrator.store.tables import EventRow, SessionRow
 from orchestrator.stream import Event, dump_event, parse_event
 
 log = structlog.get_logger(__name__)

@@ -12,10 +12,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.errors import UsageError
-from orchestrator.store.sessions import locked_session
 from orchestrator.store.database import Database
 from orchestrator.store.errors import RecordExists
 from orchestrator.store.records import MessageRecord, NewMessage
+from orchestrator.store.sessions import locked_session
 from orchestrator.store.tables import MessageRow, table
 
 MAX_HISTORY = 1000

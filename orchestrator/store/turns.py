@@ -17,7 +17,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from orchestrator.store import turn_writer
-from orchestrator.store.sessions import locked_session, merged_keys
 from orchestrator.store.database import Database
 from orchestrator.store.errors import EventSequenceError, RecordExists, RecordNotFound, TurnRunning
 from orchestrator.store.events import (
@@ -31,7 +30,8 @@ from orchestrator.store.leases import LeaseRepository, end_turn_lease, owner_loc
 from orchestrator.store.messages import insert_messages, message_record, message_records
 from orchestrator.store.notify import EVENTS_CHANNEL
 from orchestrator.store.records import FinishedTurn, NewMessage, TurnRecord, TurnSummary
-from orchestrator.store.tables import SessionRow, EventRow, MessageRow, TurnRow, table
+from orchestrator.store.sessions import locked_session, merged_keys
+from orchestrator.store.tables import EventRow, MessageRow, SessionRow, TurnRow, table
 from orchestrator.stream import Event, Usage
 
 RUNNING = "running"
@@ -72,7 +72,9 @@ _PREVIOUS = (
     .order_by(_TURNS.c.created_at.desc(), _TURNS.c.id.desc())
     .limit(1)
 )
-_RESUME = update(_SESSIONS).where(_SESSIONS.c.id == bindparam("p_session")).values(resume=bindparam("p_resume"))
+_RESUME = (
+    update(_SESSIONS).where(_SESSIONS.c.id == bindparam("p_session")).values(resume=bindparam("p_resume"))
+)
 
 
 class TurnRepository:
@@ -107,9 +109,7 @@ class TurnRepository:
         ):
             return
         try:
-            await self._events.joined(
-                lambda tx: self._begin(tx, session_id, turn_id, assistant_id, messages)
-            )
+            await self._events.joined(lambda tx: self._begin(tx, session_id, turn_id, assistant_id, messages))
         except IntegrityError as exc:  # a lease of the session committed between the check and the insert
             held = await self._leases.turn_of_session(session_id)
             if held is None:
@@ -117,7 +117,12 @@ class TurnRepository:
             raise TurnRunning(session_id, held.turn_id, held.replica_id) from exc
 
     async def _begin_postgres(
-        self, session_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage], owner: str | None
+        self,
+        session_id: str,
+        turn_id: str,
+        assistant_id: str,
+        messages: Sequence[NewMessage],
+        owner: str | None,
     ) -> bool:
         """Postgres: the begin in one statement (`turn_writer`); False when it was refused and
         nothing was written (the caller writes it through `_begin`, which says why)."""
@@ -261,7 +266,12 @@ class TurnRepository:
             check_stamps(session_id, events)
             check_continues(session_id, events[0].seq - 1, events)
             move = _MOVED_NOTICE if self._db.dialect == "postgresql" else _MOVED
-            params = {"p_session": session_id, "p_now": now, "p_old": events[0].seq - 1, "p_new": events[-1].seq}
+            params = {
+                "p_session": session_id,
+                "p_now": now,
+                "p_old": events[0].seq - 1,
+                "p_new": events[-1].seq,
+            }
             session = (await tx.execute(move, params)).first()
         else:
             session = (await tx.execute(_TOUCH, {"p_session": session_id, "p_now": now})).first()
@@ -336,7 +346,9 @@ class TurnRepository:
 
     async def of_session(self, session_id: str) -> list[TurnRecord]:
         """The session's turns, oldest first."""
-        query = select(TurnRow).where(TurnRow.session_id == session_id).order_by(TurnRow.created_at, TurnRow.id)
+        query = (
+            select(TurnRow).where(TurnRow.session_id == session_id).order_by(TurnRow.created_at, TurnRow.id)
+        )
         async with self._db.read() as tx:
             return [await _turn_record(tx, row) for row in await tx.scalars(query)]
 
