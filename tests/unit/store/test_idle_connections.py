@@ -14,11 +14,10 @@ from sqlalchemy.pool import QueuePool
 from orchestrator.store import Store, database
 
 
+@pytest.mark.databases("postgres")  # SQLite has no server to lose
 async def test_a_dead_idle_connection_is_replaced_before_use(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if store.url.get_backend_name() != "postgresql":
-        pytest.skip("Postgres only: SQLite has no server to lose")
     session = await store.sessions.create("alice", "tests.echo")
     async with store._db.engine.connect() as conn:  # the pool's connection, to be killed
         pid = await conn.scalar(text("SELECT pg_backend_pid()"))
