@@ -90,7 +90,7 @@ def turn_for(runner: str, lifecycle: str = "oneshot") -> TurnRequest:
     return TurnRequest(
         assistant_id="bench.a",
         owner="bench",
-        chat_id="c",
+        session_id="c",
         turn_id="t",
         prompt="hi",
         connector=connector,

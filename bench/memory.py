@@ -8,7 +8,7 @@ session's cost) it
 1. opens `--idle` session websockets that only wait (`session.ready`, no turn) and reports the
    server's RSS growth per session; then closes them;
 2. lets `--churn` sessions come and go, `--wave` at a time: each opens its websocket, takes one
-   turn in a new chat, and closes; the server's RSS after the last wave is compared with its RSS
+   turn in a new session, and closes; the server's RSS after the last wave is compared with its RSS
    before the first one (one wave is run first, so pools and caches warmed by a turn are not
    counted as growth), and half-way through (growth that slows down is caches filling up;
    growth that does not is a leak).
@@ -54,7 +54,7 @@ async def settled_rss(pid: int, *, attempts: int = 20) -> int:
 
 
 async def one_session(ws_url: str) -> list[str]:
-    session = Session(chat_id=f"mem-{uuid.uuid4().hex[:10]}")
+    session = Session(session_id=f"mem-{uuid.uuid4().hex[:10]}")
     await open_session(ws_url, session)
     try:
         await run_turns(session, 1)
@@ -74,14 +74,14 @@ async def measure(ws_url: str, pid: int, idle: int, churn: int, size: int) -> di
     if errors:
         raise RuntimeError(f"the warm-up turn failed: {errors}")
     before_idle = await settled_rss(pid)
-    sessions = [Session(chat_id=f"mem-idle-{i:04d}-{uuid.uuid4().hex[:6]}") for i in range(idle)]
+    sessions = [Session(session_id=f"mem-idle-{i:04d}-{uuid.uuid4().hex[:6]}") for i in range(idle)]
     for start in range(0, idle, 50):  # 50 handshakes at a time
         await asyncio.gather(*(open_session(ws_url, s) for s in sessions[start : start + 50]))
     with_idle = await settled_rss(pid)
     for s in sessions:
         if s.conn is not None:
             await s.conn.close()
-    errors += await wave(ws_url, size)  # warms what a turn in a new chat warms
+    errors += await wave(ws_url, size)  # warms what a turn in a new session warms
     start_rss = await settled_rss(pid)
     started = time.perf_counter()
     half = (churn // 2) // size * size

@@ -143,7 +143,7 @@ async def main(runs: int) -> bool:
                 owner="bench",
                 assistant_id="bench.sandbox",
                 assistant_dir=Path(tmp),
-                chat_id=run_id,
+                session_id=run_id,
                 spec=spec,
             )
             lease = await manager.acquire(req)

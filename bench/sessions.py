@@ -90,7 +90,7 @@ def write_app(root: Path, model_port: int) -> None:
 
 @dataclass
 class Session:
-    chat_id: str
+    session_id: str
     conn: ClientConnection | None = None
     seqs: list[int] = field(default_factory=list)
     delays_ms: list[float] = field(default_factory=list)
@@ -100,13 +100,13 @@ class Session:
 
 async def open_session(ws_url: str, session: Session) -> None:
     session.conn = await connect(
-        f"{ws_url}/v1/sessions/{session.chat_id}/ws?assistant_id=bench.fast",
+        f"{ws_url}/v1/sessions/{session.session_id}/ws?assistant_id=bench.fast",
         additional_headers={"Authorization": f"Bearer {ADMIN_KEY}"},
         max_size=2**24,
     )
     ready = json.loads(await session.conn.recv())
     if ready.get("type") != "session.ready":
-        raise RuntimeError(f"session {session.chat_id}: {ready}")
+        raise RuntimeError(f"session {session.session_id}: {ready}")
 
 
 async def run_turns(session: Session, turns: int) -> None:
@@ -120,7 +120,7 @@ async def _run_turns(session: Session, turns: int) -> None:
     conn = session.conn
     assert conn is not None
     for n in range(turns):
-        await conn.send(json.dumps({"type": "user_message", "text": f"turn {n} of {session.chat_id}"}))
+        await conn.send(json.dumps({"type": "user_message", "text": f"turn {n} of {session.session_id}"}))
         while True:
             frame = json.loads(await conn.recv())
             arrived = time.time() * 1000
@@ -164,8 +164,8 @@ def wait_http(url: str, deadline: float) -> None:
 
 
 async def bench(base_url: str, ws_url: str, server_pid: int, sessions: int, turns: int) -> dict[str, Any]:
-    all_sessions = [Session(chat_id=f"bench-{i:03d}-{uuid.uuid4().hex[:6]}") for i in range(sessions)]
-    warm = Session(chat_id=f"bench-warm-{uuid.uuid4().hex[:6]}")  # the first turn's imports: not measured
+    all_sessions = [Session(session_id=f"bench-{i:03d}-{uuid.uuid4().hex[:6]}") for i in range(sessions)]
+    warm = Session(session_id=f"bench-warm-{uuid.uuid4().hex[:6]}")  # the first turn's imports: not measured
     await open_session(ws_url, warm)
     await run_turns(warm, 1)
     assert warm.conn is not None
@@ -191,7 +191,7 @@ async def bench(base_url: str, ws_url: str, server_pid: int, sessions: int, turn
     lost = 0
     async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
         for s in all_sessions:
-            logged = (await http.get(f"/v1/sessions/{s.chat_id}/events", params={"limit": 10000})).json()
+            logged = (await http.get(f"/v1/sessions/{s.session_id}/events", params={"limit": 10000})).json()
             expected = [e["seq"] for e in logged["events"]]
             if s.seqs != list(range(1, len(s.seqs) + 1)) or s.seqs != expected:
                 lost += 1

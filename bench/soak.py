@@ -3,9 +3,9 @@
 The same three processes as `bench/sessions.py` (the fake model server, `cage serve`, this
 client), all on 127.0.0.1. For `--minutes` (default 30) it keeps a mix going: long-lived websocket
 sessions taking turn after turn (and reconnecting with `after_seq` now and then), native SSE turns
-in new chats, non-streamed OpenAI completions, requests without a key, and bodies over the limit.
+in new sessions, non-streamed OpenAI completions, requests without a key, and bodies over the limit.
 Retention runs every `--retention` seconds with short session and event TTLs (120 s), so old
-chats and old events go (SQLite reuses the freed pages; the file does not shrink).
+sessions and old events go (SQLite reuses the freed pages; the file does not shrink).
 
 Every minute, and at start and end, it reports the server's RSS, its open files, the containers
 carrying this run's label and the database size; a steady server is flat (after warm-up) in all
@@ -72,13 +72,13 @@ class Counts:
 
 
 async def ws_worker(ws_url: str, base: str, n: int, until: float, counts: Counts) -> None:
-    chat = f"soak-ws-{n}-{uuid.uuid4().hex[:6]}"
+    session = f"soak-ws-{n}-{uuid.uuid4().hex[:6]}"
     last = 0
     for _ in range(MAX_OPS):
         if time.monotonic() > until:
             return
         query = f"assistant_id=bench.fast&after_seq={last}"
-        async with connect(f"{ws_url}/v1/sessions/{chat}/ws?{query}", additional_headers=AUTH) as conn:
+        async with connect(f"{ws_url}/v1/sessions/{session}/ws?{query}", additional_headers=AUTH) as conn:
             ready = json.loads(await conn.recv())
             counts.add("ws_connect", ready.get("type") == "session.ready")
             for turn in range(5):  # then reconnect from the last seq seen
@@ -112,11 +112,11 @@ async def http_worker(base: str, until: float, counts: Counts) -> None:
             async with http.stream("POST", "/v1/assistants/bench.fast/stream", json=body, headers=AUTH) as r:
                 text = "".join([chunk async for chunk in r.aiter_text()])
             counts.add("sse_turn", r.status_code == 200 and '"stream_end"' in text)
-            chat = {"model": "bench.fast", "messages": [{"role": "user", "content": f"openai {n}"}]}
-            answer = await http.post("/v1/chat/completions", json=chat, headers=AUTH)
+            session = {"model": "bench.fast", "messages": [{"role": "user", "content": f"openai {n}"}]}
+            answer = await http.post("/v1/chat/completions", json=session, headers=AUTH)
             counts.add("openai_turn", answer.status_code == 200)
             junk = await http.post(
-                "/v1/chat/completions", json=chat, headers={"Authorization": "Bearer nope"}
+                "/v1/chat/completions", json=session, headers={"Authorization": "Bearer nope"}
             )
             counts.add("refused_401_or_429", junk.status_code in (401, 429))
             try:

@@ -79,7 +79,9 @@ KIND_MEANING: Mapping[ErrorKind, str] = MappingProxyType(
         ErrorKind.CONFLICT: "the thing exists already or is busy",
         ErrorKind.TOO_LARGE: "a request body over the route's limit",
         ErrorKind.RATE_LIMITED: "too many requests; come back later",
-        ErrorKind.CAPACITY: "a sandbox, websocket, turn, chat or memory cap is reached; nothing was created",
+        ErrorKind.CAPACITY: (
+            "a sandbox, websocket, turn, session or memory cap is reached; nothing was created"
+        ),
         ErrorKind.UNAVAILABLE: "no container engine or no database answers",
         ErrorKind.INFRA: "a sandbox, an image build, a prepare step or the gateway failed",
         ErrorKind.AGENT: "the runner or the model failed",

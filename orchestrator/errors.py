@@ -13,7 +13,7 @@ CageError
 │   ├── WorkspaceError   path                          (traversal, bad ids)
 │   └── EngineUnavailable                              (no Docker engine answers)
 ├── CapacityError        scope, limit                  (too many sandboxes; HTTP 429)
-│   ├── OwnerTurnsRunning, OwnerChatsFull              [store/errors.py]
+│   ├── OwnerTurnsRunning, OwnerSessionsFull              [store/errors.py]
 │   ├── MemoryFull                                     [store/memory.py]
 │   └── OwnerCapReached                                [api/caps.py]
 ├── RunnerError          runner, exit_code, stderr_tail

@@ -72,7 +72,7 @@ async def open_services(
     `engine`: the backend and image builder to use (default: `engine_clients(settings)`); closed
     with the rest either way. `close_grace`, `unattended`, `titles`: the pipeline's
     (`PipelineService`): how long running turns get to stop on close, who answers permission
-    requests with no client there (`cage run`), whether chats get titles.
+    requests with no client there (`cage run`), whether sessions get titles.
     """
     backend, images = engine if engine is not None else engine_clients(settings)
     try:

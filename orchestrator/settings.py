@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     acquire_timeout: float = Field(default=900.0, gt=0)
     """Seconds a sandbox may take to be ready (image build + prepare steps); then the turn fails."""
     max_workspace_volumes_per_owner: int = Field(default=200, ge=1)
-    """Workspace volumes one owner may have (a `session` assistant makes one per chat); then 429."""
+    """Workspace volumes one owner may have (a `session` assistant makes one per session); then 429."""
     workspace_idle_timeout: float = Field(default=14 * 86400.0, gt=0)
     """Seconds a workspace volume no sandbox uses may stay before the volume GC removes it."""
     default_cpus: float = Field(default=2.0, gt=0)

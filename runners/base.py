@@ -105,7 +105,7 @@ class TurnRequest(BaseModel):
     model_config = _FROZEN
     assistant_id: str
     owner: str
-    chat_id: str
+    session_id: str
     turn_id: str
     prompt: str
     """The user's message for this turn."""

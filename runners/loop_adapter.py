@@ -34,7 +34,7 @@ class LoopTurn:
     """One turn of a loop runner, prepared by the pipeline in the assistant's leased sandbox."""
 
     assistant: Assistant
-    chat_id: str
+    session_id: str
     turn_id: str
     prompt: ChatMessage
     """The user's message (attached images as parts, or described for a model without vision)."""
@@ -52,7 +52,7 @@ class LoopTurn:
     skills_root: str | None = None
     """Where the assistant's skills were delivered in the box; None without skills."""
     resume: Mapping[str, str] = field(default_factory=dict)
-    """The state the chat's last completed turn left (`LoopRun.resume_state`)."""
+    """The state the session's last completed turn left (`LoopRun.resume_state`)."""
     gate: PermissionGate | None = None
     child_sessions: ChildSessions | None = None
     """Where sub-agents open their persisted child sessions."""
@@ -64,7 +64,7 @@ class LoopRun:
 
     outcome: TurnOutcome
     resume_state: Mapping[str, str] = field(default_factory=dict)
-    """What the next turn in the chat starts from, if this one counts as completed."""
+    """What the next turn in the session starts from, if this one counts as completed."""
 
 
 class LoopWatch(Protocol):

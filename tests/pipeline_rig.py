@@ -109,14 +109,14 @@ class Rig:
         content: str,
         *,
         owner: str = "alice",
-        chat_id: str | None = None,
+        session_id: str | None = None,
         options: TurnOptions | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> TurnInput:
         return TurnInput(
             assistant_id=assistant_id,
             owner=owner,
-            chat_id=chat_id or f"chat-{uuid.uuid4().hex[:10]}",
+            session_id=session_id or f"chat-{uuid.uuid4().hex[:10]}",
             messages=(InputMessage(role="user", content=content),),
             options=options or TurnOptions(),
             metadata=metadata or {},

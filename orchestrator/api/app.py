@@ -96,7 +96,7 @@ async def _sweep(state: ApiState, reaper: Reaper, shared: bool) -> None:
 
 
 async def _kill_orphaned(state: ApiState, recovered: list[RecoveredTurn]) -> None:
-    turns = [(t.owner, t.assistant_id, t.chat_id) for t in recovered]
+    turns = [(t.owner, t.assistant_id, t.session_id) for t in recovered]
     await kill_orphaned_turns(state.services.manager, turns)
 
 
@@ -109,7 +109,7 @@ def _lifespan(
         async with factory(settings) as services, anyio.create_task_group() as tg:
             supervisor = Supervisor(tg)
             await services.store.migrate()
-            services.store.chats.bind(max_per_owner=config.max_chats_per_owner)
+            services.store.sessions.bind(max_per_owner=config.max_sessions_per_owner)
             cluster = Cluster(services.store, settings, max_turns_per_owner=config.max_turns_per_owner)
             await cluster.join()
             await cluster.elect()
@@ -268,10 +268,11 @@ def create_app(
                 "Authorization",
                 "Content-Type",
                 "X-Request-Id",
+                "X-Cage-Session-Id",
                 "X-Cage-Chat-Id",
                 "Last-Event-ID",
             ],
-            expose_headers=["X-Request-Id", "X-Cage-Chat-Id", "X-Cage-Turn-Id"],
+            expose_headers=["X-Request-Id", "X-Cage-Session-Id", "X-Cage-Chat-Id", "X-Cage-Turn-Id"],
         )
     if api_config.trusted_hosts != ["*"]:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=api_config.trusted_hosts)

@@ -1,6 +1,6 @@
 """`OwnerCaps`: how many websockets, SSE follows and running turns one owner may hold at once.
 
-A user may open any number of chats, so one turn per chat bounds nothing; each open connection
+A user may open any number of sessions, so one turn per session bounds nothing; each open connection
 also holds a live queue of events. Past a cap the request is refused with 429 (`CapacityError`)
 before anything is opened. One event loop uses this, so plain counters suffice.
 """

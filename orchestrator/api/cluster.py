@@ -28,7 +28,7 @@ import structlog
 
 from orchestrator.pipeline.recovery import RecoveredTurn, close_unfinished_turns
 from orchestrator.sandbox.backend import SandboxRef
-from orchestrator.sandbox.labels import CHAT, OWNER
+from orchestrator.sandbox.labels import OWNER, SESSION
 from orchestrator.sandbox.pool import POOL
 from orchestrator.sandbox.reaper import FleetUse
 from orchestrator.sandbox.registry import TrackedSandbox
@@ -125,17 +125,17 @@ class Cluster:
 
     async def fleet(self, boxes: list[TrackedSandbox]) -> dict[str, FleetUse]:
         """The reaper's view of other replicas' use of `boxes`, from their turns in the database: a
-        box with a chat label is busy while that chat (or a sub-agent chat under it) runs a turn on
-        any replica, any other box while its owner runs one; idle since the chat's (owner's) last
+        box with a session label is busy while that session (or a sub-agent session under it) runs a turn on
+        any replica, any other box while its owner runs one; idle since the session's (owner's) last
         turn began or ended."""
-        chats = {c for b in boxes if (c := b.ref.labels.get(CHAT))}
-        seen = await self.store.leases.activity({b.owner for b in boxes}, chats)
+        sessions = {c for b in boxes if (c := b.ref.labels.get(SESSION))}
+        seen = await self.store.leases.activity({b.owner for b in boxes}, sessions)
         now = datetime.now(UTC)
         uses: dict[str, FleetUse] = {}
         for box in boxes:
-            chat = box.ref.labels.get(CHAT)
-            if chat:
-                busy, when = chat in seen.busy_chats, seen.chat_active.get(chat)
+            session = box.ref.labels.get(SESSION)
+            if session:
+                busy, when = session in seen.busy_sessions, seen.session_active.get(session)
             else:
                 busy, when = box.owner in seen.busy_owners, seen.owner_active.get(box.owner)
             idle = None if when is None else max((now - when).total_seconds(), 0.0)
@@ -144,20 +144,20 @@ class Cluster:
 
     async def in_use_elsewhere(self, refs: Sequence[SandboxRef]) -> set[str]:
         """Of boxes this replica did not make, those another live replica may be using, which a
-        start-up or take-over reconcile must leave: a box whose chat (else owner) runs a turn on
+        start-up or take-over reconcile must leave: a box whose session (else owner) runs a turn on
         any replica (a oneshot box is its turn's), and, while another replica lives, its warm pool
         (an unclaimed pooled box is no turn's; its own replica sweeps it)."""
         if not self.shared or not refs:
             return set()
         others = [r for r in await self.store.leases.live_replicas() if r.id != self.replica_id]
-        chats = {c for r in refs if (c := r.labels.get(CHAT))}
+        sessions = {c for r in refs if (c := r.labels.get(SESSION))}
         owners = {o for r in refs if (o := r.labels.get(OWNER))}
-        seen = await self.store.leases.activity(owners, chats)
+        seen = await self.store.leases.activity(owners, sessions)
         spared: set[str] = set()
         for ref in refs:
-            chat, owner = ref.labels.get(CHAT), ref.labels.get(OWNER)
+            session, owner = ref.labels.get(SESSION), ref.labels.get(OWNER)
             pooled = POOL in ref.labels and bool(others)
-            busy = chat in seen.busy_chats if chat else owner in seen.busy_owners
+            busy = session in seen.busy_sessions if session else owner in seen.busy_owners
             if pooled or busy:
                 spared.add(ref.name)
         return spared

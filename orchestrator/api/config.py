@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.api.policy import ApiAssistantPolicy
@@ -31,10 +31,17 @@ class ApiConfig(BaseSettings):
     max_event_streams_per_owner: int = 32
     """SSE follows (`GET /v1/sessions/{id}/stream`) one owner may hold open at once."""
     max_turns_per_owner: int = 16
-    """Turns one owner may have running at once, over all its chats."""
-    max_chats_per_owner: int = Field(default=10_000, ge=1)
-    """Chats (sessions, sub-agent child sessions included) one owner may have, over every replica;
-    a new one past it is refused with 429 until some are deleted or expire (`session_ttl_seconds`)."""
+    """Turns one owner may have running at once, over all its sessions."""
+    max_sessions_per_owner: int = Field(
+        default=10_000,
+        ge=1,
+        validation_alias=AliasChoices(
+            "max_sessions_per_owner", "CAGE_MAX_SESSIONS_PER_OWNER", "CAGE_MAX_CHATS_PER_OWNER"
+        ),
+    )
+    """Sessions (sub-agent child sessions included) one owner may have, over every replica; a new
+    one past it is refused with 429 until some are deleted or expire (`session_ttl_seconds`).
+    `CAGE_MAX_CHATS_PER_OWNER`, its name before 2026-12, is still read."""
     resume_per_minute: float = 30.0
     """`resume` frames (each replays the log) one websocket may send per minute."""
     revocation_check_interval: float = 5.0

@@ -124,7 +124,7 @@ class SessionReady(BaseModel):
 
     model_config = _FROZEN
     type: Literal["session.ready"] = "session.ready"
-    chat_id: str
+    session_id: str
     assistant_id: str
     last_seq: int
     """Seq of the last event in the log when the connection opened."""

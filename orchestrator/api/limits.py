@@ -3,7 +3,7 @@ request models and the websocket frames check them)."""
 
 from __future__ import annotations
 
-CHAT_ID = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$"
+SESSION_ID = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$"
 """Session ids: they name session sandboxes too, so only `[A-Za-z0-9_.-]`, at most 64 characters
 (the store's and the sandbox identity's limit), and no leading dot (no `.` or `..`)."""
 MAX_TOKENS = 10_000_000

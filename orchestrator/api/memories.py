@@ -1,4 +1,4 @@
-"""Assistant memory over the API, scoped to the caller: its owner's `user` memory and the `chat`
+"""Assistant memory over the API, scoped to the caller: its owner's `user` memory and the `session`
 memory of its own sessions. Someone else's scope looks absent (404)."""
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ class Memories:
         target = owner if owner and principal.is_admin else principal.owner
         return MemoryScopeRef(space="user", scope_id=target)
 
-    async def chat_scope(self, principal: Principal, chat_id: str) -> MemoryScopeRef:
+    async def session_scope(self, principal: Principal, session_id: str) -> MemoryScopeRef:
         """Raises: NotFound (no such session, or another owner's)."""
-        chat = await self._sessions.get(principal, chat_id)
-        # the turns' chat memory is keyed by the internal id; entries show the caller's id
-        return MemoryScopeRef(space="chat", scope_id=chat.id, shown_id=chat.client_id)
+        session = await self._sessions.get(principal, session_id)
+        # the turns' session memory is keyed by the internal id; entries show the caller's id
+        return MemoryScopeRef(space="chat", scope_id=session.id, shown_id=session.client_id)
 
     async def keys(self, ref: MemoryScopeRef, prefix: str) -> list[str]:
         return await self._store.memory.keys(ref.space, ref.scope_id, prefix=prefix)

@@ -1,7 +1,9 @@
 """The OpenAI chat-completions dialect: request models, and a turn's events as OpenAI answers.
 
-The assistant is the `model`; the session comes from the `X-Cage-Chat-Id` header or
-`metadata.chat_id` (a new session otherwise, its id returned in the `X-Cage-Chat-Id` header).
+The assistant is the `model`; the session comes from the `X-Cage-Session-Id` header or
+`metadata.session_id` (a new session otherwise, its id returned in the `X-Cage-Session-Id` header).
+Older names are still read: the `X-Cage-Chat-Id` header (and sent back beside the new one), and
+`metadata.chat_id` (Yao's).
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orchestrator.api.auth import Principal
-from orchestrator.api.limits import CHAT_ID, MAX_TOKENS
+from orchestrator.api.limits import MAX_TOKENS, SESSION_ID
 from orchestrator.api.sessions import SessionService
 from orchestrator.api.turn_metrics import TurnMetrics
 from orchestrator.dsl.locales import request_locale
 from orchestrator.errors import UsageError
 from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
-from orchestrator.store import ChatRecord
+from orchestrator.store import SessionRecord
 from orchestrator.stream import CompletionWithError, OpenAIChunkEncoder, aggregate_completion
 
-CHAT_HEADER = "X-Cage-Chat-Id"
+SESSION_HEADER = "X-Cage-Session-Id"
+LEGACY_SESSION_HEADER = "X-Cage-Chat-Id"
+"""The session header's name before 2026-12 (and Yao's word, chat): read, and sent back beside
+`SESSION_HEADER`, so clients written against it keep their session."""
 TURN_HEADER = "X-Cage-Turn-Id"
 
 
@@ -49,7 +54,7 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, str] | None = None
-    """`chat_id` continues a session; `workspace_id` picks the sandbox workspace."""
+    """`session_id` continues a session; `workspace_id` picks the sandbox workspace."""
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
@@ -80,11 +85,12 @@ def _input(message: RequestMessage) -> InputMessage:
     return InputMessage(role=role, content=message.content or "", name=message.name)
 
 
-def chat_id_for(request: ChatCompletionRequest, header: str | None) -> str:
+def session_id_for(request: ChatCompletionRequest, header: str | None) -> str:
     """Raises: UsageError for an id that cannot name a session."""
-    chosen = header or (request.metadata or {}).get("chat_id") or uuid.uuid4().hex
-    if not re.fullmatch(CHAT_ID, chosen):
-        raise UsageError(f"chat id must match {CHAT_ID}")
+    metadata = request.metadata or {}
+    chosen = header or metadata.get("session_id") or metadata.get("chat_id") or uuid.uuid4().hex
+    if not re.fullmatch(SESSION_ID, chosen):
+        raise UsageError(f"session id must match {SESSION_ID}")
     return chosen
 
 
@@ -98,9 +104,9 @@ async def start_completion(
     sessions: SessionService,
     principal: Principal,
     request: ChatCompletionRequest,
-    chat_header: str | None,
+    session_header: str | None,
     accept_language: str | None = None,
-) -> tuple[ChatRecord, TurnHandle]:
+) -> tuple[SessionRecord, TurnHandle]:
     """Open the session for `request` and start its turn; returns the session and the turn. Its
     locale is `metadata.locale` (as Yao's), else the `Accept-Language` header's.
 
@@ -109,7 +115,7 @@ async def start_completion(
         Conflict: a turn is already running in the session, or it belongs to another assistant.
         CapacityError: past the owner's sandbox cap.
     """
-    chat = await sessions.open(principal, chat_id_for(request, chat_header), request.model)
+    session = await sessions.open(principal, session_id_for(request, session_header), request.model)
     metadata = request.metadata or {}
     options = TurnOptions(
         temperature=request.temperature,
@@ -118,14 +124,15 @@ async def start_completion(
         locale=_locale(metadata.get("locale"), accept_language),
     )
     handle = await sessions.start(
-        chat, [_input(m) for m in request.messages], options=options, metadata=dict(metadata)
+        session, [_input(m) for m in request.messages], options=options, metadata=dict(metadata)
     )
-    return chat, handle
+    return session, handle
 
 
-def headers_for(chat: ChatRecord, handle: TurnHandle) -> dict[str, str]:
+def headers_for(session: SessionRecord, handle: TurnHandle) -> dict[str, str]:
     """The session (the caller's id for it) and turn of a response."""
-    return {CHAT_HEADER: chat.client_id, TURN_HEADER: handle.turn_id}
+    shown = session.client_id
+    return {SESSION_HEADER: shown, LEGACY_SESSION_HEADER: shown, TURN_HEADER: handle.turn_id}
 
 
 async def completion_chunks(

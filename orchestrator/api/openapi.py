@@ -58,7 +58,7 @@ class OpenAIErrorBody(BaseModel):
 
 
 ERROR_STATUSES = {
-    "400": "Bad arguments (an unusable workspace or chat id).",
+    "400": "Bad arguments (an unusable workspace or session id).",
     "401": "No API key, or a malformed, unknown or revoked one.",
     "403": "An admin route with a user key.",
     "404": "No such thing, or another owner's.",

@@ -1,6 +1,6 @@
 """One websocket connection to a session: replay + live events out, control frames in.
 
-Events come from `TurnService.subscribe(chat_id, after_seq)`, which replays the durable log and
+Events come from `TurnService.subscribe(session_id, after_seq)`, which replays the durable log and
 continues live with no gap and no duplicate; a `resume` frame restarts it from the seq the client
 names. Turns run in the pipeline, not in the connection: a client that vanishes stops only its own
 subscription. Sends are serialised by a lock, since the event forwarder and the frame loop share
@@ -37,7 +37,7 @@ from orchestrator.api.frames import (
     SessionReady,
     UserMessageFrame,
 )
-from orchestrator.api.limits import CHAT_ID, MAX_SEQ
+from orchestrator.api.limits import MAX_SEQ, SESSION_ID
 from orchestrator.api.ratelimit import RateLimiter
 from orchestrator.api.state import ApiState
 from orchestrator.dsl.locales import request_locale
@@ -45,7 +45,7 @@ from orchestrator.error_table import close_code, surfaces
 from orchestrator.errors import CageError, Conflict, Forbidden, Unauthorized
 from orchestrator.pipeline import InputMessage, TurnOptions
 from orchestrator.redaction import redact
-from orchestrator.store import ChatRecord
+from orchestrator.store import SessionRecord
 
 log = structlog.get_logger(__name__)
 
@@ -56,9 +56,11 @@ def error_frame(exc: CageError) -> SessionError:
 
 
 class SessionConnection:
-    def __init__(self, websocket: WebSocket, chat: ChatRecord, principal: Principal, state: ApiState) -> None:
+    def __init__(
+        self, websocket: WebSocket, session: SessionRecord, principal: Principal, state: ApiState
+    ) -> None:
         self._ws = websocket
-        self._chat = chat
+        self._session = session
         self._principal = principal
         self._state = state
         self._sessions = state.sessions
@@ -73,15 +75,15 @@ class SessionConnection:
 
     async def run(self, after_seq: int | None) -> None:
         """Serve the connection until the client leaves."""
-        start = self._chat.last_seq if after_seq is None else after_seq
-        running_turn_id = await self._sessions.running_turn_id(self._chat.id)  # here or on a replica
+        start = self._session.last_seq if after_seq is None else after_seq
+        running_turn_id = await self._sessions.running_turn_id(self._session.id)  # here or on a replica
         async with anyio.create_task_group() as tg:
             self._tg = tg
             await self._send(
                 SessionReady(
-                    chat_id=self._chat.client_id,
-                    assistant_id=self._chat.assistant_id,
-                    last_seq=self._chat.last_seq,
+                    session_id=self._session.client_id,
+                    assistant_id=self._session.assistant_id,
+                    last_seq=self._session.last_seq,
                     after_seq=start,
                     running_turn_id=running_turn_id,
                 )
@@ -119,7 +121,7 @@ class SessionConnection:
     async def _forward(self, after_seq: int, scope: anyio.CancelScope) -> None:
         with scope:
             try:
-                async for event, text in self._sessions.subscribe_json(self._chat, after_seq):
+                async for event, text in self._sessions.subscribe_json(self._session, after_seq):
                     self._turn_metrics.saw(event)
                     async with self._send_lock:
                         await self._ws.send_text(text)  # a frame is an event's JSON, as WebSocketEncoder's
@@ -172,7 +174,7 @@ class SessionConnection:
                 await self._limiter.take(self._principal.key_id)
                 language = self._ws.headers.get("accept-language")  # the handshake's: the turn's locale
                 handle = await self._sessions.start(
-                    self._chat,
+                    self._session,
                     [InputMessage(role="user", content=frame.text)],
                     attachments=[a.attachment() for a in frame.attachments],
                     options=TurnOptions(locale=request_locale(None, language)) if language else None,
@@ -181,17 +183,17 @@ class SessionConnection:
             case InterruptFrame() | CancelFrame():
                 force = isinstance(frame, CancelFrame)
                 interrupted = await self._sessions.interrupt(
-                    self._principal, self._chat.client_id, force=force
+                    self._principal, self._session.client_id, force=force
                 )
                 await self._send(SessionInterrupting(turn_id=interrupted.turn_id, force=force))
             case PermissionResponseFrame():
                 await self._sessions.respond_permission(
-                    self._principal, self._chat.client_id, frame.request_id, frame.decision, frame.message
+                    self._principal, self._session.client_id, frame.request_id, frame.decision, frame.message
                 )
                 await self._send(SessionAck(of=frame.type))
             case QuestionResponseFrame():
                 await self._sessions.respond_question(
-                    self._principal, self._chat.client_id, frame.request_id, frame.answer
+                    self._principal, self._session.client_id, frame.request_id, frame.answer
                 )
                 await self._send(SessionAck(of=frame.type))
             case ResumeFrame():
@@ -207,23 +209,23 @@ class SocketParams(BaseModel):
     gets a frame naming it, not an HTTP 403 from the handshake)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    chat_id: str = Field(pattern=CHAT_ID)
+    session_id: str = Field(pattern=SESSION_ID)
     assistant_id: str | None = Field(default=None, min_length=1, max_length=200)
     after_seq: int | None = Field(default=None, ge=0, le=MAX_SEQ)
 
     @classmethod
     def of(
-        cls, chat_id: str, assistant_id: str | None, after_seq: str | None
+        cls, session_id: str, assistant_id: str | None, after_seq: str | None
     ) -> SocketParams | list[dict[str, str]]:
-        """The parameters, or the field errors (`loc`: `path.chat_id`, `query.after_seq`, ...)."""
+        """The parameters, or the field errors (`loc`: `path.session_id`, `query.after_seq`, ...)."""
         try:
             return cls.model_validate(
-                {"chat_id": chat_id, "assistant_id": assistant_id, "after_seq": after_seq}
+                {"session_id": session_id, "assistant_id": assistant_id, "after_seq": after_seq}
             )
         except ValidationError as exc:
             errors = field_errors(exc.errors())
             for error in errors:
-                error["loc"] = ("path." if error["loc"] == "chat_id" else "query.") + error["loc"]
+                error["loc"] = ("path." if error["loc"] == "session_id" else "query.") + error["loc"]
             return errors
 
 
@@ -274,20 +276,20 @@ async def serve_session(
     try:
         check_origin(websocket.headers.get("origin"), state.config, websocket.headers.get("host"))
         principal = await _principal(websocket, state, ticket)
-        chat = await state.sessions.open(principal, params.chat_id, params.assistant_id)
-        if params.after_seq is not None and params.after_seq > chat.last_seq:
-            field = {"loc": "query.after_seq", "msg": f"is past the session's last_seq {chat.last_seq}"}
-            message = f"query.after_seq: {params.after_seq} is past the session's last_seq {chat.last_seq}"
+        session = await state.sessions.open(principal, params.session_id, params.assistant_id)
+        if params.after_seq is not None and params.after_seq > session.last_seq:
+            field = {"loc": "query.after_seq", "msg": f"is past the session's last_seq {session.last_seq}"}
+            message = f"query.after_seq: {params.after_seq} is past the session's last_seq {session.last_seq}"
             await _refuse(websocket, SessionError(code="invalid", message=message, fields=[field]))
             return
         state.caps.take("websocket", principal.owner)
     except CageError as exc:
         await _refuse(websocket, error_frame(exc))
         return
-    structlog.contextvars.bind_contextvars(chat_id=chat.id, owner=principal.owner)
+    structlog.contextvars.bind_contextvars(session_id=session.id, owner=principal.owner)
     state.metrics.websocket_clients.inc()
     try:
-        await SessionConnection(websocket, chat, principal, state).run(params.after_seq)
+        await SessionConnection(websocket, session, principal, state).run(params.after_seq)
     finally:
         state.caps.give_back("websocket", principal.owner)
         state.metrics.websocket_clients.dec()

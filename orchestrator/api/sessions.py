@@ -1,11 +1,11 @@
-"""`SessionService`: sessions as the API sees them (the store and the pipeline call them chats):
+"""`SessionService`: sessions as the API sees them (the store and the pipeline call them sessions):
 who may open which, and starting, steering and answering turns in them.
 
 A session is created on first use with an `assistant_id`. Session ids are per owner: the id a
-client names (`ChatRecord.client_id`) is looked up among the caller's own sessions only, so another
+client names (`SessionRecord.client_id`) is looked up among the caller's own sessions only, so another
 owner's session with the same id is never seen, touched, or even looked at (no status, error text
 or timing depends on it). This module is the one place that maps ids: the store keys everything by
-the internal id (`ChatRecord.id`), and what leaves here for clients (session views, events, frames,
+the internal id (`SessionRecord.id`), and what leaves here for clients (session views, events, frames,
 headers) carries the client id. An admin reaches another owner's session by naming that owner.
 """
 
@@ -38,7 +38,7 @@ from orchestrator.pipeline import (
     TurnService,
 )
 from orchestrator.sandbox import SandboxManager
-from orchestrator.store import ChatRecord, RecordExists, Store
+from orchestrator.store import RecordExists, SessionRecord, Store
 from orchestrator.store.commands import TurnCommand
 from orchestrator.stream import Event, event_json, parse_event
 
@@ -48,7 +48,7 @@ DELETE_WAIT = 10.0
 
 
 class SessionView(BaseModel):
-    """A session as the API answers it: its chat, named by the id its owner chose."""
+    """A session as the API answers it: its session, named by the id its owner chose."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     id: str
@@ -65,19 +65,19 @@ class SessionView(BaseModel):
     """A sub-agent's child session: the id of the session whose turn started it."""
 
     @classmethod
-    def of(cls, chat: ChatRecord, running_turn_id: str | None = None) -> SessionView:
-        """The view of `chat`: its fields of the same name as they are, its ids for the client."""
-        same = chat.model_dump(include=set(cls.model_fields) - {"id", "parent_id", "running_turn_id"})
+    def of(cls, session: SessionRecord, running_turn_id: str | None = None) -> SessionView:
+        """The view of `session`: its fields of the same name as they are, its ids for the client."""
+        same = session.model_dump(include=set(cls.model_fields) - {"id", "parent_id", "running_turn_id"})
         return cls(
-            **same, id=chat.client_id, parent_id=_parent_session(chat), running_turn_id=running_turn_id
+            **same, id=session.client_id, parent_id=_parent_session(session), running_turn_id=running_turn_id
         )
 
 
-def _parent_session(chat: ChatRecord) -> str | None:
-    if chat.parent_id is None:
+def _parent_session(session: SessionRecord) -> str | None:
+    if session.parent_id is None:
         return None
-    named = chat.metadata.get("parent_session")
-    return named if isinstance(named, str) else chat.parent_id
+    named = session.metadata.get("parent_session")
+    return named if isinstance(named, str) else session.parent_id
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class PermissionResponder(Protocol):
 
     async def respond_permission(
         self,
-        chat_id: str,
+        session_id: str,
         request_id: str,
         decision: PermissionAnswer,
         message: str | None,
@@ -109,7 +109,7 @@ class PermissionResponder(Protocol):
     ) -> None: ...
 
     async def respond_question(
-        self, chat_id: str, request_id: str, text: str, *, actor: str = "user"
+        self, session_id: str, request_id: str, text: str, *, actor: str = "user"
     ) -> None: ...
 
 
@@ -136,43 +136,45 @@ class SessionService:
         """Interrupts and answers for turns another replica runs (Postgres), and theirs for ours."""
         self.steering.listen()
 
-    async def get(self, principal: Principal, chat_id: str, *, owner: str | None = None) -> ChatRecord:
-        """The caller's session `chat_id` (a client id); an admin may name another `owner`.
+    async def get(self, principal: Principal, session_id: str, *, owner: str | None = None) -> SessionRecord:
+        """The caller's session `session_id` (a client id); an admin may name another `owner`.
 
         Raises: NotFound (the owner has no such session, whoever else may have one).
         """
         target = _owner(principal, owner)
-        chat = await self._store.chats.find(target, chat_id)
-        if chat is None:
-            raise NotFound(f"session {chat_id!r} not found")
-        return chat
+        session = await self._store.sessions.find(target, session_id)
+        if session is None:
+            raise NotFound(f"session {session_id!r} not found")
+        return session
 
-    async def open(self, principal: Principal, chat_id: str, assistant_id: str | None) -> ChatRecord:
-        """The caller's session `chat_id`, created for `assistant_id` when the caller has none.
+    async def open(self, principal: Principal, session_id: str, assistant_id: str | None) -> SessionRecord:
+        """The caller's session `session_id`, created for `assistant_id` when the caller has none.
 
         Raises:
             NotFound: no such session and no (known) assistant to create it with.
             Conflict: the session belongs to another assistant.
         """
-        chat = await self._store.chats.find(principal.owner, chat_id)
-        if chat is None:
+        session = await self._store.sessions.find(principal.owner, session_id)
+        if session is None:
             if not assistant_id:
-                raise NotFound(f"session {chat_id!r} not found; pass assistant_id to create it")
+                raise NotFound(f"session {session_id!r} not found; pass assistant_id to create it")
             if not await self._catalog.exists(assistant_id):
                 raise NotFound(f"assistant {assistant_id!r} not found")
             try:
-                chat = await self._store.chats.create(principal.owner, assistant_id, client_id=chat_id)
+                session = await self._store.sessions.create(
+                    principal.owner, assistant_id, client_id=session_id
+                )
             except RecordExists:  # created by a concurrent request of the same owner
-                chat = await self.get(principal, chat_id)
-        if assistant_id and assistant_id != chat.assistant_id:
+                session = await self.get(principal, session_id)
+        if assistant_id and assistant_id != session.assistant_id:
             raise Conflict(
-                f"session {chat_id!r} belongs to assistant {chat.assistant_id!r}, not {assistant_id!r}"
+                f"session {session_id!r} belongs to assistant {session.assistant_id!r}, not {assistant_id!r}"
             )
-        return chat
+        return session
 
-    async def sessions(
+    async def recent(
         self, principal: Principal, owner: str | None = None, limit: int = 50, *, parent: str | None = None
-    ) -> list[ChatRecord]:
+    ) -> list[SessionRecord]:
         """The caller's sessions (with `parent`, that session's sub-agent child sessions); an admin
         may name another owner.
 
@@ -181,44 +183,46 @@ class SessionService:
         """
         who = _owner(principal, owner)
         if parent is None:
-            return await self._store.chats.list(who, limit=limit)
-        chat = await self.get(principal, parent, owner=owner)
-        return await self._store.chats.list(who, parent_id=chat.id, limit=limit)
+            return await self._store.sessions.list(who, limit=limit)
+        session = await self.get(principal, parent, owner=owner)
+        return await self._store.sessions.list(who, parent_id=session.id, limit=limit)
 
     async def events(
-        self, principal: Principal, chat_id: str, after_seq: int, limit: int, *, owner: str | None = None
+        self, principal: Principal, session_id: str, after_seq: int, limit: int, *, owner: str | None = None
     ) -> list[Event]:
         """A page of the session's log, as its owner's client knows it."""
-        chat = await self.get(principal, chat_id, owner=owner)
-        return for_client(chat, await self._store.events.after(chat.id, after_seq, limit))
+        session = await self.get(principal, session_id, owner=owner)
+        return for_client(session, await self._store.events.after(session.id, after_seq, limit))
 
-    async def subscribe(self, chat: ChatRecord, after_seq: int) -> AsyncIterator[Event]:
+    async def subscribe(self, session: SessionRecord, after_seq: int) -> AsyncIterator[Event]:
         """The session's log after `after_seq`, then live (`TurnService.subscribe`), for its client."""
-        async for event in self.turns.subscribe(chat.id, after_seq=after_seq):
-            yield for_client_one(chat, event)
+        async for event in self.turns.subscribe(session.id, after_seq=after_seq):
+            yield for_client_one(session, event)
 
-    async def subscribe_json(self, chat: ChatRecord, after_seq: int) -> AsyncIterator[tuple[Event, str]]:
+    async def subscribe_json(
+        self, session: SessionRecord, after_seq: int
+    ) -> AsyncIterator[tuple[Event, str]]:
         """`subscribe`, each event with its JSON as the client gets it (`client_json`): encoded
         once, where `for_client_one` copied, encoded and sometimes re-parsed it before its
         encoder encoded it again."""
-        async for event in self.turns.subscribe(chat.id, after_seq=after_seq):
-            yield event, client_json(chat, event)
+        async for event in self.turns.subscribe(session.id, after_seq=after_seq):
+            yield event, client_json(session, event)
 
-    async def turn_events(self, chat: ChatRecord, handle: TurnHandle) -> AsyncIterator[Event]:
-        """The events of `handle` (a turn of `chat`) from its `stream_start` to its `stream_end`."""
+    async def turn_events(self, session: SessionRecord, handle: TurnHandle) -> AsyncIterator[Event]:
+        """The events of `handle` (a turn of `session`) from its `stream_start` to its `stream_end`."""
         async for event in handle.events():
-            yield for_client_one(chat, event)
+            yield for_client_one(session, event)
 
     async def start(
         self,
-        chat: ChatRecord,
+        session: SessionRecord,
         messages: Sequence[InputMessage],
         *,
         attachments: Sequence[Attachment] = (),
         options: TurnOptions | None = None,
         metadata: dict[str, str] | None = None,
     ) -> TurnHandle:
-        """Start a turn in `chat` (already authorized with `open`/`get`); the pipeline admits it
+        """Start a turn in `session` (already authorized with `open`/`get`); the pipeline admits it
         (`TurnService.start`), holding it to the owner's sandbox quota and running-turn cap.
 
         Raises:
@@ -237,28 +241,28 @@ class SessionService:
             runner.append(spec.runner.name if spec is not None else assistant.mode.value)
             room = self._manager.admission.admit(
                 spec,
-                owner=chat.owner,
-                assistant_id=chat.assistant_id,
-                chat_id=chat.id,
+                owner=session.owner,
+                assistant_id=session.assistant_id,
+                session_id=session.id,
                 workspace_id=opts.workspace_id,
             )
             try:
-                self._caps.take("running turn", chat.owner)
+                self._caps.take("running turn", session.owner)
             except BaseException:
                 room()
                 raise
 
             def release() -> None:
-                self._caps.give_back("running turn", chat.owner)
+                self._caps.give_back("running turn", session.owner)
                 room()
 
             return release
 
         handle = await self.turns.start(
             TurnInput(
-                assistant_id=chat.assistant_id,
-                owner=chat.owner,
-                chat_id=chat.id,
+                assistant_id=session.assistant_id,
+                owner=session.owner,
+                session_id=session.id,
                 messages=tuple(messages),
                 attachments=tuple(attachments),
                 options=opts,
@@ -267,42 +271,46 @@ class SessionService:
             admit=admit,
         )
         self._turn_metrics.track(handle, runner[0] if runner else "unknown")
-        log.info("turn started", chat_id=chat.id, turn_id=handle.turn_id, assistant_id=chat.assistant_id)
+        log.info(
+            "turn started", session_id=session.id, turn_id=handle.turn_id, assistant_id=session.assistant_id
+        )
         return handle
 
-    def running(self, chat_id: str) -> TurnHandle | None:
-        """The turn running in `chat_id`, unless its `stream_end` is out already (it is persisting)."""
-        handle = self.turns.running(chat_id)
+    def running(self, session_id: str) -> TurnHandle | None:
+        """The turn running in `session_id`, unless its `stream_end` is out already (it is persisting)."""
+        handle = self.turns.running(session_id)
         return None if handle is None or handle.ending else handle
 
-    async def running_turn_id(self, chat_id: str) -> str | None:
-        """The id of the turn running in `chat_id` here or on another replica (the database)."""
-        handle = self.running(chat_id)
+    async def running_turn_id(self, session_id: str) -> str | None:
+        """The id of the turn running in `session_id` here or on another replica (the database)."""
+        handle = self.running(session_id)
         if handle is not None:
             return handle.turn_id
-        if self.turns.running(chat_id) is not None:
+        if self.turns.running(session_id) is not None:
             return None  # ended on the wire, persisting
-        return await self.steering.running_turn(chat_id)
+        return await self.steering.running_turn(session_id)
 
-    async def interrupt(self, principal: Principal, chat_id: str, *, force: bool) -> Interrupted:
+    async def interrupt(self, principal: Principal, session_id: str, *, force: bool) -> Interrupted:
         """Interrupt the session's turn, here or on the replica running it.
 
         Raises: NotFound (no session, or no running turn).
         """
-        chat = await self.get(principal, chat_id)
-        handle = self.running(chat.id)
-        refusal = f"no turn is running in session {chat_id!r}"
+        session = await self.get(principal, session_id)
+        handle = self.running(session.id)
+        refusal = f"no turn is running in session {session_id!r}"
         if handle is not None:
             await handle.interrupt(force=force)
             return Interrupted(handle.turn_id)
-        turn_id = await self.steering.running_turn(chat.id) if self.turns.running(chat.id) is None else None
+        turn_id = (
+            await self.steering.running_turn(session.id) if self.turns.running(session.id) is None else None
+        )
         if turn_id is None:
             raise NotFound(refusal)
         body = {"force": force, "turn_id": turn_id, "refusal": refusal}
-        done = await self.steering.send(chat.id, "interrupt", body, refusal=refusal)
+        done = await self.steering.send(session.id, "interrupt", body, refusal=refusal)
         return Interrupted(str(done.get("turn_id", turn_id)))
 
-    async def turn_chat(self, principal: Principal, turn_id: str) -> tuple[TurnHandle, ChatRecord]:
+    async def turn_session(self, principal: Principal, turn_id: str) -> tuple[TurnHandle, SessionRecord]:
         """The running turn `turn_id` and its session.
 
         Raises: NotFound (no such running turn, or another owner's).
@@ -310,12 +318,12 @@ class SessionService:
         handle = self.turns.turn(turn_id)
         if handle is None or handle.ending:
             raise NotFound(f"no running turn {turn_id!r}")
-        chat = await self._store.chats.get(handle.chat_id)
-        if chat is None or (not principal.is_admin and chat.owner != principal.owner):
+        session = await self._store.sessions.get(handle.session_id)
+        if session is None or (not principal.is_admin and session.owner != principal.owner):
             raise NotFound(f"no running turn {turn_id!r}")
-        return handle, chat
+        return handle, session
 
-    async def interrupt_turn(self, principal: Principal, turn_id: str, *, force: bool) -> ChatRecord:
+    async def interrupt_turn(self, principal: Principal, turn_id: str, *, force: bool) -> SessionRecord:
         """Interrupt a running turn; returns its session.
 
         Raises: NotFound (no such running turn, or another owner's).
@@ -323,23 +331,23 @@ class SessionService:
         handle = self.turns.turn(turn_id)
         if handle is None and self.steering.enabled:  # it may run on another replica
             record = await self._store.turns.get(turn_id)
-            chat = await self._store.chats.get(record.chat_id) if record is not None else None
+            session = await self._store.sessions.get(record.session_id) if record is not None else None
             refusal = f"no running turn {turn_id!r}"
-            if record is None or record.status != "running" or chat is None:
+            if record is None or record.status != "running" or session is None:
                 raise NotFound(refusal)
-            if not principal.is_admin and chat.owner != principal.owner:
+            if not principal.is_admin and session.owner != principal.owner:
                 raise NotFound(refusal)
             body = {"force": force, "turn_id": turn_id, "refusal": refusal}
-            await self.steering.send(chat.id, "interrupt", body, refusal=refusal)
-            return chat
-        handle, chat = await self.turn_chat(principal, turn_id)
+            await self.steering.send(session.id, "interrupt", body, refusal=refusal)
+            return session
+        handle, session = await self.turn_session(principal, turn_id)
         await handle.interrupt(force=force)
-        return chat
+        return session
 
     async def respond_permission(
         self,
         principal: Principal,
-        chat_id: str,
+        session_id: str,
         request_id: str,
         decision: PermissionAnswer,
         message: str | None,
@@ -352,34 +360,39 @@ class SessionService:
         Raises: NotFound (no session, or no such request waiting), UsageError (the pipeline
         takes no answers, or the id is a question's).
         """
-        chat = await self.get(principal, chat_id, owner=owner)
+        session = await self.get(principal, session_id, owner=owner)
         body = {"request_id": request_id, "decision": decision, "message": message, "actor": principal.key_id}
-        if await self._elsewhere(chat.id):
+        if await self._elsewhere(session.id):
             await self.steering.send(
-                chat.id, "permission", body, refusal=_no_request("permission", request_id)
+                session.id, "permission", body, refusal=_no_request("permission", request_id)
             )
             return
-        await self._answer(chat.id, "permission", body)
+        await self._answer(session.id, "permission", body)
 
     async def respond_question(
-        self, principal: Principal, chat_id: str, request_id: str, text: str, *, owner: str | None = None
+        self, principal: Principal, session_id: str, request_id: str, text: str, *, owner: str | None = None
     ) -> None:
         """Answer a waiting `question` of the session (its owner's, or an admin naming the `owner`).
 
         Raises: NotFound (no session, or no such question waiting), UsageError.
         """
-        chat = await self.get(principal, chat_id, owner=owner)
+        session = await self.get(principal, session_id, owner=owner)
         body = {"request_id": request_id, "text": text, "actor": principal.key_id}
-        if await self._elsewhere(chat.id):
-            await self.steering.send(chat.id, "question", body, refusal=_no_request("question", request_id))
+        if await self._elsewhere(session.id):
+            await self.steering.send(
+                session.id, "question", body, refusal=_no_request("question", request_id)
+            )
             return
-        await self._answer(chat.id, "question", body)
+        await self._answer(session.id, "question", body)
 
-    async def _elsewhere(self, chat_id: str) -> bool:
-        """True when the chat's turn runs on another replica (none here, one in the database)."""
-        return self.turns.running(chat_id) is None and await self.steering.running_turn(chat_id) is not None
+    async def _elsewhere(self, session_id: str) -> bool:
+        """True when the session's turn runs on another replica (none here, one in the database)."""
+        return (
+            self.turns.running(session_id) is None
+            and await self.steering.running_turn(session_id) is not None
+        )
 
-    async def _answer(self, chat_id: str, kind: str, body: dict[str, Any]) -> None:
+    async def _answer(self, session_id: str, kind: str, body: dict[str, Any]) -> None:
         """Hand an answer to this process's broker (a client's here, or another replica's command).
 
         Raises: NotFound (no such request waiting), UsageError.
@@ -391,13 +404,13 @@ class SessionService:
         if kind == "permission":
             decision: PermissionAnswer = body["decision"]
             message = body.get("message")
-            await self.turns.respond_permission(chat_id, request_id, decision, message, actor=actor)
+            await self.turns.respond_permission(session_id, request_id, decision, message, actor=actor)
         else:
-            await self.turns.respond_question(chat_id, request_id, str(body["text"]), actor=actor)
+            await self.turns.respond_question(session_id, request_id, str(body["text"]), actor=actor)
 
-    def _holds(self, chat_id: str) -> bool:
-        """Whether this replica runs the chat's turn (and so takes commands for it)."""
-        return self.turns.running(chat_id) is not None
+    def _holds(self, session_id: str) -> bool:
+        """Whether this replica runs the session's turn (and so takes commands for it)."""
+        return self.turns.running(session_id) is not None
 
     async def _act(self, command: TurnCommand) -> dict[str, Any]:
         """Carry out another replica's command for a turn running here, as a local request would.
@@ -406,30 +419,30 @@ class SessionService:
         """
         body = command.body
         if command.kind == "interrupt":
-            handle = self.running(command.chat_id)
+            handle = self.running(command.session_id)
             if handle is None or handle.turn_id != body.get("turn_id", handle.turn_id):
                 raise NotFound(str(body.get("refusal", "no turn is running in this session")))
             await handle.interrupt(force=bool(body.get("force")))
             return {"turn_id": handle.turn_id}
         if command.kind in ("permission", "question"):
-            await self._answer(command.chat_id, command.kind, body)
+            await self._answer(command.session_id, command.kind, body)
             return {}
         raise UsageError(f"unknown turn command {command.kind!r}")
 
-    async def delete(self, principal: Principal, chat_id: str, *, owner: str | None = None) -> None:
+    async def delete(self, principal: Principal, session_id: str, *, owner: str | None = None) -> None:
         """Cancel a running turn (waiting for its end, bounded), then delete the session and its log.
 
         Raises: NotFound.
         """
-        chat = await self.get(principal, chat_id, owner=owner)
-        handle = self.turns.running(chat.id)
+        session = await self.get(principal, session_id, owner=owner)
+        handle = self.turns.running(session.id)
         if handle is not None:
             await handle.interrupt(force=True)
             with anyio.move_on_after(DELETE_WAIT):
                 await handle.result()
-        await self._store.chats.delete(chat.id)
+        await self._store.sessions.delete(session.id)
         await self._store.audit.record(
-            principal.key_id, "session.delete", chat.client_id, {"owner": chat.owner}
+            principal.key_id, "session.delete", session.client_id, {"owner": session.owner}
         )
 
 
@@ -438,45 +451,46 @@ def _owner(principal: Principal, owner: str | None) -> str:
     return owner if owner is not None and principal.is_admin else principal.owner
 
 
-def for_client_one(chat: ChatRecord, event: Event) -> Event:
+def for_client_one(session: SessionRecord, event: Event) -> Event:
     """`event` as the session's client knows it: the internal id, wherever the pipeline put it
-    (`session_id`, `stream_start`'s `chat_id`, a sub-agent's session id), reads as the client id."""
-    if chat.id == chat.client_id:
+    (`session_id`, `stream_start`'s `session_id`, a sub-agent's session id), reads as the client id."""
+    if session.id == session.client_id:
         return event
-    if event.session_id == chat.id:
-        event = event.model_copy(update={"session_id": chat.client_id})
+    if event.session_id == session.id:
+        event = event.model_copy(update={"session_id": session.client_id})
     wire = event_json(event)
-    if chat.id not in wire:
+    if session.id not in wire:
         return event
-    return parse_event(wire.replace(chat.id, chat.client_id))
+    return parse_event(wire.replace(session.id, session.client_id))
 
 
-def client_json(chat: ChatRecord, event: Event) -> str:
-    """The JSON of `for_client_one(chat, event)`: the event's own, the internal id read as the
+def client_json(session: SessionRecord, event: Event) -> str:
+    """The JSON of `for_client_one(session, event)`: the event's own, the internal id read as the
     client id wherever it is."""
     wire = event_json(event)
-    return wire if chat.id == chat.client_id else wire.replace(chat.id, chat.client_id)
+    return wire if session.id == session.client_id else wire.replace(session.id, session.client_id)
 
 
-def for_client(chat: ChatRecord, events: Iterable[Event]) -> list[Event]:
-    return [for_client_one(chat, event) for event in events]
+def for_client(session: SessionRecord, events: Iterable[Event]) -> list[Event]:
+    return [for_client_one(session, event) for event in events]
 
 
-async def session_views(sessions: SessionService, chats: Sequence[ChatRecord]) -> list[SessionView]:
+async def session_views(service: SessionService, sessions: Sequence[SessionRecord]) -> list[SessionView]:
     """The sessions as clients see them, each with the turn running in it here or on another
-    replica (one query for all the chats whose turn, if any, is not here)."""
+    replica (one query for all the sessions whose turn, if any, is not here)."""
     here: dict[str, str | None] = {}
-    for chat in chats:
-        handle = sessions.running(chat.id)
+    for session in sessions:
+        handle = service.running(session.id)
         if handle is not None:
-            here[chat.id] = handle.turn_id
-        elif sessions.turns.running(chat.id) is not None:
-            here[chat.id] = None  # ended on the wire, persisting
-    elsewhere = await sessions.steering.running_turns([c.id for c in chats if c.id not in here])
+            here[session.id] = handle.turn_id
+        elif service.turns.running(session.id) is not None:
+            here[session.id] = None  # ended on the wire, persisting
+    elsewhere = await service.steering.running_turns([c.id for c in sessions if c.id not in here])
     return [
-        SessionView.of(chat, here[chat.id] if chat.id in here else elsewhere.get(chat.id)) for chat in chats
+        SessionView.of(session, here[session.id] if session.id in here else elsewhere.get(session.id))
+        for session in sessions
     ]
 
 
-async def session_view(sessions: SessionService, chat: ChatRecord) -> SessionView:
-    return (await session_views(sessions, [chat]))[0]
+async def session_view(sessions: SessionService, session: SessionRecord) -> SessionView:
+    return (await session_views(sessions, [session]))[0]

@@ -2,14 +2,14 @@
 
 With several `cage serve` replicas on one Postgres database, a client may send an interrupt or an
 answer to a replica other than the one running its turn. That replica (the sender) writes a
-command (`Store.commands`), which wakes every replica; the one holding the chat's turn claims it
+command (`Store.commands`), which wakes every replica; the one holding the session's turn claims it
 (one claimant, ever), does exactly what a local request does (the same handle's interrupt, the
 same broker's answer, so the same events and audit), and writes the outcome, which wakes the
 sender. The sender reports that outcome: success, or the owner's own refusal (no such request
 waiting, a question answered as a permission, no running turn), with the same error a local
 request gets. A command nobody claims within `CLAIM_WAIT_S` (the turn ended, or its replica died)
 is withdrawn and refused as "no turn running". Before sending, the sender asks the database
-whether a turn runs in the chat at all (its `running` row), so a request for an idle chat is
+whether a turn runs in the session at all (its `running` row), so a request for an idle session is
 refused at once, as on one process.
 
 SQLite has one process: there `enabled` is False and every request stays local.
@@ -85,18 +85,18 @@ class Steering:
         self._store.notices.listen(COMMANDS_CHANNEL, self._on_command, on_connect=self._on_connect)
         self._store.notices.listen(OUTCOMES_CHANNEL, self._on_outcome)
 
-    async def running_turn(self, chat_id: str) -> str | None:
-        """The turn running in `chat_id` on any replica (its `running` row); None on SQLite."""
-        return (await self.running_turns([chat_id])).get(chat_id)
+    async def running_turn(self, session_id: str) -> str | None:
+        """The turn running in `session_id` on any replica (its `running` row); None on SQLite."""
+        return (await self.running_turns([session_id])).get(session_id)
 
-    async def running_turns(self, chat_ids: Sequence[str]) -> dict[str, str]:
-        """`running_turn` of many chats in one query (chats with none left out); {} on SQLite."""
-        if not self.enabled or not chat_ids:
+    async def running_turns(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """`running_turn` of many sessions in one query (sessions with none left out); {} on SQLite."""
+        if not self.enabled or not session_ids:
             return {}
-        return await self._store.commands.turns_of(chat_ids)
+        return await self._store.commands.turns_of(session_ids)
 
-    async def send(self, chat_id: str, kind: str, body: dict[str, Any], *, refusal: str) -> dict[str, Any]:
-        """Have the replica running `chat_id`'s turn carry out the command; returns its outcome's
+    async def send(self, session_id: str, kind: str, body: dict[str, Any], *, refusal: str) -> dict[str, Any]:
+        """Have the replica running `session_id`'s turn carry out the command; returns its outcome's
         data.
 
         Raises:
@@ -104,7 +104,7 @@ class Steering:
             NotFound, UsageError, Conflict, Forbidden: the owner's refusal, as a local one reads.
             Conflict: the owner claimed the command but reported nothing in time.
         """
-        command_id = await self._store.commands.send(chat_id, kind, body)
+        command_id = await self._store.commands.send(session_id, kind, body)
         arrived = self._outcomes.setdefault(command_id, asyncio.Event())
         try:
             outcome = await self._outcome(command_id, arrived, refusal)
@@ -163,13 +163,13 @@ class Steering:
             await self._serve(command.id, command)
 
     async def _serve(self, command_id: int, command: TurnCommand | None = None) -> None:
-        """Claim and carry out the command if this replica holds its chat's turn."""
+        """Claim and carry out the command if this replica holds its session's turn."""
         try:
             if command is None:
                 command = await self._store.commands.get(command_id)
             if command is None or command.claimed_by is not None or command.outcome is not None:
                 return
-            if not self._holds(command.chat_id):
+            if not self._holds(command.session_id):
                 return
             if not await self._store.commands.claim(command_id, self.replica):
                 return
@@ -179,7 +179,7 @@ class Steering:
                 outcome = {"error": _error_name(exc), "message": str(exc)}
             await self._store.commands.finish(command_id, outcome)
             log.info(
-                "steering.done", session_id=command.chat_id, kind=command.kind, error=outcome.get("error")
+                "steering.done", session_id=command.session_id, kind=command.kind, error=outcome.get("error")
             )
         except CageError as exc:  # the store failed: the sender's wait ends it
             log.warning("steering.failed", command_id=command_id, error=str(exc))

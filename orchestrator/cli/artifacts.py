@@ -28,7 +28,7 @@ class TurnSummary(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     assistant: str
     runner: str | None
-    chat_id: str
+    session_id: str
     turn_id: str
     status: str
     stop_reason: str | None = None

@@ -1,4 +1,4 @@
-"""Stream protocol events as terminal output for `cage chat` and `cage logs`.
+"""Stream protocol events as terminal output for `cage session` and `cage logs`.
 
 Text and thinking deltas are printed as they arrive (thinking dimmed), a tool run gets one line
 when it starts and one when it ends, sandbox status and the turn's end get a dim line. Unknown

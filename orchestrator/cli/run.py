@@ -51,7 +51,7 @@ from orchestrator.pipeline import (
     TurnInput,
     TurnOptions,
     TurnService,
-    new_chat_id,
+    new_session_id,
 )
 from orchestrator.pipeline.permissions import Unattended
 from orchestrator.sandbox.checkout import checkout_owner
@@ -137,7 +137,7 @@ class RunOptions:
     assistant_id: str
     prompt: str
     workspace: Path
-    chat_id: str
+    session_id: str
     output: Output
     output_dir: Path | None
     turn_timeout: float | None
@@ -185,7 +185,7 @@ async def _follow_turn(
         TurnInput(
             assistant_id=assistant.id,
             owner=LOCAL_OWNER,
-            chat_id=opts.chat_id,
+            session_id=opts.session_id,
             messages=(InputMessage(content=opts.prompt),),
             options=TurnOptions(host_workspace=opts.workspace, turn_timeout=opts.turn_timeout),
         )
@@ -209,7 +209,7 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
     run_id = uuid.uuid4().hex
     settings = settings.model_copy(update={"sandbox_labels": {**settings.sandbox_labels, RUN: run_id}})
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # before the store makes it
-    # no chat titles: the pipeline closes as the turn ends, which cancels a title job anyway
+    # no session titles: the pipeline closes as the turn ends, which cancels a title job anyway
     async with open_services(settings, unattended=opts.permissions, titles=False) as services:
         return await _run_turn(settings, services, opts, run_id)  # all of it closed however it ends
 
@@ -252,7 +252,7 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
     summary = TurnSummary(
         assistant=assistant.id,
         runner=assistant.sandbox.runner.name if assistant.sandbox else None,
-        chat_id=opts.chat_id,
+        session_id=opts.session_id,
         turn_id=turn_id,
         status=result.status,
         stop_reason=result.stop_reason,
@@ -320,7 +320,10 @@ def run(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override sandbox.yao: sandbox.key.path=value.")
     ] = None,
-    chat: Annotated[str | None, typer.Option("--chat", help="Chat id; reuse it to continue.")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "--chat", help="Session id; reuse it to continue (--chat: old name)."),
+    ] = None,
     permissions: Annotated[
         str,
         typer.Option(
@@ -351,7 +354,7 @@ def run(
         assistant_id=assistant,
         prompt=prompt if prompt is not None else _read_prompt(Path(prompt_file or ""), workspace.resolve()),
         workspace=workspace.resolve(),
-        chat_id=chat or new_chat_id(),
+        session_id=session or new_session_id(),
         output=output,  # type: ignore[arg-type]
         output_dir=output_dir.resolve() if output_dir else None,
         turn_timeout=limit or None,

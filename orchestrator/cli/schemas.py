@@ -11,7 +11,7 @@ import typer
 
 
 def websocket_schema() -> dict[str, Any]:
-    """The frames of `GET /v1/sessions/{chat_id}/ws`: what a client sends, the `session.*` control
+    """The frames of `GET /v1/sessions/{session_id}/ws`: what a client sends, the `session.*` control
     frames the server sends, and (by reference to `stream-v1.json`) the protocol events."""
     from pydantic import TypeAdapter
 
@@ -40,7 +40,9 @@ def websocket_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Cage websocket frames (v1)",
-        "description": "GET /v1/sessions/{chat_id}/ws: client frames and server frames (docs/protocol.md).",
+        "description": (
+            "GET /v1/sessions/{session_id}/ws: client frames and server frames (docs/protocol.md)."
+        ),
         "anyOf": [{"$ref": "#/$defs/ClientFrame"}, {"$ref": "#/$defs/ServerFrame"}],
         "$defs": all_defs,
     }

@@ -1,6 +1,6 @@
 """A typed async client of a Cage server: sessions over the websocket (send, interrupt, permission
 answers, replay after a reconnect), the durable event log and its SSE stream, sandboxes and the
-admin API. `cage chat`, `cage ps`, `cage logs`, `cage exec`, `cage rm` and `cage sessions` are thin
+admin API. `cage session`, `cage ps`, `cage logs`, `cage exec`, `cage rm` and `cage sessions` are thin
 commands on it.
 
     async with CageClient("http://127.0.0.1:8080", key) as cage:

@@ -77,35 +77,35 @@ class CageClient:
             rows = await self._request("GET", "/v1/sessions", params={"limit": limit})
         return [SessionView.model_validate(r) for r in rows]
 
-    async def get_session(self, chat_id: str) -> SessionView:
-        return SessionView.model_validate(await self._request("GET", f"/v1/sessions/{quote(chat_id)}"))
+    async def get_session(self, session_id: str) -> SessionView:
+        return SessionView.model_validate(await self._request("GET", f"/v1/sessions/{quote(session_id)}"))
 
-    async def delete_session(self, chat_id: str) -> None:
-        await self._request("DELETE", f"/v1/sessions/{quote(chat_id)}")
+    async def delete_session(self, session_id: str) -> None:
+        await self._request("DELETE", f"/v1/sessions/{quote(session_id)}")
 
     async def events(
-        self, chat_id: str, *, after_seq: int = 0, limit: int | None = None
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> tuple[list[Frame], int]:
         """One page of the durable log: the events with `seq > after_seq`, and the page's last seq."""
         params: dict[str, int] = {"after_seq": after_seq}
         if limit is not None:
             params["limit"] = limit
-        page = await self._request("GET", f"/v1/sessions/{quote(chat_id)}/events", params=params)
+        page = await self._request("GET", f"/v1/sessions/{quote(session_id)}/events", params=params)
         return list(page["events"]), int(page["last_seq"])
 
-    async def history(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Frame]:
+    async def history(self, session_id: str, *, after_seq: int = 0) -> AsyncIterator[Frame]:
         """Every logged event after `after_seq`, page by page."""
         while True:
-            events, last = await self.events(chat_id, after_seq=after_seq)
+            events, last = await self.events(session_id, after_seq=after_seq)
             for event in events:
                 yield event
             if not events or last <= after_seq:
                 return
             after_seq = last
 
-    async def follow(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Frame]:
+    async def follow(self, session_id: str, *, after_seq: int = 0) -> AsyncIterator[Frame]:
         """The logged events after `after_seq`, then live ones as they happen (SSE), until cancelled."""
-        path = f"/v1/sessions/{quote(chat_id)}/stream"
+        path = f"/v1/sessions/{quote(session_id)}/stream"
         try:
             async with self._http.stream(
                 "GET", path, params={"after_seq": after_seq}, timeout=httpx.Timeout(30.0, read=None)
@@ -125,11 +125,13 @@ class CageClient:
             raise CageApiError(0, f"{self.url}: {type(exc).__name__}: {exc}") from exc
 
     def session(
-        self, chat_id: str, *, assistant_id: str | None = None, after_seq: int | None = None
+        self, session_id: str, *, assistant_id: str | None = None, after_seq: int | None = None
     ) -> SessionSocket:
         """The websocket of a session (`async with`): created on first use with `assistant_id`."""
         ws_url = "ws" + self.url.removeprefix("http")
-        return SessionSocket(ws_url, self._headers, chat_id, assistant_id=assistant_id, after_seq=after_seq)
+        return SessionSocket(
+            ws_url, self._headers, session_id, assistant_id=assistant_id, after_seq=after_seq
+        )
 
     # -- models, sandboxes, admin ---------------------------------------------------------------
     async def models(self) -> list[dict[str, Any]]:

@@ -34,13 +34,13 @@ def is_turn_end(frame: Frame) -> bool:
 
 
 class SessionSocket:
-    """An async context manager over `GET /v1/sessions/{chat_id}/ws`."""
+    """An async context manager over `GET /v1/sessions/{session_id}/ws`."""
 
     def __init__(
         self,
         ws_url: str,
         headers: dict[str, str],
-        chat_id: str,
+        session_id: str,
         *,
         assistant_id: str | None = None,
         after_seq: int | None = None,
@@ -48,7 +48,7 @@ class SessionSocket:
     ) -> None:
         self._base = ws_url.rstrip("/")
         self._headers = headers
-        self.chat_id = chat_id
+        self.session_id = session_id
         self.assistant_id = assistant_id
         self.last_seq: int | None = after_seq
         """The seq of the last event passed on (None: none yet, live events only)."""
@@ -79,7 +79,7 @@ class SessionSocket:
         if self.last_seq is not None:
             query["after_seq"] = self.last_seq
         suffix = f"?{urlencode(query)}" if query else ""
-        return f"{self._base}/v1/sessions/{quote(self.chat_id)}/ws{suffix}"
+        return f"{self._base}/v1/sessions/{quote(self.session_id)}/ws{suffix}"
 
     async def _connect(self) -> None:
         """Open the socket and read its first frame.

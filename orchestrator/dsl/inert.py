@@ -38,8 +38,8 @@ USES: Mapping[str, str] = {
 
 AGENT: Mapping[KeyPath, str] = {
     **{("uses", key): reason for key, reason in USES.items()},
-    ("store", "connector"): "chats live in Cage's own database (CAGE_DATABASE_URL)",
-    ("store", "optional"): "chats live in Cage's own database (CAGE_DATABASE_URL)",
+    ("store", "connector"): "sessions live in Cage's own database (CAGE_DATABASE_URL)",
+    ("store", "optional"): "sessions live in Cage's own database (CAGE_DATABASE_URL)",
     ("store", "expiration"): "Yao does not read it either (its key is store.ttl)",
     ("cache",): "Cage keeps no agent cache store",
     ("models",): "Cage takes model capabilities from the connector's capabilities",

@@ -3,7 +3,7 @@
 The gateway is the one place a sandbox cannot lie about: a runner's usage events come from a
 CLI the agent controls, the bytes from the provider do not. `UsageMeter` watches a response
 without holding it back: SSE `data:` lines that mention `usage` are parsed (Anthropic
-`message_start`/`message_delta`, OpenAI chat chunks, Responses `response.completed`); a plain
+`message_start`/`message_delta`, OpenAI session chunks, Responses `response.completed`); a plain
 JSON answer is kept up to `MAX_JSON_BYTES` and read at the end.
 """
 

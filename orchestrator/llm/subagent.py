@@ -230,7 +230,7 @@ class AgentTool(TypedTool[AgentArgs]):
             "parent_tool_id": ctx.tool_call_id,
             "task": task.prompt[:MAX_TASK_TEXT],
         }
-        await child_sink(partial(builder.stream_start, self.name, chat_id=session.id, metadata=metadata))
+        await child_sink(partial(builder.stream_start, self.name, session_id=session.id, metadata=metadata))
         if ctx.sink is not None and ctx.builder is not None:
             parent = ctx.builder
             await ctx.sink(partial(parent.subagent_started, session.id, task.name, tool_id=ctx.tool_call_id))

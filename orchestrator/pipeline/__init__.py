@@ -16,14 +16,14 @@ from orchestrator.pipeline.contract import (
     TurnInput,
     TurnOptions,
     TurnService,
-    new_chat_id,
+    new_session_id,
     new_turn_id,
 )
 from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
 from orchestrator.pipeline.permission_answers import PermissionAnswer
-from orchestrator.pipeline.resume import ChatResumeStore
+from orchestrator.pipeline.resume import SessionResumeStore
 from orchestrator.pipeline.service import PipelineService, turn_tasks
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "Attachment",
     "CallResult",
     "CallStack",
-    "ChatResumeStore",
     "ClientOptions",
     "HookModules",
     "InputMessage",
@@ -40,11 +39,12 @@ __all__ = [
     "Release",
     "RunningTurn",
     "SessionHub",
+    "SessionResumeStore",
     "TurnHandle",
     "TurnInput",
     "TurnOptions",
     "TurnService",
-    "new_chat_id",
+    "new_session_id",
     "new_turn_id",
     "turn_tasks",
 ]

@@ -34,7 +34,7 @@ class TurnScope:
     """Everything the calls of one turn share."""
 
     owner: str
-    chat_id: str
+    session_id: str
     turn_id: str
     metadata: dict[str, object]
     loader: AppLoader

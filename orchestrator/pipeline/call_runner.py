@@ -115,7 +115,7 @@ class CallRunner:
         events = call.builder.stream_start(
             assistant.id,
             assistant_name=assistant.name,
-            chat_id=call.scope.chat_id,
+            session_id=call.scope.session_id,
             metadata={"depth": depth, "kind": call.stack.kind} if depth else None,
         )
         with anyio.CancelScope(shield=True):  # half-written, the turn would have no beginning
@@ -180,7 +180,7 @@ class CallRunner:
         return HookContext(
             assistant_id=call.assistant.id,
             owner=scope.owner,
-            chat_id=scope.chat_id,
+            session_id=scope.session_id,
             turn_id=scope.turn_id,
             thread_id=call.builder.thread_id,
             metadata={**scope.metadata, **call.options.metadata},

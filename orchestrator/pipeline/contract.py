@@ -24,7 +24,7 @@ Release = Callable[[], None]
 """Gives back what an `Admit` took; called once, when the turn has ended."""
 Admit = Callable[[Assistant], Release]
 """The caller's own limits on a turn (the API's sandbox quota and per-owner caps), checked by
-`TurnService.start` once the chat is reserved and the assistant resolved. Raises to refuse (e.g.
+`TurnService.start` once the session is reserved and the assistant resolved. Raises to refuse (e.g.
 `CapacityError`, before anything started); returns what to give back when the turn ends."""
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -34,8 +34,8 @@ def new_turn_id() -> str:
     return f"turn-{uuid.uuid4().hex[:16]}"
 
 
-def new_chat_id() -> str:
-    return f"chat-{uuid.uuid4().hex[:12]}"
+def new_session_id() -> str:
+    return f"session-{uuid.uuid4().hex[:12]}"
 
 
 class Attachment(BaseModel):
@@ -105,7 +105,7 @@ class TurnInput(BaseModel):
     assistant_id: str = Field(min_length=1)
     owner: str = Field(min_length=1)
     """The principal (user or team id) the turn runs for; scopes sessions, sandboxes and memory."""
-    chat_id: str = Field(min_length=1, max_length=128)
+    session_id: str = Field(min_length=1, max_length=128)
     messages: tuple[InputMessage, ...] = Field(min_length=1)
     turn_id: str = Field(default_factory=new_turn_id)
     attachments: tuple[Attachment, ...] = ()
@@ -123,8 +123,8 @@ class TurnIds:
         return self.input.turn_id
 
     @property
-    def chat_id(self) -> str:
-        return self.input.chat_id
+    def session_id(self) -> str:
+        return self.input.session_id
 
 
 class TurnHandle(Protocol):
@@ -134,12 +134,12 @@ class TurnHandle(Protocol):
     def turn_id(self) -> str: ...
 
     @property
-    def chat_id(self) -> str: ...
+    def session_id(self) -> str: ...
 
     @property
     def ending(self) -> bool:
         """Its root `stream_end` is out: the turn is over for clients, the pipeline persisting it
-        (a new turn of the chat waits for that, bounded, instead of being refused)."""
+        (a new turn of the session waits for that, bounded, instead of being refused)."""
         ...
 
     def events(self) -> AsyncIterator[Event]:
@@ -159,27 +159,27 @@ class TurnService(Protocol):
     """The pipeline as seen from the API and the CLI."""
 
     async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> TurnHandle:
-        """The one admission point: reserve the chat (one turn at a time), resolve the assistant,
-        check `admit`, make sure the chat exists and is the owner's, then run the turn in the
+        """The one admission point: reserve the session (one turn at a time), resolve the assistant,
+        check `admit`, make sure the session exists and is the owner's, then run the turn in the
         background.
 
         Raises:
-            NotFound: unknown assistant (or one the owner may not use), or another owner's chat.
-            Conflict: a turn is already running in this chat.
+            NotFound: unknown assistant (or one the owner may not use), or another owner's session.
+            Conflict: a turn is already running in this session.
             ConfigError: the assistant's configuration is broken.
             CapacityError: refused by `admit`.
         """
         ...
 
-    def running(self, chat_id: str) -> TurnHandle | None:
-        """The turn running in `chat_id`, if any."""
+    def running(self, session_id: str) -> TurnHandle | None:
+        """The turn running in `session_id`, if any."""
         ...
 
     def turn(self, turn_id: str) -> TurnHandle | None:
         """A running turn by id (for `POST /v1/chat/completions/{turn_id}/interrupt`)."""
         ...
 
-    def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+    def subscribe(self, session_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event of the session with `seq > after_seq`: first from the durable log, then live,
         with no duplicate and no gap. Runs until the subscriber stops iterating."""
         ...

@@ -49,7 +49,7 @@ class RunningTurn(TurnIds):
         """This turn's stamped events, `stream_start` to `stream_end`; replays what was missed.
         The hub subscription is closed as soon as the turn's end is out (not left to the garbage
         collector, which kept a dead live queue registered)."""
-        subscription = self._hub.subscribe(self.chat_id, after_seq=self.start_seq)
+        subscription = self._hub.subscribe(self.session_id, after_seq=self.start_seq)
         try:
             async for event in subscription:
                 if event.turn_id != self.turn_id:

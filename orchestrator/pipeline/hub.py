@@ -1,8 +1,8 @@
 """`SessionHub`: stamps a session's events, appends them to the durable log, fans them out live.
 
-One `SessionEmitter` per chat numbers the events; `seq` continues from the log's last event, so a
+One `SessionEmitter` per session numbers the events; `seq` continues from the log's last event, so a
 restarted process (or another one, turn after turn) never reuses a number. Publishing holds the
-chat's lock from stamping until the live fan-out, so parallel producers of one turn (agent calls
+session's lock from stamping until the live fan-out, so parallel producers of one turn (agent calls
 running side by side, a cancelled tool's closing events and the turn's end) cannot append out of
 order. The emitter is (re)loaded from the log only under that lock and only when it is missing or
 stale: a loader that read `last_seq` outside the lock could rewind an emitter another producer had
@@ -10,9 +10,9 @@ moved on meanwhile, and the next batch reused a seq already in the log (the log 
 while live clients had got it). A failed write leaves the emitter stale rather than rewinding it by
 guess: a write cancelled while it committed may have landed, and only the log knows.
 
-The write is the log's group commit (`EventLog.append`: this process's appends of all chats share
+The write is the log's group commit (`EventLog.append`: this process's appends of all sessions share
 one transaction), and the fan-out comes only after it has committed: no client is ever told of an
-event a crash could still lose, and a batch in flight for one chat never holds up another chat's.
+event a crash could still lose, and a batch in flight for one session never holds up another session's.
 See docs/architecture.md, "Event path".
 
 `subscribe()` registers its live queue first and then reads the log: an event is either already
@@ -20,13 +20,13 @@ in the log when the read happens or arrives through the queue afterwards, and th
 what comes twice. A subscriber too slow for its queue is dropped from the fan-out and catches up
 from the log again.
 
-Several replicas (Postgres): a chat with subscribers here may run its turn in another process. The
-hub follows it: every append sends a notice (`<chat> <last seq>`) from its transaction, which
+Several replicas (Postgres): a session with subscribers here may run its turn in another process. The
+hub follows it: every append sends a notice (`<session> <last seq>`) from its transaction, which
 Postgres delivers to every process on commit, in commit order (`Store.notices`); a notice past
-what this hub has fanned out for the chat wakes one catch-up that reads the log from there and
+what this hub has fanned out for the session wakes one catch-up that reads the log from there and
 fans the rows out, exactly as a local publish would. Its own publishes are skipped (their seqs are
 marked before the write). A reconnected listener and a slow poll (`POLL_S`, one query for every
-followed chat) catch up what a lost notice missed. On SQLite there is one process and no follower.
+followed session) catch up what a lost notice missed. On SQLite there is one process and no follower.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ LIVE_BUFFER = 4096
 """Events a live subscriber may lag behind before it is dropped and re-reads the log."""
 _PAGE = 1000
 POLL_S = 2.0
-"""Seconds between two reads of every followed chat's `last_seq` (the fallback for lost notices)."""
+"""Seconds between two reads of every followed session's `last_seq` (the fallback for lost notices)."""
 
 
 @dataclass
@@ -71,40 +71,40 @@ class _Session:
 
 @dataclass(eq=False)
 class _Tail:
-    """A chat followed for its subscribers here, whichever process writes it."""
+    """A session followed for its subscribers here, whichever process writes it."""
 
     high: int
     """The highest seq fanned out here, or being written by a publish of this process."""
     target: int = 0
     """The highest seq a notice or the poll said the log has."""
     task: asyncio.Task[None] | None = None
-    """The catch-up under way (at most one per chat, so its fan-outs go in seq order)."""
+    """The catch-up under way (at most one per session, so its fan-outs go in seq order)."""
 
 
 class SessionHub:
-    """Per-chat emitters, the durable append, and live subscribers."""
+    """Per-session emitters, the durable append, and live subscribers."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._sessions: dict[str, _Session] = {}
         self._subscribers: dict[str, set[MemoryObjectSendStream[Event]]] = {}
         self._tails: dict[str, _Tail] = {}
-        """Followed chats (Postgres only): those with a live subscriber here."""
+        """Followed sessions (Postgres only): those with a live subscriber here."""
         self._listening = False
         self._poller: asyncio.Task[None] | None = None
         self._jobs: set[asyncio.Task[None]] = set()
 
-    async def begin(self, chat_id: str) -> int:
-        """Reload the chat's emitter from the log (its last seq and ts); returns that last seq.
+    async def begin(self, session_id: str) -> int:
+        """Reload the session's emitter from the log (its last seq and ts); returns that last seq.
 
         Raises:
-            RecordNotFound: no such chat.
+            RecordNotFound: no such session.
         """
-        async with self._locked(chat_id) as session:
-            return (await self._load(chat_id, session)).last_seq
+        async with self._locked(session_id) as session:
+            return (await self._load(session_id, session)).last_seq
 
     async def publish(
-        self, chat_id: str, turn_id: str, events: Sequence[Event], *, commit: Commit | None = None
+        self, session_id: str, turn_id: str, events: Sequence[Event], *, commit: Commit | None = None
     ) -> list[Event]:
         """Stamp, write (all or none) and fan out `events`; returns them stamped.
 
@@ -116,22 +116,24 @@ class SessionHub:
         """
         if not events:
             return []
-        async with self._locked(chat_id) as session:
-            emitter = await self._current(chat_id, session)
+        async with self._locked(session_id) as session:
+            emitter = await self._current(session_id, session)
             stamped = emitter.stamp_all(events, turn_id=turn_id)
-            tail = self._tails.get(chat_id)
+            tail = self._tails.get(session_id)
             if tail is not None:  # our own notice for these must not make the follower read them
                 tail.high = max(tail.high, stamped[-1].seq)
             try:
                 if commit is None:  # fanned out by the group commit itself, as soon as it commits
                     await self._store.events.append(
-                        chat_id, stamped, committed=lambda: self.fan_out(chat_id, stamped)
+                        session_id, stamped, committed=lambda: self.fan_out(session_id, stamped)
                     )
                 else:
                     await commit(stamped)
-                    self.fan_out(chat_id, stamped)
+                    self.fan_out(session_id, stamped)
             except BaseException:
-                session.emitter = SessionEmitter.resume(chat_id, stamped[0].seq - 1, last_ts=emitter.last_ts)
+                session.emitter = SessionEmitter.resume(
+                    session_id, stamped[0].seq - 1, last_ts=emitter.last_ts
+                )
                 session.stale = True
                 if tail is not None:  # if the write landed after all, its notice fans it out
                     tail.high = min(tail.high, stamped[0].seq - 1)
@@ -139,96 +141,96 @@ class SessionHub:
         return stamped
 
     @asynccontextmanager
-    async def _locked(self, chat_id: str) -> AsyncIterator[_Session]:
-        """Hold the chat's lock; the session is the chat's current one (not one evicted while we
+    async def _locked(self, session_id: str) -> AsyncIterator[_Session]:
+        """Hold the session's lock; the session is the session's current one (not one evicted while we
         waited for its lock, which a later producer would have replaced with a second lock)."""
         while True:
-            session = self._sessions.setdefault(chat_id, _Session())
+            session = self._sessions.setdefault(session_id, _Session())
             try:
                 async with session.lock:
-                    if self._sessions.get(chat_id) is session:
+                    if self._sessions.get(session_id) is session:
                         yield session
                         return
             finally:
-                if session.emitter is None and self._sessions.get(chat_id) is session:
-                    self.evict(chat_id)  # never loaded (no such chat): keep nothing
+                if session.emitter is None and self._sessions.get(session_id) is session:
+                    self.evict(session_id)  # never loaded (no such session): keep nothing
 
-    async def _current(self, chat_id: str, session: _Session) -> SessionEmitter:
+    async def _current(self, session_id: str, session: _Session) -> SessionEmitter:
         """The emitter to stamp with (lock held): loaded, or reloaded after a failed write; the
         rewound guess only when the log cannot be read (a store that is down: live-only events)."""
         if session.emitter is not None and not session.stale:
             return session.emitter
         try:
-            return await self._load(chat_id, session)
+            return await self._load(session_id, session)
         except StoreError:
             if session.emitter is None:
                 raise
-            log.warning("hub.emitter_not_reloaded", session_id=chat_id, next_seq=session.emitter.next_seq)
+            log.warning("hub.emitter_not_reloaded", session_id=session_id, next_seq=session.emitter.next_seq)
             return session.emitter
 
-    async def _load(self, chat_id: str, session: _Session) -> SessionEmitter:
+    async def _load(self, session_id: str, session: _Session) -> SessionEmitter:
         """The emitter continuing the log; call with `session.lock` held (no write of ours is under
         way, so the log's last seq is the last one stamped here)."""
-        last_seq, last_ts = await self._store.events.tail(chat_id)
-        session.emitter = SessionEmitter.resume(chat_id, last_seq, last_ts=last_ts)
+        last_seq, last_ts = await self._store.events.tail(session_id)
+        session.emitter = SessionEmitter.resume(session_id, last_seq, last_ts=last_ts)
         session.stale = False
         return session.emitter
 
-    def evict(self, chat_id: str) -> bool:
-        """Forget the chat's emitter once nothing uses it (no live subscriber, no publish under
-        way): the next `begin` reloads it from the log, so idle chats hold no memory here."""
-        session = self._sessions.get(chat_id)
-        if session is None or session.lock.locked() or chat_id in self._subscribers:
+    def evict(self, session_id: str) -> bool:
+        """Forget the session's emitter once nothing uses it (no live subscriber, no publish under
+        way): the next `begin` reloads it from the log, so idle sessions hold no memory here."""
+        session = self._sessions.get(session_id)
+        if session is None or session.lock.locked() or session_id in self._subscribers:
             return False
         if session.lock.statistics().tasks_waiting:
             return False
-        del self._sessions[chat_id]
+        del self._sessions[session_id]
         return True
 
     def tracked(self) -> int:
-        """Chats with an emitter in memory."""
+        """Sessions with an emitter in memory."""
         return len(self._sessions)
 
-    def fan_out(self, chat_id: str, stamped: Sequence[Event]) -> None:
+    def fan_out(self, session_id: str, stamped: Sequence[Event]) -> None:
         """Hand stamped events to live subscribers (without writing them)."""
-        for send in list(self._subscribers.get(chat_id, ())):
+        for send in list(self._subscribers.get(session_id, ())):
             try:
                 for event in stamped:
                     send.send_nowait(event)
             except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._drop(chat_id, send)
+                self._drop(session_id, send)
 
-    def _drop(self, chat_id: str, send: MemoryObjectSendStream[Event]) -> None:
-        subs = self._subscribers.get(chat_id)
+    def _drop(self, session_id: str, send: MemoryObjectSendStream[Event]) -> None:
+        subs = self._subscribers.get(session_id)
         if subs is not None:
             subs.discard(send)
             if not subs:
-                del self._subscribers[chat_id]
-                self._unfollow(chat_id)
-                self.evict(chat_id)  # the last reader left; a later publish reloads from the log
+                del self._subscribers[session_id]
+                self._unfollow(session_id)
+                self.evict(session_id)  # the last reader left; a later publish reloads from the log
         send.close()
 
     def _register(
-        self, chat_id: str, known: int
+        self, session_id: str, known: int
     ) -> tuple[MemoryObjectSendStream[Event], MemoryObjectReceiveStream[Event]]:
         send, receive = anyio.create_memory_object_stream[Event](LIVE_BUFFER)
-        self._subscribers.setdefault(chat_id, set()).add(send)
-        self._follow(chat_id, known)
+        self._subscribers.setdefault(session_id, set()).add(send)
+        self._follow(session_id, known)
         return send, receive
 
-    def _follow(self, chat_id: str, known: int) -> None:
-        """Follow the chat's log for its subscribers here (Postgres), from seq `known` on."""
-        if chat_id in self._tails or not self._store.notices.enabled:
+    def _follow(self, session_id: str, known: int) -> None:
+        """Follow the session's log for its subscribers here (Postgres), from seq `known` on."""
+        if session_id in self._tails or not self._store.notices.enabled:
             return
-        self._tails[chat_id] = _Tail(high=known)
+        self._tails[session_id] = _Tail(high=known)
         if not self._listening:
             self._listening = True
             self._store.notices.listen(EVENTS_CHANNEL, self._noticed, on_connect=self._poll_soon)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll(), name="cage-hub-poll")
 
-    def _unfollow(self, chat_id: str) -> None:
-        tail = self._tails.pop(chat_id, None)
+    def _unfollow(self, session_id: str) -> None:
+        tail = self._tails.pop(session_id, None)
         if tail is not None and tail.task is not None:
             tail.task.cancel()
         if not self._tails and self._poller is not None:
@@ -236,7 +238,7 @@ class SessionHub:
             self._poller = None
 
     def following(self) -> int:
-        """Chats followed in the log for subscribers here (0 on SQLite)."""
+        """Sessions followed in the log for subscribers here (0 on SQLite)."""
         return len(self._tails)
 
     def _noticed(self, payload: str) -> None:
@@ -244,30 +246,30 @@ class SessionHub:
         parsed = parse_notice(payload)
         if parsed is None:
             return
-        chat_id, last_seq = parsed
-        tail = self._tails.get(chat_id)
+        session_id, last_seq = parsed
+        tail = self._tails.get(session_id)
         if tail is not None and last_seq > tail.high:
-            self._wake(chat_id, tail, last_seq)
+            self._wake(session_id, tail, last_seq)
 
-    def _wake(self, chat_id: str, tail: _Tail, last_seq: int) -> None:
+    def _wake(self, session_id: str, tail: _Tail, last_seq: int) -> None:
         tail.target = max(tail.target, last_seq)
         if tail.task is None:
             tail.task = asyncio.get_running_loop().create_task(
-                self._catch_up(chat_id, tail), name="cage-hub-catch-up"
+                self._catch_up(session_id, tail), name="cage-hub-catch-up"
             )
 
-    async def _catch_up(self, chat_id: str, tail: _Tail) -> None:
+    async def _catch_up(self, session_id: str, tail: _Tail) -> None:
         """Read the log past `tail.high` and fan it out, until it reaches `tail.target`."""
         try:
-            while tail.target > tail.high and self._tails.get(chat_id) is tail:
-                page = await self._store.events.after(chat_id, tail.high, limit=_PAGE)
+            while tail.target > tail.high and self._tails.get(session_id) is tail:
+                page = await self._store.events.after(session_id, tail.high, limit=_PAGE)
                 fresh = [event for event in page if event.seq > tail.high]  # a publish here moved it
                 if not fresh:
                     return  # the poll tries again
                 tail.high = fresh[-1].seq
-                self.fan_out(chat_id, fresh)
+                self.fan_out(session_id, fresh)
         except StoreError as exc:
-            log.warning("hub.follow_failed", session_id=chat_id, error=str(exc))
+            log.warning("hub.follow_failed", session_id=session_id, error=str(exc))
         finally:
             tail.task = None
 
@@ -289,23 +291,23 @@ class SessionHub:
         except StoreError as exc:
             log.warning("hub.poll_failed", error=str(exc))
             return
-        for chat_id, last_seq in last.items():
-            tail = self._tails.get(chat_id)
+        for session_id, last_seq in last.items():
+            tail = self._tails.get(session_id)
             if tail is not None and last_seq > tail.high:
-                self._wake(chat_id, tail, last_seq)
+                self._wake(session_id, tail, last_seq)
 
-    async def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+    async def subscribe(self, session_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
         """Every event with `seq > after_seq`: the log first, then live; no gap, no duplicate.
 
         Raises:
-            RecordNotFound: no such chat.
+            RecordNotFound: no such session.
         """
-        known = await self._store.events.last_seq(chat_id)
+        known = await self._store.events.last_seq(session_id)
         last = after_seq
         while True:
-            send, receive = self._register(chat_id, max(known, last))
+            send, receive = self._register(session_id, max(known, last))
             try:
-                async for event in self._replay(chat_id, last):
+                async for event in self._replay(session_id, last):
                     last = event.seq
                     yield event
                 async with receive:
@@ -313,19 +315,19 @@ class SessionHub:
                         if event.seq <= last:
                             continue
                         if event.seq > last + 1:  # a batch fanned out before our log read: fill in
-                            async for missed in self._replay(chat_id, last, until=event.seq - 1):
+                            async for missed in self._replay(session_id, last, until=event.seq - 1):
                                 last = missed.seq
                                 yield missed
                         last = event.seq
                         yield event
             finally:
                 receive.close()  # also when the reader left during the replay, before `async with`
-                self._drop(chat_id, send)
-            log.info("hub.subscriber_lagged", session_id=chat_id, last_seq=last)
+                self._drop(session_id, send)
+            log.info("hub.subscriber_lagged", session_id=session_id, last_seq=last)
 
-    async def _replay(self, chat_id: str, after: int, *, until: float = math.inf) -> AsyncIterator[Event]:
+    async def _replay(self, session_id: str, after: int, *, until: float = math.inf) -> AsyncIterator[Event]:
         while True:
-            page = await self._store.events.after(chat_id, after, limit=_PAGE)
+            page = await self._store.events.after(session_id, after, limit=_PAGE)
             for event in page:
                 if event.seq > until:
                     return

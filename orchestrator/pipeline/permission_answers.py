@@ -1,7 +1,7 @@
 """Where a waiting permission request or question gets its answer from a client.
 
 The broker registers each request it puts to a client and waits on it; the API delivers the
-answer by chat and request id. `PendingAnswers` is the interface: today one process holds the
+answer by session and request id. `PendingAnswers` is the interface: today one process holds the
 waiters (`InProcessAnswers`); with several replicas (issue 20) another implementation can take
 an answer on any replica and hand it over through the database.
 """
@@ -41,19 +41,19 @@ class Waiter:
 
 
 class PendingAnswers(Protocol):
-    def register(self, chat_id: str, request_id: str, kind: AnswerKind) -> Waiter:
+    def register(self, session_id: str, request_id: str, kind: AnswerKind) -> Waiter:
         """Open a request; its answer arrives on the returned waiter."""
         ...
 
-    def withdraw(self, chat_id: str, request_id: str) -> None:
+    def withdraw(self, session_id: str, request_id: str) -> None:
         """The request is decided (answered, timed out, cancelled): later answers are refused."""
         ...
 
-    async def deliver(self, chat_id: str, request_id: str, kind: AnswerKind, answer: Answer) -> None:
+    async def deliver(self, session_id: str, request_id: str, kind: AnswerKind, answer: Answer) -> None:
         """Hand `answer` to the waiting request.
 
         Raises:
-            NotFound: no such request is waiting in this chat (never asked, answered, expired).
+            NotFound: no such request is waiting in this session (never asked, answered, expired).
             UsageError: the request is of the other kind (a question answered as a permission).
         """
         ...
@@ -65,20 +65,20 @@ class InProcessAnswers:
     def __init__(self) -> None:
         self._waiting: dict[tuple[str, str], Waiter] = {}
 
-    def register(self, chat_id: str, request_id: str, kind: AnswerKind) -> Waiter:
+    def register(self, session_id: str, request_id: str, kind: AnswerKind) -> Waiter:
         waiter = Waiter(kind)
-        self._waiting[(chat_id, request_id)] = waiter
+        self._waiting[(session_id, request_id)] = waiter
         return waiter
 
-    def withdraw(self, chat_id: str, request_id: str) -> None:
-        self._waiting.pop((chat_id, request_id), None)
+    def withdraw(self, session_id: str, request_id: str) -> None:
+        self._waiting.pop((session_id, request_id), None)
 
-    def waiting(self, chat_id: str) -> list[str]:
-        """The request ids waiting in `chat_id` (tests, the admin view)."""
-        return [rid for (cid, rid) in self._waiting if cid == chat_id]
+    def waiting(self, session_id: str) -> list[str]:
+        """The request ids waiting in `session_id` (tests, the admin view)."""
+        return [rid for (cid, rid) in self._waiting if cid == session_id]
 
-    async def deliver(self, chat_id: str, request_id: str, kind: AnswerKind, answer: Answer) -> None:
-        waiter = self._waiting.get((chat_id, request_id))
+    async def deliver(self, session_id: str, request_id: str, kind: AnswerKind, answer: Answer) -> None:
+        waiter = self._waiting.get((session_id, request_id))
         noun = "permission request" if kind == "permission" else "question"
         if waiter is None or waiter.answer is not None:
             raise NotFound(

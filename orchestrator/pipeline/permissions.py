@@ -8,7 +8,7 @@ streams small, decisions by rule are reported only when they deny (`permission/r
 (`cage run --permissions`) reports every decision.
 
 "Allow always" adds a rule for the rest of the session (first among the rules), kept in the
-chat's metadata (`SESSION_RULES_KEY`) so the next turn has it too. Every decision goes to the
+session's metadata (`SESSION_RULES_KEY`) so the next turn has it too. Every decision goes to the
 audit log (`permission.allow` / `permission.deny`, `question.answer`), with the tool and the
 rule, never the command or path (they may hold secrets).
 
@@ -45,13 +45,13 @@ log = structlog.get_logger(__name__)
 Unattended = Literal["policy", "deny", "allow"]
 """CI mode: who answers an `ask` with no human there: the policy's `default`, or always deny/allow."""
 SESSION_RULES_KEY = "cage.permissions.allow"
-"""Chat metadata key holding the session's "allow always" rules (`[{tool, subject}]`)."""
+"""Session metadata key holding the session's "allow always" rules (`[{tool, subject}]`)."""
 MAX_INPUT_TEXT = 2000
 CANCELLED = "refused: the turn ended before the request was answered"
 
 
 def session_rules(metadata: Mapping[str, Any]) -> tuple[PermissionRule, ...]:
-    """The "allow always" rules kept in a chat's metadata (malformed entries are skipped)."""
+    """The "allow always" rules kept in a session's metadata (malformed entries are skipped)."""
     raw = metadata.get(SESSION_RULES_KEY)
     if not isinstance(raw, list):
         return ()
@@ -85,13 +85,13 @@ def _deadline(timeout: timedelta) -> str:
 
 
 class PermissionBroker:
-    """`PermissionGate` of one call (turn or nested call) of one chat."""
+    """`PermissionGate` of one call (turn or nested call) of one session."""
 
     def __init__(
         self,
         policy: PermissionPolicy,
         *,
-        chat_id: str,
+        session_id: str,
         turn_id: str,
         builder: TurnBuilder,
         emit: Emit,
@@ -102,7 +102,7 @@ class PermissionBroker:
         workspace: str = WORKSPACE,
     ) -> None:
         self.policy = policy
-        self.chat_id = chat_id
+        self.session_id = session_id
         self.turn_id = turn_id
         self._builder = builder
         self._emit = emit
@@ -160,7 +160,7 @@ class PermissionBroker:
             await self._audit("question.answer", {"request_id": request_id, "by": "policy"}, "policy")
             return ""
         deadline = _deadline(self.policy.timeout)
-        waiter = self._answers.register(self.chat_id, request_id, "question")
+        waiter = self._answers.register(self.session_id, request_id, "question")
         answer: Answer | None = None
         timed_out = False
         try:
@@ -182,7 +182,7 @@ class PermissionBroker:
                 self.waiting -= 1
             answer = waiter.answer
         finally:
-            self._answers.withdraw(self.chat_id, request_id)
+            self._answers.withdraw(self.session_id, request_id)
             with anyio.CancelScope(shield=True):
                 by: Literal["user", "timeout", "policy"] = (
                     "user" if answer is not None else ("timeout" if timed_out else "policy")
@@ -212,7 +212,7 @@ class PermissionBroker:
             await self._resolved(request_id, request, unattended)
             return await self._record(request, unattended)
         deadline = _deadline(self.policy.timeout)
-        waiter = self._answers.register(self.chat_id, request_id, "permission")
+        waiter = self._answers.register(self.session_id, request_id, "permission")
         decision: Decision | None = None
         always = False
         try:
@@ -248,7 +248,7 @@ class PermissionBroker:
                     rule=added.text() if added is not None else rule,
                 )
         finally:
-            self._answers.withdraw(self.chat_id, request_id)
+            self._answers.withdraw(self.session_id, request_id)
             if decision is None:  # cancelled while waiting: resolve it before unwinding
                 with anyio.CancelScope(shield=True):
                     cancelled = Decision(allow=False, by="policy", message=CANCELLED, rule=rule)
@@ -264,9 +264,9 @@ class PermissionBroker:
         if self._store is not None:
             kept: list[JsonValue] = [{"tool": r.tool, "subject": r.subject} for r in self._session_rules]
             try:
-                await self._store.chats.update(self.chat_id, metadata={SESSION_RULES_KEY: kept})
+                await self._store.sessions.update(self.session_id, metadata={SESSION_RULES_KEY: kept})
             except CageError as exc:  # the rule holds for this turn; the next one asks again
-                log.warning("permissions.session_rule_not_saved", chat_id=self.chat_id, error=str(exc))
+                log.warning("permissions.session_rule_not_saved", session_id=self.session_id, error=str(exc))
         return rule
 
     # -- events, audit ---------------------------------------------------------------------------
@@ -330,9 +330,9 @@ class PermissionBroker:
             return
         try:
             with anyio.CancelScope(shield=True):
-                await self._store.audit.record(actor, action, self.chat_id, detail)
+                await self._store.audit.record(actor, action, self.session_id, detail)
         except CageError as exc:
-            log.warning("permissions.audit_failed", chat_id=self.chat_id, error=str(exc))
+            log.warning("permissions.audit_failed", session_id=self.session_id, error=str(exc))
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}-{secrets.token_hex(6)}"
@@ -361,7 +361,7 @@ class Permissions:
         self,
         policy: PermissionPolicy,
         *,
-        chat_id: str,
+        session_id: str,
         turn_id: str,
         builder: TurnBuilder,
         emit: Emit,
@@ -371,11 +371,11 @@ class Permissions:
         """A broker for one call; the session's "allow always" rules are loaded when it asks."""
         rules: tuple[PermissionRule, ...] = ()
         if policy.asks and self.store is not None:
-            chat = await self.store.chats.get(chat_id)
-            rules = session_rules(chat.metadata) if chat is not None else ()
+            session = await self.store.sessions.get(session_id)
+            rules = session_rules(session.metadata) if session is not None else ()
         return PermissionBroker(
             policy,
-            chat_id=chat_id,
+            session_id=session_id,
             turn_id=turn_id,
             builder=builder,
             emit=emit,
@@ -388,7 +388,7 @@ class Permissions:
 
     async def respond_permission(
         self,
-        chat_id: str,
+        session_id: str,
         request_id: str,
         decision: PermissionAnswer,
         message: str | None,
@@ -397,11 +397,11 @@ class Permissions:
     ) -> None:
         """Raises: NotFound (no such request waiting), UsageError (it is a question)."""
         await self.answers.deliver(
-            chat_id, request_id, "permission", Answer(decision=decision, message=message, actor=actor)
+            session_id, request_id, "permission", Answer(decision=decision, message=message, actor=actor)
         )
 
     async def respond_question(
-        self, chat_id: str, request_id: str, text: str, *, actor: str = "user"
+        self, session_id: str, request_id: str, text: str, *, actor: str = "user"
     ) -> None:
         """Raises: NotFound (no such question waiting), UsageError (it is a permission request)."""
-        await self.answers.deliver(chat_id, request_id, "question", Answer(text=text, actor=actor))
+        await self.answers.deliver(session_id, request_id, "question", Answer(text=text, actor=actor))

@@ -47,7 +47,10 @@ class TurnRecorder:
         Raises:
             StoreError, RecordExists, RecordNotFound: nothing was written; the turn must not start.
         """
-        await self._store.turns.begin(self._turn.chat_id, self._turn.turn_id, self._assistant_id, self.inputs)
+        turn = self._turn
+        await self._store.turns.begin(
+            turn.session_id, turn.turn_id, self._assistant_id, self.inputs, owner=turn.owner
+        )
         self._begun = True
 
     def messages(self, result: CallResult) -> tuple[NewMessage, ...]:
@@ -72,7 +75,7 @@ class TurnRecorder:
         usage = (result.usage or Usage()).model_copy(update={"scope": "turn"})
         await self._store.persist_turn(
             FinishedTurn(
-                chat_id=self._turn.chat_id,
+                session_id=self._turn.session_id,
                 turn_id=self._turn.turn_id,
                 assistant_id=self._assistant_id,
                 status=result.status,

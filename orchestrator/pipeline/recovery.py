@@ -5,9 +5,9 @@ row still `running` when a process starts belongs to a process that died mid-tur
 OOM, a power cut). Its log then ends somewhere inside the turn. Recovery appends what a client
 needs to see the turn over: every message window still open is closed, every nested call still
 open ends, then an `error` event (code `orchestrator_restarted`) and the root `stream_end`
-(status `error`), written with the row's new status in one transaction. The chat can take its
-next turn at once: the user's message is in its history and the runner's resume state on the chat.
-An LLM-mode turn that saved a checkpoint (a tool round done) is resumed by the chat's next message
+(status `error`), written with the row's new status in one transaction. The session can take its
+next turn at once: the user's message is in its history and the runner's resume state on the session.
+An LLM-mode turn that saved a checkpoint (a tool round done) is resumed by the session's next message
 from there (`orchestrator.pipeline.modes.llm_checkpoints`); the error's `details.resume_round` says so.
 
 Processes the dead turn left running in re-adopted sandboxes are killed right after reconcile,
@@ -45,7 +45,7 @@ RESTARTED_MESSAGE = "the orchestrator restarted while this turn was running; the
 
 def closing_events(logged: list[Event], resume_round: int | None = None) -> list[Event]:
     """The events that close a turn whose log is `logged` (unstamped, in order). `resume_round`:
-    the turn's last checkpoint (LLM mode), which the chat's next message resumes from; it goes in
+    the turn's last checkpoint (LLM mode), which the session's next message resumes from; it goes in
     the error's `details`."""
     windows: dict[tuple[str | None, str], MessageStart] = {}
     threads: list[str] = []
@@ -82,7 +82,7 @@ class RecoveredTurn:
     """A turn start-up recovery closed: where its processes may still run."""
 
     turn_id: str
-    chat_id: str
+    session_id: str
     assistant_id: str
     owner: str
 
@@ -96,24 +96,26 @@ async def close_unfinished_turns(store: Store, only: Collection[str] | None = No
         if only is not None and turn.id not in only:
             continue
         try:
-            if await _close(hub, store, turn.chat_id, turn.id):
-                chat = await store.chats.get(turn.chat_id)
-                owner = chat.owner if chat is not None else ""
-                closed.append(RecoveredTurn(turn.id, turn.chat_id, turn.assistant_id, owner))
-                log.warning("recovery.turn_closed", session_id=turn.chat_id, turn_id=turn.id, code=RESTARTED)
+            if await _close(hub, store, turn.session_id, turn.id):
+                session = await store.sessions.get(turn.session_id)
+                owner = session.owner if session is not None else ""
+                closed.append(RecoveredTurn(turn.id, turn.session_id, turn.assistant_id, owner))
+                log.warning(
+                    "recovery.turn_closed", session_id=turn.session_id, turn_id=turn.id, code=RESTARTED
+                )
         except CageError as exc:
-            log.error("recovery.turn_not_closed", session_id=turn.chat_id, turn_id=turn.id, error=str(exc))
+            log.error("recovery.turn_not_closed", session_id=turn.session_id, turn_id=turn.id, error=str(exc))
     return closed
 
 
-async def _close(hub: SessionHub, store: Store, chat_id: str, turn_id: str) -> bool:
-    logged = await store.events.of_turn(chat_id, turn_id)
+async def _close(hub: SessionHub, store: Store, session_id: str, turn_id: str) -> bool:
+    logged = await store.events.of_turn(session_id, turn_id)
     checkpoint = await store.checkpoints.latest(turn_id)
     resume_round = None if checkpoint is None else checkpoint.round
     done: list[bool] = []
 
     async def commit(stamped: list[Event]) -> None:
-        done.append(await store.turns.close_unfinished(chat_id, turn_id, stamped))
+        done.append(await store.turns.close_unfinished(session_id, turn_id, stamped))
 
-    await hub.publish(chat_id, turn_id, closing_events(logged, resume_round), commit=commit)
+    await hub.publish(session_id, turn_id, closing_events(logged, resume_round), commit=commit)
     return bool(done and done[0])

@@ -1,5 +1,5 @@
 """Where a runner's resume state (Claude session id, Codex thread id, ...) lives between turns:
-the `ResumeStore` protocol, and `ChatResumeStore`, which keeps it on the chat row."""
+the `ResumeStore` protocol, and `SessionResumeStore`, which keeps it on the session row."""
 
 from __future__ import annotations
 
@@ -9,33 +9,33 @@ from orchestrator.store import Store
 
 
 class ResumeStore(Protocol):
-    """Resume state per (assistant, chat, runner); the pipeline passes it back as `turn.resume`."""
+    """Resume state per (assistant, session, runner); the pipeline passes it back as `turn.resume`."""
 
-    async def get(self, assistant_id: str, chat_id: str, runner: str) -> dict[str, str]: ...
+    async def get(self, assistant_id: str, session_id: str, runner: str) -> dict[str, str]: ...
 
-    async def put(self, assistant_id: str, chat_id: str, runner: str, state: dict[str, str]) -> None: ...
+    async def put(self, assistant_id: str, session_id: str, runner: str, state: dict[str, str]) -> None: ...
 
 
 def resume_key(assistant_id: str, runner: str) -> str:
-    """One entry per (assistant, runner) in a chat, so a delegate never resumes another's session."""
+    """One entry per (assistant, runner) in a session, so a delegate never resumes another's session."""
     return f"{runner}:{assistant_id}"
 
 
-class ChatResumeStore:
-    """`ResumeStore` on the store's chats (`store.chats.set_resume`): survives restarts, deleted
-    with the chat."""
+class SessionResumeStore:
+    """`ResumeStore` on the store's sessions (`store.sessions.set_resume`): survives restarts, deleted
+    with the session."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    async def get(self, assistant_id: str, chat_id: str, runner: str) -> dict[str, str]:
-        chat = await self._store.chats.get(chat_id)
-        if chat is None:
+    async def get(self, assistant_id: str, session_id: str, runner: str) -> dict[str, str]:
+        session = await self._store.sessions.get(session_id)
+        if session is None:
             return {}
-        state = chat.resume.get(resume_key(assistant_id, runner))
+        state = session.resume.get(resume_key(assistant_id, runner))
         if not isinstance(state, dict):
             return {}
         return {str(k): str(v) for k, v in state.items() if v is not None}
 
-    async def put(self, assistant_id: str, chat_id: str, runner: str, state: dict[str, str]) -> None:
-        await self._store.chats.set_resume(chat_id, resume_key(assistant_id, runner), dict(state))
+    async def put(self, assistant_id: str, session_id: str, runner: str, state: dict[str, str]) -> None:
+        await self._store.sessions.set_resume(session_id, resume_key(assistant_id, runner), dict(state))

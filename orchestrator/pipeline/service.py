@@ -3,13 +3,13 @@
 ```python
 async with open_services(settings) as services:   # orchestrator/services.py builds the service
   handle = await services.turns.start(TurnInput(assistant_id="examples.hooks", owner="alice",
-                                                chat_id="c1", messages=(InputMessage(content="hi"),)))
+                                                session_id="c1", messages=(InputMessage(content="hi"),)))
   async for event in handle.events(): ...
   result = await handle.result()
 ```
-`start` authorizes, makes sure the chat exists and belongs to the owner, reserves the chat (one
+`start` authorizes, makes sure the session exists and belongs to the owner, reserves the session (one
 turn at a time) and runs the turn in the task group its owner handed it (`open_services`, for the
-server and `cage run`); the events are stamped by the chat's emitter, appended to the durable log
+server and `cage run`); the events are stamped by the session's emitter, appended to the durable log
 and fanned out to `subscribe()`rs. `aclose()` ends the turns it started before the owner's group closes.
 """
 
@@ -40,18 +40,18 @@ from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.permission_answers import PermissionAnswer
 from orchestrator.pipeline.permissions import Permissions, Unattended
 from orchestrator.pipeline.recorder import TurnRecorder
-from orchestrator.pipeline.resume import ChatResumeStore, ResumeStore
+from orchestrator.pipeline.resume import ResumeStore, SessionResumeStore
 from orchestrator.pipeline.titles import make_title, title_assistant_id
 from orchestrator.sandbox.manager import SandboxManager
-from orchestrator.store import ChatRecord, RecordExists, Store
+from orchestrator.store import RecordExists, SessionRecord, Store
 from orchestrator.stream import Event, IdSource, RandomIds, TurnBuilder
 
 log = structlog.get_logger(__name__)
 
 
-def busy(chat_id: str) -> str:
-    """The refusal of a turn in a chat that runs one."""
-    return f"a turn is already running in session {chat_id!r}; interrupt it or wait for stream_end"
+def busy(session_id: str) -> str:
+    """The refusal of a turn in a session that runs one."""
+    return f"a turn is already running in session {session_id!r}; interrupt it or wait for stream_end"
 
 
 STARTING = 2
@@ -60,7 +60,7 @@ of new turns (fifty clients sending together) otherwise queued fifty chains of q
 event loop at once, ahead of the events of the turns already running; a few at a time, they
 interleave, and the turns' own work is spread out instead of arriving in one wave."""
 SETTLE_WAIT = 30.0
-"""Seconds a new turn waits for the chat's previous one, already ended on the wire, to be persisted."""
+"""Seconds a new turn waits for the session's previous one, already ended on the wire, to be persisted."""
 CLOSE_GRACE = 10.0
 """Seconds `aclose()` lets running turns stop gracefully before interrupting them by force."""
 CRASHED = "the turn failed inside the orchestrator (see its log)"
@@ -98,15 +98,15 @@ async def turn_tasks() -> AsyncIterator[TaskGroup]:
         raise error
 
 
-async def open_chat(store: Store, turn: TurnInput) -> ChatRecord:
-    """The turn's chat, created on first use for its owner and assistant (a racing creator's wins)."""
-    chat = await store.chats.get(turn.chat_id)
-    if chat is None:
+async def open_session(store: Store, turn: TurnInput) -> SessionRecord:
+    """The turn's session, created on first use for its owner and assistant (a racing creator's wins)."""
+    session = await store.sessions.get(turn.session_id)
+    if session is None:
         try:
-            chat = await store.chats.create(turn.owner, turn.assistant_id, chat_id=turn.chat_id)
+            session = await store.sessions.create(turn.owner, turn.assistant_id, session_id=turn.session_id)
         except RecordExists:
-            chat = await store.chats.require(turn.chat_id)
-    return chat
+            session = await store.sessions.require(turn.session_id)
+    return session
 
 
 async def _ended(jobs: set[_Job], seconds: float) -> set[_Job]:
@@ -118,7 +118,7 @@ async def _ended(jobs: set[_Job], seconds: float) -> set[_Job]:
 
 
 class PipelineService:
-    """Runs turns: authorize, stages, events, persistence; one turn at a time per chat."""
+    """Runs turns: authorize, stages, events, persistence; one turn at a time per session."""
 
     def __init__(
         self,
@@ -155,11 +155,11 @@ class PipelineService:
         self.hub = SessionHub(store)
         self.hooks = HookModules()
         self.permissions = Permissions(store, unattended=unattended)
-        self._resume = resume or ChatResumeStore(store)
+        self._resume = resume or SessionResumeStore(store)
         self._ids = ids or RandomIds()
         self._close_grace = close_grace
         self._calls = CallRunner()
-        self._by_chat: dict[str, RunningTurn] = {}
+        self._by_session: dict[str, RunningTurn] = {}
         self._by_turn: dict[str, RunningTurn] = {}
         self._reserved: set[str] = set()
         self._group = tasks
@@ -173,91 +173,91 @@ class PipelineService:
     # -- TurnService -----------------------------------------------------------------------------
 
     async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> RunningTurn:
-        """The one admission point: reserve the chat (a chat whose turn's `stream_end` is out
+        """The one admission point: reserve the session (a session whose turn's `stream_end` is out
         already waits, bounded, for that turn to be persisted), resolve the assistant, check the
-        caller's `admit`, make sure the chat exists and belongs to the owner, and run the turn in
+        caller's `admit`, make sure the session exists and belongs to the owner, and run the turn in
         the background.
 
         Raises:
-            NotFound: unknown assistant, one the owner may not use, or another owner's chat.
-            Conflict: a turn is already running in this chat, or the service is closing.
+            NotFound: unknown assistant, one the owner may not use, or another owner's session.
+            Conflict: a turn is already running in this session, or the service is closing.
             Forbidden: `metadata.team_id` names a team the owner is not a member of.
             ConfigError: the assistant's configuration is broken.
             UsageError: the options or metadata are not valid.
             CapacityError: `admit` refused the turn.
         """
-        chat_id = turn.chat_id
-        await self._settle(chat_id)
+        session_id = turn.session_id
+        await self._settle(session_id)
         if self._closed:
             raise Conflict("the pipeline is shutting down")
-        if chat_id in self._reserved or turn.turn_id in self._by_turn:
-            raise Conflict(busy(chat_id))
-        self._reserved.add(chat_id)
+        if session_id in self._reserved or turn.turn_id in self._by_turn:
+            raise Conflict(busy(session_id))
+        self._reserved.add(session_id)
         release: Release | None = None
         try:
             async with self._starting:
                 assistant = await self.authorize(turn.owner, turn.assistant_id)
                 release = admit(assistant) if admit is not None else None
                 options = self._options(turn, assistant)
-                chat = await self._ensure_chat(turn)
+                session = await self._ensure_session(turn)
                 team = await self._team(turn)
-                start_seq = await self.hub.begin(chat_id)
+                start_seq = await self.hub.begin(session_id)
                 recorder = TurnRecorder(self.store, turn, assistant.id)
                 await recorder.begin()
         except BaseException:
-            self._reserved.discard(chat_id)
+            self._reserved.discard(session_id)
             if release is not None:
                 release()
             raise
         handle = RunningTurn(self.hub, turn, start_seq)
-        self._by_chat[chat_id] = handle
+        self._by_session[session_id] = handle
         self._by_turn[turn.turn_id] = handle
-        named = bool(chat.title) or chat.parent_id is not None  # no title job to run after it
+        named = bool(session.title) or session.parent_id is not None  # no title job to run after it
         self._spawn(
             self._turns, lambda _: self._run(handle, assistant, options, team, recorder, release, named=named)
         )
-        log.info("pipeline.turn_started", session_id=chat_id, turn_id=turn.turn_id, assistant=assistant.id)
+        log.info("pipeline.turn_started", session_id=session_id, turn_id=turn.turn_id, assistant=assistant.id)
         return handle
 
-    async def _settle(self, chat_id: str) -> None:
-        """Wait (bounded) for the chat's turn to be persisted when its root `stream_end` is out."""
-        handle = self._by_chat.get(chat_id)
+    async def _settle(self, session_id: str) -> None:
+        """Wait (bounded) for the session's turn to be persisted when its root `stream_end` is out."""
+        handle = self._by_session.get(session_id)
         if handle is not None and handle.ending:
             with anyio.move_on_after(SETTLE_WAIT):
                 await handle.result()
 
-    def running(self, chat_id: str) -> RunningTurn | None:
-        return self._by_chat.get(chat_id)
+    def running(self, session_id: str) -> RunningTurn | None:
+        return self._by_session.get(session_id)
 
     def turn(self, turn_id: str) -> RunningTurn | None:
         return self._by_turn.get(turn_id)
 
-    def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
-        return self.hub.subscribe(chat_id, after_seq=after_seq)
+    def subscribe(self, session_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+        return self.hub.subscribe(session_id, after_seq=after_seq)
 
     async def respond_permission(
         self,
-        chat_id: str,
+        session_id: str,
         request_id: str,
         decision: PermissionAnswer,
         message: str | None,
         *,
         actor: str = "user",
     ) -> None:
-        """Answer a waiting `permission/request` of `chat_id`.
+        """Answer a waiting `permission/request` of `session_id`.
 
         Raises: NotFound (no such request waiting), UsageError (it is a question).
         """
-        await self.permissions.respond_permission(chat_id, request_id, decision, message, actor=actor)
+        await self.permissions.respond_permission(session_id, request_id, decision, message, actor=actor)
 
     async def respond_question(
-        self, chat_id: str, request_id: str, text: str, *, actor: str = "user"
+        self, session_id: str, request_id: str, text: str, *, actor: str = "user"
     ) -> None:
-        """Answer a waiting `question` of `chat_id`.
+        """Answer a waiting `question` of `session_id`.
 
         Raises: NotFound (no such question waiting), UsageError (it is a permission request).
         """
-        await self.permissions.respond_question(chat_id, request_id, text, actor=actor)
+        await self.permissions.respond_question(session_id, request_id, text, actor=actor)
 
     async def aclose(self) -> None:
         """Interrupt running turns (graceful, then forced after the grace, then cancelled); wait
@@ -314,11 +314,11 @@ class PipelineService:
         except ValidationError as exc:
             raise UsageError(f"turn metadata must be JSON data: {exc.errors()[0]['msg']}") from None
 
-    async def _ensure_chat(self, turn: TurnInput) -> ChatRecord:
-        chat = await open_chat(self.store, turn)
-        if chat.owner != turn.owner:
-            raise NotFound(f"chat {turn.chat_id!r} not found")
-        return chat
+    async def _ensure_session(self, turn: TurnInput) -> SessionRecord:
+        session = await open_session(self.store, turn)
+        if session.owner != turn.owner:
+            raise NotFound(f"session {turn.session_id!r} not found")
+        return session
 
     async def _team(self, turn: TurnInput) -> str:
         """The turn's team space, from the owner's memberships; `metadata.team_id` may only pick
@@ -343,18 +343,18 @@ class PipelineService:
         *,
         named: bool = False,
     ) -> None:
-        """`named`: the chat had a title (or is a sub-agent's) when the turn began: no title job."""
+        """`named`: the session had a title (or is a sub-agent's) when the turn began: no title job."""
         turn = handle.input
         memory = HookMemory(
             self.store,
             owner=turn.owner,
             team=team,
-            chat_id=turn.chat_id,
+            session_id=turn.session_id,
             turn_id=turn.turn_id,
         )
         scope = TurnScope(
             owner=turn.owner,
-            chat_id=turn.chat_id,
+            session_id=turn.session_id,
             turn_id=turn.turn_id,
             metadata=dict(turn.metadata),
             loader=self.loader,
@@ -396,21 +396,24 @@ class PipelineService:
                     await memory.end_turn()
                 except CageError as exc:
                     log.warning("pipeline.context_memory_not_cleared", turn_id=turn.turn_id, error=str(exc))
-                self._by_chat.pop(turn.chat_id, None)
+                self._by_session.pop(turn.session_id, None)
                 self._by_turn.pop(turn.turn_id, None)
-                self.hub.evict(turn.chat_id)  # still reserved: no turn of this chat can begin meanwhile
-                self._reserved.discard(turn.chat_id)
+                self.hub.evict(turn.session_id)  # still reserved: no turn of this session can begin meanwhile
+                self._reserved.discard(turn.session_id)
                 if release is not None:
                     release()
                 handle.finish(result.redacted())
                 log.info(
-                    "pipeline.turn_ended", session_id=turn.chat_id, turn_id=turn.turn_id, status=result.status
+                    "pipeline.turn_ended",
+                    session_id=turn.session_id,
+                    turn_id=turn.turn_id,
+                    status=result.status,
                 )
         if not named:
             self._title(turn, assistant, call.options, result)
 
     def _title(self, turn: TurnInput, assistant: Assistant, options: CallOptions, result: CallResult) -> None:
-        """Name the chat in the background after a completed turn (`titles`); cancelled on close."""
+        """Name the session in the background after a completed turn (`titles`); cancelled on close."""
         title_id = title_assistant_id(assistant, options) if self._titles_on else None
         if title_id is None or result.status != "completed" or not result.content or self._closed:
             return
@@ -420,14 +423,14 @@ class PipelineService:
                 await make_title(
                     self.store,
                     self.loader,
-                    chat_id=turn.chat_id,
+                    session_id=turn.session_id,
                     title_id=title_id,
                     question=last_user_text(turn.messages),
                     answer=result.content,
                     stop=stop,
                 )
             except CageError as exc:  # a title is never worth more than a log line
-                log.warning("titles.crashed", chat_id=turn.chat_id, error=type(exc).__name__)
+                log.warning("titles.crashed", session_id=turn.session_id, error=type(exc).__name__)
 
         self._spawn(self._titles, job)
 
@@ -464,7 +467,7 @@ class PipelineService:
             )
 
     async def _publish(self, turn: TurnInput, events: Sequence[Event]) -> None:
-        await self.hub.publish(turn.chat_id, turn.turn_id, events)
+        await self.hub.publish(turn.session_id, turn.turn_id, events)
 
     def _root_finish(self, handle: RunningTurn, recorder: TurnRecorder) -> Finish:
         """The root's `stream_end` is written with the turn (messages, usage) in one transaction.
@@ -473,22 +476,23 @@ class PipelineService:
 
         async def finish(events: list[Event], result: CallResult) -> None:
             handle.end_out()
+
             async def commit(stamped: list[Event]) -> None:
                 await recorder.persist(stamped, result)
 
             try:
-                await self.hub.publish(turn.chat_id, turn.turn_id, events, commit=commit)
+                await self.hub.publish(turn.session_id, turn.turn_id, events, commit=commit)
                 return
             except CageError as exc:
                 log.error("pipeline.persist_failed", turn_id=turn.turn_id, error=str(exc))
             try:
-                await self.hub.publish(turn.chat_id, turn.turn_id, events)
+                await self.hub.publish(turn.session_id, turn.turn_id, events)
             except CageError as exc:
                 log.error("pipeline.log_append_failed", turn_id=turn.turn_id, error=str(exc))
 
                 async def live_only(stamped: list[Event]) -> None:
                     return None
 
-                await self.hub.publish(turn.chat_id, turn.turn_id, events, commit=live_only)
+                await self.hub.publish(turn.session_id, turn.turn_id, events, commit=live_only)
 
         return finish

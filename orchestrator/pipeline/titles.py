@@ -1,12 +1,12 @@
-"""Chat titles: after a chat's first completed turn, its `uses.title` assistant (Yao's default
-`__yao.title`, a light-model prompt) names the chat from that exchange; the title is stored on the
-chat (`GET /v1/sessions/{id}` shows it) and never changes afterwards.
+"""Session titles: after a session's first completed turn, its `uses.title` assistant (Yao's default
+`__yao.title`, a light-model prompt) names the session from that exchange; the title is stored on the
+session (`GET /v1/sessions/{id}` shows it) and never changes afterwards.
 
 The job runs in the background after the turn has ended, bounded by `TITLE_TIMEOUT`; whatever goes
-wrong (no light or default connector, a model error, a timeout) is logged and leaves the chat
+wrong (no light or default connector, a model error, a timeout) is logged and leaves the session
 untitled: a title never fails or delays a turn. `uses.title` may name any LLM-mode assistant;
 `system.title` in `agent.yml` picks the connector (Yao's per-agent override); a Create hook's
-`uses.title` wins for its turn. A chat that already has a title, or a sub-agent's child chat, is
+`uses.title` wins for its turn. A session that already has a title, or a sub-agent's child session, is
 left alone.
 """
 
@@ -32,7 +32,7 @@ MAX_EXCHANGE = 4000
 
 
 def title_assistant_id(assistant: Assistant, options: CallOptions) -> str | None:
-    """The assistant that names chats for this turn: the hook's `uses.title`, else the assistant's
+    """The assistant that names sessions for this turn: the hook's `uses.title`, else the assistant's
     (merged over `agent.yml`'s); None when there is none or it is not an assistant id."""
     asked = (options.uses or {}).get("title")
     value = asked if isinstance(asked, str) and asked else assistant.uses.title
@@ -52,39 +52,39 @@ async def make_title(
     store: Store,
     loader: AppLoader,
     *,
-    chat_id: str,
+    session_id: str,
     title_id: str,
     question: str,
     answer: str,
     stop: anyio.Event | None = None,
 ) -> str | None:
-    """Name the chat from its first exchange, unless it has a title; the title, or None.
+    """Name the session from its first exchange, unless it has a title; the title, or None.
 
     `stop` ends the job between its steps (a database call is never cut in the middle, which
     would leave its connection to the garbage collector)."""
     stop = stop or anyio.Event()
     from orchestrator.pipeline.modes.llm_turn import LlmTurnInput, run_llm_turn  # lazy: the model SDKs
 
-    chat = await store.chats.get(chat_id)
-    if chat is None or chat.title or chat.parent_id is not None or stop.is_set():
+    session = await store.sessions.get(session_id)
+    if session is None or session.title or session.parent_id is not None or stop.is_set():
         return None
     try:
         titler: Assistant = await anyio.to_thread.run_sync(loader.get, title_id)
     except CageError as exc:
-        log.info("titles.unavailable", chat_id=chat_id, assistant=title_id, error=str(exc))
+        log.info("titles.unavailable", session_id=session_id, assistant=title_id, error=str(exc))
         return None
     if titler.mode is not AssistantMode.LLM:
-        log.info("titles.not_llm", chat_id=chat_id, assistant=title_id)
+        log.info("titles.not_llm", session_id=session_id, assistant=title_id)
         return None
     exchange = f"User:\n{question[:MAX_EXCHANGE]}\n\nAssistant:\n{answer[:MAX_EXCHANGE]}"
     inp = LlmTurnInput(
         assistant=titler,
         messages=({"role": "user", "content": exchange},),
         connector=loader.agent_config.system.title or None,
-        session_id=f"{chat_id}/title",
+        session_id=f"{session_id}/title",
     )
 
-    async def drop(_: Sequence[Event]) -> None:  # the title's own events stay out of the chat
+    async def drop(_: Sequence[Event]) -> None:  # the title's own events stay out of the session
         return None
 
     content: str = ""
@@ -97,14 +97,14 @@ async def make_title(
     if stop.is_set():
         return None
     if error is not None:
-        log.info("titles.failed", chat_id=chat_id, assistant=title_id, error=error)
+        log.info("titles.failed", session_id=session_id, assistant=title_id, error=error)
         return None
     title = clean_title(content)
     if not title:
         return None
-    current = await store.chats.get(chat_id)
+    current = await store.sessions.get(session_id)
     if current is None or current.title:
         return None
-    await store.chats.update(chat_id, title=title)
-    log.info("titles.set", chat_id=chat_id, assistant=title_id)
+    await store.sessions.update(session_id, title=title)
+    log.info("titles.set", session_id=session_id, assistant=title_id)
     return title

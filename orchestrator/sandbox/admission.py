@@ -42,7 +42,7 @@ class SandboxAdmission:
         *,
         owner: str,
         assistant_id: str,
-        chat_id: str,
+        session_id: str,
         workspace_id: str | None,
     ) -> Callable[[], None]:
         """Pass when the turn needs no new sandbox, or a new one fits under both caps (counting the
@@ -61,14 +61,14 @@ class SandboxAdmission:
                 spec.lifecycle,
                 owner=owner,
                 assistant_id=assistant_id,
-                chat_id=chat_id,
+                session_id=session_id,
                 workspace_id=workspace_id,
             )
             name = identity.name
             if registry.get(name) is not None:
                 return _nothing  # reused: no new sandbox
             if any(n == name for _, n in self._reserved.values()):
-                return _nothing  # another starting turn creates it (its chat is busy meanwhile)
+                return _nothing  # another starting turn creates it (its session is busy meanwhile)
         if registry.count() + self._pending() >= self._max_total:
             raise CapacityError("all owners", self._max_total)
         if registry.count(owner) + self._pending(owner) >= self._max_per_owner:

@@ -8,7 +8,7 @@ its first 96 bits, so owner `acme` asking for workspace `ci-default` never lands
 `acme-ci`'s `default` (the old `<owner>-<workspace>` concatenation did).
 
 * `oneshot`: a fresh random name per turn;
-* `session`: a digest of (owner, assistant, chat, workspace scope);
+* `session`: a digest of (owner, assistant, session, workspace scope);
 * `longrunning` / `persistent`: a digest of (owner, assistant, workspace scope), where the scope is
   the assistant's own default workspace or a `workspace_id` the request named (`workspace.py`).
 
@@ -85,33 +85,33 @@ class SandboxIdentity(BaseModel):
     owner: str
     assistant_id: str
     workspace_id: str
-    chat_id: str | None = None
+    session_id: str | None = None
     shared_workspace: bool = False
     """True when the request named a `workspace_id` (deliberate sharing within the owner)."""
 
 
 def identity_for(
-    lifecycle: Lifecycle, *, owner: str, assistant_id: str, chat_id: str | None, workspace_id: str | None
+    lifecycle: Lifecycle, *, owner: str, assistant_id: str, session_id: str | None, workspace_id: str | None
 ) -> SandboxIdentity:
     """The identity of the sandbox serving this request.
 
     Raises:
         WorkspaceError: an id has characters outside `[A-Za-z0-9_.-]` or is too long.
-        UsageError: a `session` sandbox without a chat id.
+        UsageError: a `session` sandbox without a session id.
     """
     validate_id("owner", owner)
     validate_id("assistant", assistant_id)
     workspace = validate_id("workspace", workspace_id or DEFAULT_WORKSPACE)
-    if chat_id is not None:
-        validate_id("chat", chat_id)
+    if session_id is not None:
+        validate_id("session", session_id)
     hint = f"{owner}-{assistant_id}"
     scope = "default" if workspace_id is None else f"shared:{workspace}"  # ids never contain ':'
     if lifecycle is Lifecycle.ONESHOT:
         name = f"cage-{secrets.token_hex(8)}"
     elif lifecycle is Lifecycle.SESSION:
-        if not chat_id:
-            raise UsageError("a session sandbox needs a chat id")
-        name = digest_name("cage", hint, identity_key("session", owner, assistant_id, chat_id, scope))
+        if not session_id:
+            raise UsageError("a session sandbox needs a session id")
+        name = digest_name("cage", hint, identity_key("session", owner, assistant_id, session_id, scope))
     else:
         name = digest_name("cage", hint, identity_key("workspace-box", owner, assistant_id, scope))
     return SandboxIdentity(
@@ -120,6 +120,6 @@ def identity_for(
         owner=owner,
         assistant_id=assistant_id,
         workspace_id=workspace,
-        chat_id=chat_id,
+        session_id=session_id,
         shared_workspace=workspace_id is not None,
     )

@@ -20,7 +20,10 @@ ASSISTANT = "cage.assistant"
 LIFECYCLE = "cage.lifecycle"
 CONFIG_HASH = "cage.config-hash"
 WORKSPACE = "cage.workspace"
-CHAT = "cage.chat"
+SESSION = "cage.session"
+LEGACY_SESSION = "cage.chat"
+"""The session label's name on boxes and volumes made before 2026-12: read (`session_label`), never
+written, so those are still adopted, matched and reaped."""
 IDLE_TIMEOUT = "cage.idle-timeout"
 MAX_LIFETIME = "cage.max-lifetime"
 STOP_TIMEOUT = "cage.stop-timeout"
@@ -37,6 +40,11 @@ STALE_RUN_AFTER = 24 * 3600.0
 
 def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
+
+
+def session_label(labels: Mapping[str, str]) -> str | None:
+    """The session id a box or volume is labelled with, under the label's current or old name."""
+    return labels.get(SESSION) or labels.get(LEGACY_SESSION) or None
 
 
 def sandbox_labels(
@@ -64,8 +72,8 @@ def sandbox_labels(
             STOP_TIMEOUT: _seconds(stop_timeout),
         }
     )
-    if identity.chat_id:
-        labels[CHAT] = identity.chat_id
+    if identity.session_id:
+        labels[SESSION] = identity.session_id
     return labels
 
 
@@ -79,7 +87,7 @@ class SandboxLabels(BaseModel):
     lifecycle: Lifecycle
     config_hash: str
     workspace_id: str
-    chat_id: str | None = None
+    session_id: str | None = None
     idle_timeout: float | None = None
     max_lifetime: float | None = None
     stop_timeout: float | None = None
@@ -97,7 +105,7 @@ class SandboxLabels(BaseModel):
                 lifecycle=Lifecycle(labels[LIFECYCLE]),
                 config_hash=labels[CONFIG_HASH],
                 workspace_id=labels[WORKSPACE],
-                chat_id=labels.get(CHAT) or None,
+                session_id=session_label(labels),
                 idle_timeout=float(labels[IDLE_TIMEOUT]) if labels.get(IDLE_TIMEOUT) else None,
                 max_lifetime=float(labels[MAX_LIFETIME]) if labels.get(MAX_LIFETIME) else None,
                 stop_timeout=float(labels[STOP_TIMEOUT]) if labels.get(STOP_TIMEOUT) else None,

@@ -54,7 +54,6 @@ from orchestrator.sandbox.identity import SandboxIdentity, container_name, ident
 from orchestrator.sandbox.images import ImageBuilder, ProgressCallback
 from orchestrator.sandbox.labels import (
     ASSISTANT,
-    CHAT,
     CONFIG_HASH,
     MANAGED,
     OWNER,
@@ -63,6 +62,7 @@ from orchestrator.sandbox.labels import (
     WORKSPACE,
     SandboxLabels,
     sandbox_labels,
+    session_label,
 )
 from orchestrator.sandbox.limits import (
     MAIN_COMMAND,
@@ -116,7 +116,7 @@ class SandboxRequest(BaseModel):
     assistant_dir: Path | None
     """None for an assistant stored in the database (it has no files to copy from)."""
     spec: SandboxSpec
-    chat_id: str | None = None
+    session_id: str | None = None
     workspace_id: str | None = None
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """The assistant's MCP server entries (feed the config hash)."""
@@ -250,7 +250,7 @@ class SandboxManager:
             request.spec.lifecycle,
             owner=request.owner,
             assistant_id=request.assistant_id,
-            chat_id=request.chat_id,
+            session_id=request.session_id,
             workspace_id=request.workspace_id,
         )
         limit = self.settings.acquire_timeout
@@ -676,16 +676,17 @@ class SandboxManager:
         if identity.name in self._legacy_checked:
             return
         if identity.lifecycle is Lifecycle.SESSION:
-            raw = f"{identity.owner}-{identity.assistant_id}-{identity.chat_id}"
+            raw = f"{identity.owner}-{identity.assistant_id}-{identity.session_id}"
         else:
             raw = f"{identity.owner}-{identity.assistant_id}.{identity.workspace_id}"
         legacy = container_name(raw)
         mine = {OWNER: identity.owner, ASSISTANT: identity.assistant_id, WORKSPACE: identity.workspace_id}
-        if identity.chat_id and identity.lifecycle is Lifecycle.SESSION:
-            mine[CHAT] = identity.chat_id
+        session = identity.session_id if identity.lifecycle is Lifecycle.SESSION else None
         for ref in await self.backend.find({MANAGED: "true", SANDBOX: legacy}):
             tracked = self.registry.get(ref.name)
             if ref.name != legacy or any(ref.labels.get(k) != v for k, v in mine.items()):
+                continue
+            if session and session_label(ref.labels) != session:
                 continue
             if tracked is not None and tracked.busy:
                 continue

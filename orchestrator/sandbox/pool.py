@@ -4,7 +4,7 @@ What a pooled box is. An engine fixes a container's mounts and labels when it is
 owner's workspace cannot be attached to a running box, nor its labels rewritten. So a pooled box
 is made *for* one key, `PoolKey` = (owner, assistant, workspace scope, config hash): it is the box
 that owner's next cold `oneshot` turn would have created (same image, limits, network policy,
-environment, the owner's own workspace volume, every `cage.*` label but the chat), made after that
+environment, the owner's own workspace volume, every `cage.*` label but the session), made after that
 owner's previous turn, started, then paused. It carries nothing of anyone else: no other owner's
 workspace, no secret (secrets reach execs only, at the turn), no process but its idle main process,
 and no file a turn wrote (a claimed box is never pooled again: `oneshot` boxes are removed at
@@ -39,7 +39,7 @@ from orchestrator.errors import CageError, CapacityError, SandboxError
 from orchestrator.redaction import redact
 from orchestrator.sandbox.backend import CreateSpec, SandboxBackend, SandboxRef, SandboxState
 from orchestrator.sandbox.identity import identity_key
-from orchestrator.sandbox.labels import CHAT, MANAGED, SANDBOX, SandboxLabels
+from orchestrator.sandbox.labels import MANAGED, SANDBOX, SESSION, SandboxLabels
 from orchestrator.sandbox.registry import SandboxRegistry, TrackedSandbox
 from orchestrator.settings import Settings
 from orchestrator.spawn import Spawn
@@ -116,7 +116,7 @@ class WarmPool:
         self._extra = extra_labels
         self._spawn = spawn
         self._templates: dict[str, CreateSpec] = {}
-        """Pool key digest -> the CreateSpec of that key's last cold box (name and chat replaced)."""
+        """Pool key digest -> the CreateSpec of that key's last cold box (name and session replaced)."""
         self._keys: dict[str, PoolKey] = {}
         self._sizes: dict[str, int] = {}
         self._filling: set[str] = set()
@@ -250,7 +250,7 @@ class WarmPool:
     async def _make(self, key: PoolKey, template: CreateSpec) -> bool:
         """Create, start and pause one box of `key`; False when a cap leaves no room."""
         name = f"cage-{secrets.token_hex(POOL_NAME_HEX)}"
-        labels = {k: v for k, v in template.labels.items() if k != CHAT}
+        labels = {k: v for k, v in template.labels.items() if k != SESSION}
         labels.update({SANDBOX: name, POOL: key.digest})
         spec = template.model_copy(update={"name": name, "labels": labels})
         try:

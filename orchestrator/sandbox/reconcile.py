@@ -25,7 +25,6 @@ from orchestrator.errors import SandboxError, SandboxNotFound
 from orchestrator.sandbox.backend import SandboxRef
 from orchestrator.sandbox.labels import (
     ASSISTANT,
-    CHAT,
     HELPER,
     LIFECYCLE,
     MANAGED,
@@ -33,6 +32,7 @@ from orchestrator.sandbox.labels import (
     SANDBOX,
     STALE_RUN_AFTER,
     SandboxLabels,
+    session_label,
 )
 from orchestrator.sandbox.limits import SANDBOX_USER
 from orchestrator.sandbox.manager import SandboxManager
@@ -146,7 +146,7 @@ async def reconcile(
 async def kill_orphaned_turns(manager: SandboxManager, turns: Iterable[tuple[str, str, str]]) -> list[str]:
     """After a crash: kill what the dead process's turns left running in their adopted boxes.
 
-    `turns` are the (owner, assistant id, chat id) of the turns start-up recovery closed. The CLI a
+    `turns` are the (owner, assistant id, session id) of the turns start-up recovery closed. The CLI a
     turn ran keeps running in a `session` or `longrunning` box when the orchestrator dies, and the
     next turn would start a second one on the same files; so each such box gets the manager's stray
     sweep (everything but the box's main process and its children) before any turn starts. Returns
@@ -157,10 +157,10 @@ async def kill_orphaned_turns(manager: SandboxManager, turns: Iterable[tuple[str
     for box in manager.registry.all():
         if box.busy or box.stopped:
             continue
-        chat = box.ref.labels.get(CHAT)
+        session = session_label(box.ref.labels)
         if not any(
-            (owner, assistant) == (box.owner, box.assistant_id) and (chat is None or chat == chat_id)
-            for owner, assistant, chat_id in wanted
+            (owner, assistant) == (box.owner, box.assistant_id) and (session is None or session == session_id)
+            for owner, assistant, session_id in wanted
         ):
             continue
         await manager.kill_strays(box, user=SANDBOX_USER)  # the manager's own sweep, as at release

@@ -1,8 +1,8 @@
 """Workspaces: where an assistant's files live, who shares them, and the rules paths into them follow.
 
 Scope (docs/api.md, "Workspaces"): by default a workspace belongs to one owner *and* one assistant
-(`session` assistants: one owner, assistant and chat). A request's `workspace_id` is the deliberate
-way to share one workspace between an owner's assistants and chats; it is still scoped by owner, so
+(`session` assistants: one owner, assistant and session). A request's `workspace_id` is the deliberate
+way to share one workspace between an owner's assistants and sessions; it is still scoped by owner, so
 two owners naming the same `workspace_id` get two volumes. A workspace is a named volume
 `cage-ws-<hint>-<digest>` (digest of the scope, `identity.identity_key`) owned by the `sandbox`
 user (uid 1000), so it survives container recreation and works when the orchestrator itself runs
@@ -37,7 +37,7 @@ from orchestrator.sandbox.identity import (
     digest_name,
     identity_key,
 )
-from orchestrator.sandbox.labels import ASSISTANT, CHAT, OWNER, VOLUME, WORKSPACE
+from orchestrator.sandbox.labels import ASSISTANT, OWNER, SESSION, VOLUME, WORKSPACE
 from orchestrator.sandbox.limits import SANDBOX_GID, SANDBOX_UID, SANDBOX_USER
 
 
@@ -49,7 +49,7 @@ class WorkspaceScope(BaseModel):
     workspace_id: str
     assistant_id: str | None = None
     """Set for a default workspace (one assistant's); None for a shared `workspace_id`."""
-    chat_id: str | None = None
+    session_id: str | None = None
     """Set for a `session` assistant's default workspace."""
 
     @property
@@ -57,11 +57,11 @@ class WorkspaceScope(BaseModel):
         if self.assistant_id is None:
             key = identity_key("workspace", self.owner, self.workspace_id)
             hint = f"{self.owner}-{self.workspace_id}"
-        elif self.chat_id is None:
+        elif self.session_id is None:
             key = identity_key("assistant-workspace", self.owner, self.assistant_id)
             hint = f"{self.owner}-{self.assistant_id}"
         else:
-            key = identity_key("session-workspace", self.owner, self.assistant_id, self.chat_id)
+            key = identity_key("session-workspace", self.owner, self.assistant_id, self.session_id)
             hint = f"{self.owner}-{self.assistant_id}"
         return digest_name("cage-ws", hint, key)
 
@@ -70,8 +70,8 @@ class WorkspaceScope(BaseModel):
         labels = {VOLUME: "workspace", OWNER: self.owner, WORKSPACE: self.workspace_id}
         if self.assistant_id is not None:
             labels[ASSISTANT] = self.assistant_id
-        if self.chat_id is not None:
-            labels[CHAT] = self.chat_id
+        if self.session_id is not None:
+            labels[SESSION] = self.session_id
         return labels
 
 
@@ -79,9 +79,12 @@ def workspace_scope(identity: SandboxIdentity) -> WorkspaceScope:
     """The workspace a sandbox identity mounts (see the module docstring)."""
     if identity.shared_workspace:
         return WorkspaceScope(owner=identity.owner, workspace_id=identity.workspace_id)
-    chat = identity.chat_id if identity.lifecycle is Lifecycle.SESSION else None
+    session = identity.session_id if identity.lifecycle is Lifecycle.SESSION else None
     return WorkspaceScope(
-        owner=identity.owner, workspace_id=DEFAULT_WORKSPACE, assistant_id=identity.assistant_id, chat_id=chat
+        owner=identity.owner,
+        workspace_id=DEFAULT_WORKSPACE,
+        assistant_id=identity.assistant_id,
+        session_id=session,
     )
 
 
@@ -94,17 +97,15 @@ def legacy_volume_name(scope: WorkspaceScope) -> str | None:
 
     Old names were `cage-ws-<owner>-<workspace>` for every assistant of the owner. The name is
     attributed only when neither id contains `-` (then the split is unique) and it was not
-    shortened; session workspaces inherit nothing (one copy per chat would multiply the disk).
+    shortened; session workspaces inherit nothing (one copy per session would multiply the disk).
     """
-    if scope.chat_id is not None or "-" in scope.owner or "-" in scope.workspace_id:
+    if scope.session_id is not None or "-" in scope.owner or "-" in scope.workspace_id:
         return None
     raw = f"cage-ws-{scope.owner}-{scope.workspace_id}"
     return raw if container_name(raw) == raw else None
 
 
-def workspace_mount(
-    *, volume: str, mount_path: str, read_only: bool, host_path: Path | None
-) -> Mount:
+def workspace_mount(*, volume: str, mount_path: str, read_only: bool, host_path: Path | None) -> Mount:
     """A bind mount of `host_path` (CI mode) or the owner's named workspace volume.
 
     Raises:

@@ -1,4 +1,4 @@
-"""Persistence: chats, messages, the session event log, checkpoints, assistants, memory, API keys and
+"""Persistence: sessions, messages, the session event log, checkpoints, assistants, memory, API keys and
 audit, on SQLite (default) or Postgres, behind the `Store` facade. Import from here.
 """
 
@@ -8,7 +8,6 @@ from orchestrator.store.memory import MemoryScope
 from orchestrator.store.records import (
     AssistantRecord,
     AuditRecord,
-    ChatRecord,
     CheckpointRecord,
     FinishedTurn,
     KeyInfo,
@@ -18,6 +17,7 @@ from orchestrator.store.records import (
     MessageRecord,
     MessageRole,
     NewMessage,
+    SessionRecord,
     TurnRecord,
     TurnSummary,
 )
@@ -25,7 +25,6 @@ from orchestrator.store.records import (
 __all__ = [
     "AssistantRecord",
     "AuditRecord",
-    "ChatRecord",
     "CheckpointRecord",
     "EventSequenceError",
     "FinishedTurn",
@@ -39,6 +38,7 @@ __all__ = [
     "NewMessage",
     "RecordExists",
     "RecordNotFound",
+    "SessionRecord",
     "Store",
     "StoreError",
     "TurnRecord",

@@ -32,9 +32,9 @@ class AuditLog:
         row = AuditRow(
             actor=actor, action=action, target=target, detail=dict(detail or {}), ts=self._db.clock()
         )
-        async with self._db.write() as session:
-            session.add(row)
-            await session.flush()
+        async with self._db.write() as tx:
+            tx.add(row)
+            await tx.flush()
             return _record(row)
 
     async def list(
@@ -57,5 +57,5 @@ class AuditLog:
         if since is not None:
             query = query.where(AuditRow.ts >= since)
         query = query.order_by(AuditRow.ts.desc(), AuditRow.id.desc()).limit(min(max(limit, 1), _MAX_LIST))
-        async with self._db.read() as session:
-            return [_record(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [_record(row) for row in await tx.scalars(query)]

@@ -27,8 +27,8 @@ class CheckpointRepository:
         """Store the checkpoint of `round`, replacing one saved for the same round before."""
         now = self._db.clock()
         values = {"turn_id": turn_id, "round": round, "payload": dict(payload), "created_at": now}
-        async with self._db.write() as session:
-            await upsert(session, CheckpointRow, values, keys=("turn_id", "round"))
+        async with self._db.write() as tx:
+            await upsert(tx, CheckpointRow, values, keys=("turn_id", "round"))
         return CheckpointRecord(turn_id=turn_id, round=round, payload=dict(payload), created_at=now)
 
     async def latest(self, turn_id: str) -> CheckpointRecord | None:
@@ -39,15 +39,15 @@ class CheckpointRepository:
             .order_by(CheckpointRow.round.desc())
             .limit(1)
         )
-        async with self._db.read() as session:
-            row = await session.scalar(query)
+        async with self._db.read() as tx:
+            row = await tx.scalar(query)
             return None if row is None else _record(row)
 
     async def of_turn(self, turn_id: str) -> list[CheckpointRecord]:
         """All the turn's checkpoints, by round."""
         query = select(CheckpointRow).where(CheckpointRow.turn_id == turn_id).order_by(CheckpointRow.round)
-        async with self._db.read() as session:
-            return [_record(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [_record(row) for row in await tx.scalars(query)]
 
     async def delete(self, turn_id: str) -> int:
         """Drop the turn's checkpoints (a finished turn needs none); returns how many went."""

@@ -30,7 +30,7 @@ KEEP = timedelta(minutes=10)
 @dataclass(frozen=True, slots=True)
 class TurnCommand:
     id: int
-    chat_id: str
+    session_id: str
     kind: str
     body: dict[str, Any]
     claimed_by: str | None
@@ -41,40 +41,41 @@ class CommandRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def turn_of(self, chat_id: str) -> str | None:
-        """The turn running in `chat_id` on whichever replica runs it (its `turns` row is still
-        `running`, written as the turn began); None when the chat has none."""
-        return (await self.turns_of([chat_id])).get(chat_id)
+    async def turn_of(self, session_id: str) -> str | None:
+        """The turn running in `session_id` on whichever replica runs it (its `turns` row is still
+        `running`, written as the turn began); None when the session has none."""
+        return (await self.turns_of([session_id])).get(session_id)
 
-    async def turns_of(self, chat_ids: Sequence[str]) -> dict[str, str]:
-        """`turn_of` for many chats in one query: chat id to running turn id (chats with none left out)."""
-        if not chat_ids:
+    async def turns_of(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """`turn_of` for many sessions in one query: session id to running turn id (sessions with
+        none left out)."""
+        if not session_ids:
             return {}
         query = (
-            select(TurnRow.chat_id, TurnRow.id)
-            .where(TurnRow.chat_id.in_(sorted(set(chat_ids))), TurnRow.status == RUNNING)
+            select(TurnRow.session_id, TurnRow.id)
+            .where(TurnRow.session_id.in_(sorted(set(session_ids))), TurnRow.status == RUNNING)
             .order_by(TurnRow.created_at)
         )
-        async with self._db.read() as session:
-            return {chat_id: turn_id for chat_id, turn_id in await session.execute(query)}  # newest wins
+        async with self._db.read() as tx:
+            return {session_id: turn_id for session_id, turn_id in await tx.execute(query)}  # newest wins
 
-    async def send(self, chat_id: str, kind: str, body: dict[str, Any]) -> int:
-        """Write a command for the turn of `chat_id` and wake the replicas; returns its id."""
+    async def send(self, session_id: str, kind: str, body: dict[str, Any]) -> int:
+        """Write a command for the turn of `session_id` and wake the replicas; returns its id."""
         now = self._db.clock()
-        async with self._db.write() as session:
-            await session.execute(delete(TurnCommandRow).where(TurnCommandRow.created_at < now - KEEP))
-            command_id = await session.scalar(
+        async with self._db.write() as tx:
+            await tx.execute(delete(TurnCommandRow).where(TurnCommandRow.created_at < now - KEEP))
+            command_id = await tx.scalar(
                 insert(TurnCommandRow)
-                .values(chat_id=chat_id, kind=kind, body=body, created_at=now)
+                .values(session_id=session_id, kind=kind, body=body, created_at=now)
                 .returning(TurnCommandRow.id)
             )
             assert command_id is not None
-            await notify(session, COMMANDS_CHANNEL, [str(command_id)])
+            await notify(tx, COMMANDS_CHANNEL, [str(command_id)])
         return int(command_id)
 
     async def get(self, command_id: int) -> TurnCommand | None:
-        async with self._db.read() as session:
-            row = await session.get(TurnCommandRow, command_id)
+        async with self._db.read() as tx:
+            row = await tx.get(TurnCommandRow, command_id)
             return _record(row) if row is not None else None
 
     async def unclaimed(self) -> list[TurnCommand]:
@@ -84,13 +85,13 @@ class CommandRepository:
             .where(TurnCommandRow.claimed_by.is_(None), TurnCommandRow.outcome.is_(None))
             .order_by(TurnCommandRow.id)
         )
-        async with self._db.read() as session:
-            return [_record(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [_record(row) for row in await tx.scalars(query)]
 
     async def claim(self, command_id: int, replica: str) -> bool:
         """Take the command for `replica`; False when it was claimed or withdrawn before."""
-        async with self._db.write() as session:
-            moved = await session.execute(
+        async with self._db.write() as tx:
+            moved = await tx.execute(
                 update(TurnCommandRow)
                 .where(
                     TurnCommandRow.id == command_id,
@@ -103,16 +104,16 @@ class CommandRepository:
 
     async def finish(self, command_id: int, outcome: dict[str, Any]) -> None:
         """Write the claimed command's outcome and wake its sender."""
-        async with self._db.write() as session:
-            await session.execute(
+        async with self._db.write() as tx:
+            await tx.execute(
                 update(TurnCommandRow).where(TurnCommandRow.id == command_id).values(outcome=outcome)
             )
-            await notify(session, OUTCOMES_CHANNEL, [str(command_id)])
+            await notify(tx, OUTCOMES_CHANNEL, [str(command_id)])
 
     async def withdraw(self, command_id: int, outcome: dict[str, Any]) -> bool:
         """Give the command `outcome` unless someone claimed it; True when it is withdrawn."""
-        async with self._db.write() as session:
-            moved = await session.execute(
+        async with self._db.write() as tx:
+            moved = await tx.execute(
                 update(TurnCommandRow)
                 .where(TurnCommandRow.id == command_id, TurnCommandRow.claimed_by.is_(None))
                 .values(outcome=outcome)
@@ -120,14 +121,14 @@ class CommandRepository:
         return affected(moved) == 1
 
     async def forget(self, command_id: int) -> None:
-        async with self._db.write() as session:
-            await session.execute(delete(TurnCommandRow).where(TurnCommandRow.id == command_id))
+        async with self._db.write() as tx:
+            await tx.execute(delete(TurnCommandRow).where(TurnCommandRow.id == command_id))
 
 
 def _record(row: TurnCommandRow) -> TurnCommand:
     return TurnCommand(
         id=row.id,
-        chat_id=row.chat_id,
+        session_id=row.session_id,
         kind=row.kind,
         body=dict(row.body),
         claimed_by=row.claimed_by,

@@ -25,7 +25,13 @@ from typing import Any, cast
 
 from sqlalchemy import Delete, event, exc, literal, select, text
 from sqlalchemy.engine import URL, Connection, CursorResult, Result, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
 from orchestrator.store import sqlite_driver
@@ -39,9 +45,14 @@ _WRITER_QUEUE_S = 60.0
 """SQLite: how long a writer may wait behind this process's other writers (a queue that moves,
 unlike another process's lock, so it gets longer than the busy timeout)."""
 _POOL_SIZE = 16
-"""Connections kept open (plus up to 10 more at peaks, closed again after use): a busy server has
-many sessions reading at once, and a connection opened per query (an aiosqlite thread, a Postgres
-login) costs more than the query."""
+"""SQLite: connections kept open (plus up to 10 more at peaks, closed again after use): a busy
+server has many sessions reading at once, and a connection opened per query (an aiosqlite thread)
+costs more than the query."""
+_POSTGRES_POOL_SIZE = 26
+"""Postgres: connections kept open once opened, and the most there are (no overflow: the same 26
+as SQLite's 16 + 10). A connection opened at a peak and closed after use was a login (TCP, the SSL
+probe, SCRAM), the driver's type introspection and a fresh `PREPARE` of every statement: fifty busy
+sessions opened one every few turns, a dozen round trips and more CPU than the turn's own queries."""
 
 
 def affected(result: Result[Any]) -> int:
@@ -61,12 +72,12 @@ def lock_number(key: str) -> int:
 _XACT_LOCK = text("SELECT pg_advisory_xact_lock(:k)")
 
 
-async def transaction_lock(session: AsyncSession, key: str) -> None:
+async def transaction_lock(tx: AsyncSession, key: str) -> None:
     """Postgres: wait for the transaction advisory lock named `key`, held until this transaction
     ends, so every replica's transactions that count and then write under `key` take turns.
     SQLite: nothing to do (a write transaction holds the database's write lock already)."""
-    if session.get_bind().dialect.name == "postgresql":
-        await session.execute(_XACT_LOCK, {"k": lock_number(key)})
+    if tx.get_bind().dialect.name == "postgresql":
+        await tx.execute(_XACT_LOCK, {"k": lock_number(key)})
 
 
 def sqlite_path(url: URL) -> Path | None:
@@ -88,6 +99,8 @@ def create_engine(url: str | URL, *, poolclass: type[Pool] | None = None) -> Asy
     parsed = make_url(url)
     pool: dict[str, Any] = {"poolclass": poolclass} if poolclass is not None else {"pool_size": _POOL_SIZE}
     if parsed.get_backend_name() != "sqlite":
+        if poolclass is None:
+            pool = {"pool_size": _POSTGRES_POOL_SIZE, "max_overflow": 0}
         engine = create_async_engine(parsed, **pool)
         event.listen(engine.sync_engine, "connect", _used)
         event.listen(engine.sync_engine, "checkin", _used)
@@ -201,6 +214,7 @@ class Database:
         self.clock = clock
         sqlite = engine.dialect.name == "sqlite"
         reads = engine if sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._reads = reads
         self._read = async_sessionmaker(reads, expire_on_commit=False)
         """Postgres reads run in autocommit: one round trip a query, no `BEGIN`/`COMMIT` (in READ
         COMMITTED each statement has a snapshot of its own anyway)."""
@@ -218,8 +232,22 @@ class Database:
     async def read(self) -> AsyncIterator[AsyncSession]:
         """A session in a read transaction (SQLite: a deferred one, which takes no write lock)."""
         with db_errors():
-            async with self._session(self._read) as session, session.begin():
-                yield session
+            async with self._session(self._read) as tx, tx.begin():
+                yield tx
+
+    @contextlib.asynccontextmanager
+    async def query(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for Core reads (no ORM object), as `read()` reads (Postgres: autocommit;
+        SQLite: a deferred read transaction) without a session: a session, its transaction and
+        the task SQLAlchemy closes it in cost a Postgres read a third of its CPU again. Closed in
+        place: with no transaction to roll back (Postgres) or its rollback on the loop's thread
+        (SQLite), the close waits for nothing, so no cancellation can stop it half-way."""
+        with db_errors():
+            conn = await self._reads.connect()
+            try:
+                yield conn
+            finally:
+                await conn.close()
 
     @contextlib.asynccontextmanager
     async def write(self, *, ahead: bool = False) -> AsyncIterator[AsyncSession]:
@@ -231,8 +259,8 @@ class Database:
                 one waiting for over a minute.
         """
         with db_errors():
-            async with self.writer_turn(ahead=ahead), self._session(self._write) as session, session.begin():
-                yield session
+            async with self.writer_turn(ahead=ahead), self._session(self._write) as tx, tx.begin():
+                yield tx
 
     @contextlib.asynccontextmanager
     async def _session(self, maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
@@ -242,14 +270,14 @@ class Database:
         milliseconds on a busy server, for each session. A SQLite session's close waits for
         nothing (`sqlite_driver`), so no cancellation can stop it half-way: it is closed in place."""
         if self._writers is None:
-            async with maker() as session:
-                yield session
+            async with maker() as tx:
+                yield tx
             return
-        session = maker()
+        tx = maker()
         try:
-            yield session
+            yield tx
         finally:
-            await session.close()
+            await tx.close()
 
     @contextlib.asynccontextmanager
     async def statement(self) -> AsyncIterator[AsyncSession]:
@@ -261,12 +289,42 @@ class Database:
             StoreError: the database failed.
         """
         if self._writers is not None:
-            async with self.write() as session:
-                yield session
+            async with self.write() as tx:
+                yield tx
             return
         with db_errors():
-            async with self._session(self._read) as session:  # Postgres reads run in autocommit
-                yield session
+            async with self._session(self._read) as tx:  # Postgres reads run in autocommit
+                yield tx
+
+    @contextlib.asynccontextmanager
+    async def driver(self) -> AsyncIterator[Any]:
+        """Postgres: a pooled connection's own asyncpg connection, in autocommit (each statement is
+        its own transaction unless the block begins one), for statements run as they are, below
+        SQLAlchemy (`turn_writer`). A block that ends with a Postgres error leaves the connection as
+        it was; one that ends in any other way (the connection failed, a cancel mid-statement)
+        drops it.
+
+        Raises:
+            StoreError: the database failed (connecting, or the block's error is not Postgres's).
+        """
+        import asyncpg  # type: ignore[import-untyped]  # only a Postgres store loads the driver
+
+        with db_errors():
+            conn = await self.engine.connect()
+        try:
+            raw = await conn.get_raw_connection()
+            yield raw.driver_connection
+        except asyncpg.PostgresError:
+            raise
+        except BaseException as error:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            if isinstance(error, Exception) and not isinstance(error, StoreError):
+                reason = f"{type(error).__name__}: {_first_line(error)}"
+                raise StoreError(f"database unavailable ({reason})") from error
+            raise
+        finally:
+            await conn.close()
 
     async def delete(self, stmt: Delete) -> int:
         """Run a DELETE in a write transaction and return how many rows went; when a read finds
@@ -275,11 +333,11 @@ class Database:
         probe = select(literal(1)).select_from(stmt.table).limit(1)
         if stmt.whereclause is not None:
             probe = probe.where(stmt.whereclause)
-        async with self.read() as session:
-            if await session.scalar(probe) is None:
+        async with self.read() as tx:
+            if await tx.scalar(probe) is None:
                 return 0
-        async with self.write() as session:
-            return affected(await session.execute(stmt))
+        async with self.write() as tx:
+            return affected(await tx.execute(stmt))
 
     @contextlib.asynccontextmanager
     async def writer_turn(self, *, ahead: bool = False) -> AsyncIterator[None]:

@@ -5,10 +5,10 @@ CageError
 ├── Conflict
 │   ├── EventSequenceError  session_id, expected, got   (a gap or a duplicate in the event log)
 │   ├── RecordExists        record_kind, record_id
-│   └── TurnRunning         chat_id, turn_id, replica_id   (the chat runs a turn already)
+│   └── TurnRunning         session_id, turn_id, replica_id   (the session runs a turn already)
 ├── CapacityError
 │   ├── OwnerTurnsRunning   scope, limit   (an owner's running turns, over every replica, at the cap)
-│   └── OwnerChatsFull      scope, limit   (an owner has as many chats as the server allows)
+│   └── OwnerSessionsFull      scope, limit   (an owner has as many sessions as the server allows)
 └── NotFound
     └── RecordNotFound      record_kind, record_id
 
@@ -56,15 +56,15 @@ class RecordExists(Conflict):
 
 
 class TurnRunning(Conflict):
-    """A turn cannot begin: the chat runs `turn_id` already, on replica `replica_id`."""
+    """A turn cannot begin: the session runs `turn_id` already, on replica `replica_id`."""
 
     code = "turn_running"
 
-    def __init__(self, chat_id: str, turn_id: str, replica_id: str) -> None:
-        self.chat_id = chat_id
+    def __init__(self, session_id: str, turn_id: str, replica_id: str) -> None:
+        self.session_id = session_id
         self.turn_id = turn_id
         self.replica_id = replica_id
-        super().__init__(f"a turn is already running in chat {chat_id!r}")
+        super().__init__(f"a turn is already running in session {session_id!r}")
 
 
 class OwnerTurnsRunning(CapacityError):
@@ -76,13 +76,13 @@ class OwnerTurnsRunning(CapacityError):
         super().__init__(f"owner {owner} (all replicas)", limit, what="concurrent running turn")
 
 
-class OwnerChatsFull(CapacityError):
-    """An owner has as many chats as `CAGE_MAX_CHATS_PER_OWNER` allows; no chat was created (429)."""
+class OwnerSessionsFull(CapacityError):
+    """An owner has as many sessions as `CAGE_MAX_SESSIONS_PER_OWNER` allows; no session was created (429)."""
 
-    code = "owner_chats_full"
+    code = "owner_sessions_full"
 
     def __init__(self, owner: str, limit: int) -> None:
-        super().__init__(f"owner {owner}", limit, what="chat")
+        super().__init__(f"owner {owner}", limit, what="session")
 
 
 class RecordNotFound(NotFound):

@@ -1,7 +1,7 @@
 """The per-session event log: durable, gap-free `seq`, replayed to clients after `after_seq`.
 
 The store assigns nothing: `seq` comes from the session's emitter. `append` only accepts events that
-continue the log exactly (last seq + 1, + 2, ...) and refuses gaps and duplicates; the chat row's
+continue the log exactly (last seq + 1, + 2, ...) and refuses gaps and duplicates; the session row's
 `last_seq` moves by compare-and-set, so two writers racing on one session cannot both win.
 
 Group commit: the appends of one process are queued and written together, one transaction for all
@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
-from sqlalchemy import Text, cast, insert, select, update
+from sqlalchemy import Integer, Text, bindparam, cast, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -42,7 +42,7 @@ from orchestrator.store import log_writer
 from orchestrator.store.database import WRITE_OPTION, Database, affected, db_errors
 from orchestrator.store.errors import EventSequenceError, RecordNotFound, StoreError
 from orchestrator.store.notify import EVENTS_CHANNEL, notify
-from orchestrator.store.tables import ChatRow, EventRow
+from orchestrator.store.tables import EventRow, SessionRow
 from orchestrator.stream import Event, dump_event, parse_event
 
 log = structlog.get_logger(__name__)
@@ -53,16 +53,16 @@ MAX_READ = 10_000
 
 
 async def append_events(
-    session: AsyncSession, session_id: str, events: Sequence[Event], now: datetime
+    tx: AsyncSession, session_id: str, events: Sequence[Event], now: datetime
 ) -> int:
     """Append inside the caller's transaction; returns the new last seq.
 
     Raises:
-        RecordNotFound: no chat with this id.
+        RecordNotFound: no session with this id.
         EventSequenceError: the events do not continue the log.
         UsageError: an event is stamped for another session, or not stamped at all.
     """
-    last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+    last = await tx.scalar(select(SessionRow.last_seq).where(SessionRow.id == session_id))
     if last is None:
         raise RecordNotFound("session", session_id)
     if not events:
@@ -70,20 +70,20 @@ async def append_events(
     check_stamps(session_id, events)
     check_continues(session_id, last, events)
     new_last = last + len(events)
-    moved = await session.execute(
-        update(ChatRow)
-        .where(ChatRow.id == session_id, ChatRow.last_seq == last)
+    moved = await tx.execute(
+        update(SessionRow)
+        .where(SessionRow.id == session_id, SessionRow.last_seq == last)
         .values(last_seq=new_last, updated_at=now)
     )
     if affected(moved) != 1:
         # Another writer appended between our read and our update: ours no longer continue the log.
-        now_last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+        now_last = await tx.scalar(select(SessionRow.last_seq).where(SessionRow.id == session_id))
         raise EventSequenceError(session_id, expected=(now_last or last) + 1, got=events[0].seq)
     try:
-        await session.execute(insert(EventRow), [event_row(session_id, ev) for ev in events])
-    except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
+        await tx.execute(insert(EventRow), [event_row(session_id, ev) for ev in events])
+    except IntegrityError as err:  # rows past last_seq: the log and the session row disagree
         raise EventSequenceError(session_id, expected=new_last + 1, got=events[0].seq) from err
-    await notify(session, EVENTS_CHANNEL, [notice(session_id, new_last)])
+    await notify(tx, EVENTS_CHANNEL, [notice(session_id, new_last)])
     return new_last
 
 
@@ -128,6 +128,21 @@ def event_row(session_id: str, ev: Event) -> dict[str, object]:
 
 _PAYLOAD = cast(EventRow.payload, Text)
 """An event's stored JSON as text: parsed once, by the event model itself."""
+
+# The reads of every turn and every catch-up, built once (a statement built per call cost a third
+# of the read).
+_AFTER = (
+    select(_PAYLOAD)
+    .where(EventRow.session_id == bindparam("p_session"), EventRow.seq > bindparam("p_after"))
+    .order_by(EventRow.seq)
+    .limit(bindparam("p_limit", type_=Integer))
+)
+_TAIL = (
+    select(SessionRow.last_seq, EventRow.ts)
+    .outerjoin(EventRow, (EventRow.session_id == SessionRow.id) & (EventRow.seq == SessionRow.last_seq))
+    .where(SessionRow.id == bindparam("p_session"))
+)
+_LAST_SEQ = select(SessionRow.last_seq).where(SessionRow.id == bindparam("p_session"))
 
 MAX_BATCH_EVENTS = 2000
 """The most events one group commit writes (an append larger than this is written on its own)."""
@@ -179,7 +194,7 @@ class EventLog:
         the events are either in it or never will be.
 
         Raises:
-            RecordNotFound: no chat with this id.
+            RecordNotFound: no session with this id.
             EventSequenceError: a gap or a duplicate; nothing was written.
             UsageError: an event belongs to another session.
             StoreError: the database failed; the events may or may not have landed (read the log).
@@ -203,8 +218,8 @@ class EventLog:
         Raises: whatever `job` raises (nothing of it was written); StoreError.
         """
         if self._db.dialect != "sqlite":
-            async with self._db.write(ahead=ahead) as session:
-                return await job(session)
+            async with self._db.write(ahead=ahead) as tx:
+                return await job(tx)
         result: T = await self._queued("", [], None, job)
         return result
 
@@ -289,11 +304,11 @@ class EventLog:
 
     async def _write_alone(self, item: _Append) -> Any:
         try:
-            async with self._db.write(ahead=True) as session:
+            async with self._db.write(ahead=True) as tx:
                 if item.job is not None:
-                    outcome = await item.job(session)
+                    outcome = await item.job(tx)
                 else:
-                    outcome = await append_events(session, item.session_id, item.events, self._db.clock())
+                    outcome = await append_events(tx, item.session_id, item.events, self._db.clock())
         except Exception as exc:  # noqa: BLE001 - the append's own outcome
             return exc
         self.batches += 1
@@ -309,14 +324,9 @@ class EventLog:
             raise UsageError(f"limit must be between 1 and {MAX_READ}, got {limit}")
         if after_seq < 0:
             raise UsageError(f"after_seq must not be negative, got {after_seq}")
-        query = (
-            select(_PAYLOAD)
-            .where(EventRow.session_id == session_id, EventRow.seq > after_seq)
-            .order_by(EventRow.seq)
-            .limit(limit)
-        )
-        async with self._db.read() as session:
-            return [parse_event(payload) for payload in await session.scalars(query)]
+        params = {"p_session": session_id, "p_after": after_seq, "p_limit": limit}
+        async with self._db.query() as conn:
+            return [parse_event(payload) for payload in await conn.scalars(_AFTER, params)]
 
     async def of_turn(self, session_id: str, turn_id: str, limit: int = MAX_READ) -> list[Event]:
         """One turn's events, in seq order (at most `limit`)."""
@@ -326,30 +336,25 @@ class EventLog:
             .order_by(EventRow.seq)
             .limit(limit)
         )
-        async with self._db.read() as session:
-            return [parse_event(payload) for payload in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [parse_event(payload) for payload in await tx.scalars(query)]
 
     async def last_seqs(self, session_ids: Sequence[str]) -> dict[str, int]:
         """The last seq of each session that exists, in one query (a follower's slow poll)."""
         if not session_ids:
             return {}
-        query = select(ChatRow.id, ChatRow.last_seq).where(ChatRow.id.in_(sorted(set(session_ids))))
-        async with self._db.read() as session:
-            return {chat_id: last for chat_id, last in await session.execute(query)}
+        query = select(SessionRow.id, SessionRow.last_seq).where(SessionRow.id.in_(sorted(set(session_ids))))
+        async with self._db.read() as tx:
+            return {session_id: last for session_id, last in await tx.execute(query)}
 
     async def tail(self, session_id: str) -> tuple[int, int]:
         """The seq and `ts` of the session's last event, in one query; (0, 0) for an empty log.
 
         Raises:
-            RecordNotFound: no chat with this id.
+            RecordNotFound: no session with this id.
         """
-        query = (
-            select(ChatRow.last_seq, EventRow.ts)
-            .outerjoin(EventRow, (EventRow.session_id == ChatRow.id) & (EventRow.seq == ChatRow.last_seq))
-            .where(ChatRow.id == session_id)
-        )
-        async with self._db.read() as session:
-            row = (await session.execute(query)).first()
+        async with self._db.query() as conn:
+            row = (await conn.execute(_TAIL, {"p_session": session_id})).first()
         if row is None:
             raise RecordNotFound("session", session_id)
         return row.last_seq, row.ts or 0
@@ -358,10 +363,10 @@ class EventLog:
         """Seq of the session's last event; 0 for an empty log.
 
         Raises:
-            RecordNotFound: no chat with this id.
+            RecordNotFound: no session with this id.
         """
-        async with self._db.read() as session:
-            last = await session.scalar(select(ChatRow.last_seq).where(ChatRow.id == session_id))
+        async with self._db.query() as conn:
+            last = await conn.scalar(_LAST_SEQ, {"p_session": session_id})
         if last is None:
             raise RecordNotFound("session", session_id)
         return last
@@ -489,7 +494,7 @@ async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) 
             outcomes.extend(item.events[-1].seq for item in run)
             run.clear()
 
-    session = AsyncSession(bind=conn, expire_on_commit=False)  # joins the batch's transaction
+    tx = AsyncSession(bind=conn, expire_on_commit=False)  # joins the batch's transaction
     try:
         for item in batch:
             if item.job is None:
@@ -497,12 +502,12 @@ async def _in_order(conn: AsyncConnection, batch: list[_Append], now: datetime) 
                 continue
             await appends()
             try:
-                outcomes.append(await item.job(session))
+                outcomes.append(await item.job(tx))
             except _FATAL:
                 raise
             except Exception as exc:
                 raise _JobFailed from exc
         await appends()
     finally:
-        await session.close()
+        await tx.close()
     return outcomes

@@ -9,7 +9,6 @@ from sqlalchemy.engine import URL, make_url
 from orchestrator.settings import Settings
 from orchestrator.store.assistants import AssistantRepository
 from orchestrator.store.audit import AuditLog
-from orchestrator.store.chats import ChatRepository
 from orchestrator.store.checkpoints import CheckpointRepository
 from orchestrator.store.commands import CommandRepository
 from orchestrator.store.database import Clock, Database, create_engine, ensure_sqlite_dir, utc_now
@@ -23,6 +22,7 @@ from orchestrator.store.rate_buckets import RateBucketRepository
 from orchestrator.store.records import FinishedTurn, TurnRecord
 from orchestrator.store.retention import Retention
 from orchestrator.store.schema_version import at_head
+from orchestrator.store.sessions import SessionRepository
 from orchestrator.store.teams import TeamRepository
 from orchestrator.store.turns import TurnRepository
 from orchestrator.store.ws_tickets import WsTicketRepository
@@ -34,8 +34,8 @@ class Store:
     ```python
     store = Store.from_settings(settings)
     await store.migrate()                  # the server migrates on start
-    chat = await store.chats.create("alice", "tests.echo")
-    await store.events.append(chat.id, stamped_events)
+    session = await store.sessions.create("alice", "tests.echo")
+    await store.events.append(session.id, stamped_events)
     await store.aclose()
     ```
     Every method returns frozen records; no ORM object leaves the package.
@@ -45,7 +45,7 @@ class Store:
         self.url = url
         self._db = Database(create_engine(url), clock)
         self._closed = False
-        self.chats = ChatRepository(self._db)
+        self.sessions = SessionRepository(self._db)
         self.events = EventLog(self._db)
         self.messages = MessageRepository(self._db)
         self.leases = LeaseRepository(self._db)
@@ -98,7 +98,7 @@ class Store:
         """Write a finished turn (messages, remaining events, usage, resume state) in one transaction.
 
         Raises:
-            RecordNotFound: no such chat.
+            RecordNotFound: no such session.
             RecordExists: the turn was persisted already.
             EventSequenceError: the events do not continue the session's log; nothing was written.
         """

@@ -74,16 +74,16 @@ class KeyRepository:
             revoked=False,
             revoked_at=None,
         )
-        async with self._db.write() as session:
-            session.add(row)
+        async with self._db.write() as tx:
+            tx.add(row)
         return row.id, token
 
     async def verify(self, plaintext: str) -> KeyInfo | None:
         """The key `plaintext` belongs to; None when it is malformed, unknown or revoked."""
         match = _TOKEN.fullmatch(plaintext)
-        async with self._db.read() as session:
+        async with self._db.read() as tx:
             row = (
-                await session.scalar(select(ApiKeyRow).where(ApiKeyRow.prefix == match.group(1)))
+                await tx.scalar(select(ApiKeyRow).where(ApiKeyRow.prefix == match.group(1)))
                 if match
                 else None
             )
@@ -98,8 +98,8 @@ class KeyRepository:
         return _info(row)
 
     async def _touch(self, key_id: str, now: datetime) -> None:
-        async with self._db.write() as session:
-            await session.execute(update(ApiKeyRow).where(ApiKeyRow.id == key_id).values(last_used_at=now))
+        async with self._db.write() as tx:
+            await tx.execute(update(ApiKeyRow).where(ApiKeyRow.id == key_id).values(last_used_at=now))
 
     async def revoke(self, key_id: str) -> KeyInfo:
         """Revoke the key for good; revoking twice is harmless.
@@ -107,8 +107,8 @@ class KeyRepository:
         Raises:
             RecordNotFound: no such key.
         """
-        async with self._db.write() as session:
-            row = await session.get(ApiKeyRow, key_id, with_for_update=True)
+        async with self._db.write() as tx:
+            row = await tx.get(ApiKeyRow, key_id, with_for_update=True)
             if row is None:
                 raise RecordNotFound("api key", key_id)
             if not row.revoked:
@@ -117,8 +117,8 @@ class KeyRepository:
             return _info(row)
 
     async def get(self, key_id: str) -> KeyInfo | None:
-        async with self._db.read() as session:
-            row = await session.get(ApiKeyRow, key_id)
+        async with self._db.read() as tx:
+            row = await tx.get(ApiKeyRow, key_id)
             return None if row is None else _info(row)
 
     async def list(self, *, owner: str | None = None, include_revoked: bool = False) -> list[KeyInfo]:
@@ -128,5 +128,5 @@ class KeyRepository:
             query = query.where(ApiKeyRow.owner == owner)
         if not include_revoked:
             query = query.where(ApiKeyRow.revoked.is_(False))
-        async with self._db.read() as session:
-            return [_info(row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [_info(row) for row in await tx.scalars(query)]

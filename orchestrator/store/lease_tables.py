@@ -1,7 +1,7 @@
 """The rows that let several `cage serve` replicas share one database (revision 0005).
 
 * `replicas`: one row per live process, its lease renewed by its heartbeat;
-* `turn_leases`: which replica runs the running turn of a chat (one per chat: admission);
+* `turn_leases`: which replica runs the running turn of a session (one per session: admission);
 * `leader_leases`: which replica runs the cluster's maintenance (reaper, reconcile, recovery).
 """
 
@@ -28,9 +28,9 @@ class ReplicaRow(Base):
 
 
 class TurnLeaseRow(Base):
-    """The running turn of a chat and the replica running it; gone when the turn's end is written.
+    """The running turn of a session and the replica running it; gone when the turn's end is written.
 
-    `chat_id` is unique: a chat runs one turn at a time across every replica. `expires_at` moves
+    `session_id` is unique: a session runs one turn at a time across every replica. `expires_at` moves
     with the owner's heartbeat; None for a turn no heartbeat keeps (a `cage run` process), which
     only a server's start-up recovery closes.
     """
@@ -38,7 +38,7 @@ class TurnLeaseRow(Base):
     __tablename__ = "turn_leases"
 
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True)
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), unique=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), unique=True)
     replica_id: Mapped[str] = mapped_column(String(64), index=True)
     expires_at: Mapped[datetime | None] = mapped_column(index=True)
     created_at: Mapped[datetime]

@@ -6,12 +6,12 @@ leases.bind(lease_seconds=30.0)             # `cage serve`: its turns are kept b
 await leases.join(host, pid)
 await leases.heartbeat()                    # every CAGE_REPLICA_HEARTBEAT_SECONDS
 if await leases.claim(MAINTENANCE): ...     # one replica at a time runs the cluster's upkeep
-lease = await leases.turn_of_chat(chat_id)  # where the running turn of a chat runs, if any
+lease = await leases.turn_of_session(session_id)  # where the running turn of a session runs, if any
 ```
 
 A turn's lease is written with its `running` row (`TurnRepository.begin`) and removed with its end
-(`persist`, `close_unfinished`); `chat_id` is unique, so two replicas admitting a first message of
-one chat at once make one turn: the second insert finds the first (the chat row is locked) and gets
+(`persist`, `close_unfinished`); `session_id` is unique, so two replicas admitting a first message of
+one session at once make one turn: the second insert finds the first (the session row is locked) and gets
 `TurnRunning`. Lease times come from the store's clock: replicas' clocks must agree to well within
 the lease (NTP).
 """
@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from orchestrator.store.database import Database, affected, db_errors, lock_number, transaction_lock
 from orchestrator.store.errors import OwnerTurnsRunning, TurnRunning
 from orchestrator.store.lease_tables import LeaderLeaseRow, ReplicaRow, TurnLeaseRow
-from orchestrator.store.tables import ChatRow, TurnRow, table
+from orchestrator.store.tables import SessionRow, TurnRow, table
 
 LEASE_SECONDS = 30.0
 """Default `CAGE_REPLICA_LEASE_SECONDS`: a replica silent this long is dead to the others."""
@@ -42,24 +42,24 @@ MAINTENANCE = "maintenance"
 
 @dataclass(frozen=True)
 class TurnLease:
-    """The running turn of a chat: which replica runs it, and until when its lease holds
+    """The running turn of a session: which replica runs it, and until when its lease holds
     (None: no heartbeat keeps it, a `cage run` process)."""
 
     turn_id: str
-    chat_id: str
+    session_id: str
     replica_id: str
     expires_at: datetime | None
 
 
 @dataclass
 class Activity:
-    """Turns of every replica, for the owners and chats a reaper asked about (`activity`)."""
+    """Turns of every replica, for the owners and sessions a reaper asked about (`activity`)."""
 
     busy_owners: set[str] = field(default_factory=set)
-    busy_chats: set[str] = field(default_factory=set)
+    busy_sessions: set[str] = field(default_factory=set)
     owner_active: dict[str, datetime] = field(default_factory=dict)
-    """Owner -> the last time one of its chats began or ended a turn."""
-    chat_active: dict[str, datetime] = field(default_factory=dict)
+    """Owner -> the last time one of its sessions began or ended a turn."""
+    session_active: dict[str, datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,14 +72,14 @@ class ReplicaRecord:
 
 
 _LEASES = table(TurnLeaseRow)
-_HELD = select(_LEASES.c.turn_id, _LEASES.c.replica_id).where(_LEASES.c.chat_id == bindparam("p_chat"))
+_HELD = select(_LEASES.c.turn_id, _LEASES.c.replica_id).where(_LEASES.c.session_id == bindparam("p_session"))
 _NEW_LEASE = insert(_LEASES)
 _END_LEASE = delete(_LEASES).where(_LEASES.c.turn_id == bindparam("p_turn"))
-_CHATS = table(ChatRow)
+_SESSIONS = table(SessionRow)
 _OWNER_TURNS = (
     select(func.count())
-    .select_from(_LEASES.join(_CHATS, _CHATS.c.id == _LEASES.c.chat_id))
-    .where(_CHATS.c.owner == bindparam("p_owner"))
+    .select_from(_LEASES.join(_SESSIONS, _SESSIONS.c.id == _LEASES.c.session_id))
+    .where(_SESSIONS.c.owner == bindparam("p_owner"))
 )
 
 
@@ -102,15 +102,19 @@ class LeaseRepository:
     def _until(self, now: datetime) -> datetime:
         return now + timedelta(seconds=self.lease_seconds or LEASE_SECONDS)
 
+    def expires(self, now: datetime) -> datetime | None:
+        """When a turn's lease begun `now` runs out; None before `bind` (no heartbeat keeps it)."""
+        return None if self.lease_seconds is None else self._until(now)
+
     # -- replicas --------------------------------------------------------------------------------
 
     async def join(self, host: str, pid: int) -> None:
         """Write (or renew) this replica's row."""
-        async with self._db.write() as session:
+        async with self._db.write() as tx:
             now = self._db.clock()
-            row = await session.get(ReplicaRow, self.replica_id)
+            row = await tx.get(ReplicaRow, self.replica_id)
             if row is None:
-                session.add(
+                tx.add(
                     ReplicaRow(
                         id=self.replica_id,
                         host=host[:255],
@@ -125,15 +129,15 @@ class LeaseRepository:
     async def heartbeat(self) -> bool:
         """Renew this replica's lease and its turns' leases; False when its row was gone (the
         others took it for dead: the caller joins again)."""
-        async with self._db.write() as session:
+        async with self._db.write() as tx:
             now = self._db.clock()
             until = self._until(now)
             found = affected(
-                await session.execute(
+                await tx.execute(
                     update(ReplicaRow).where(ReplicaRow.id == self.replica_id).values(expires_at=until)
                 )
             )
-            await session.execute(
+            await tx.execute(
                 update(TurnLeaseRow)
                 .where(TurnLeaseRow.replica_id == self.replica_id, TurnLeaseRow.expires_at.is_not(None))
                 .values(expires_at=until)
@@ -142,9 +146,9 @@ class LeaseRepository:
 
     async def leave(self) -> None:
         """Remove this replica's row and give up what it leads (a clean shutdown)."""
-        async with self._db.write() as session:
-            await session.execute(delete(LeaderLeaseRow).where(LeaderLeaseRow.replica_id == self.replica_id))
-            await session.execute(delete(ReplicaRow).where(ReplicaRow.id == self.replica_id))
+        async with self._db.write() as tx:
+            await tx.execute(delete(LeaderLeaseRow).where(LeaderLeaseRow.replica_id == self.replica_id))
+            await tx.execute(delete(ReplicaRow).where(ReplicaRow.id == self.replica_id))
 
     async def live_replicas(self) -> list[ReplicaRecord]:
         """Replicas whose lease holds, oldest first."""
@@ -153,16 +157,16 @@ class LeaseRepository:
             .where(ReplicaRow.expires_at > self._db.clock())
             .order_by(ReplicaRow.started_at, ReplicaRow.id)
         )
-        async with self._db.read() as session:
+        async with self._db.read() as tx:
             return [
                 ReplicaRecord(r.id, r.host, r.pid, r.started_at, r.expires_at)
-                for r in await session.scalars(query)
+                for r in await tx.scalars(query)
             ]
 
     async def forget_dead(self) -> int:
         """Delete the rows of replicas whose lease ran out; returns how many."""
-        async with self._db.write() as session:
-            result = await session.execute(
+        async with self._db.write() as tx:
+            result = await tx.execute(
                 delete(ReplicaRow).where(ReplicaRow.expires_at <= self._db.clock())
             )
         return affected(result)
@@ -172,9 +176,9 @@ class LeaseRepository:
     async def claim(self, name: str) -> bool:
         """Take or renew the leader lease `name`; True when this replica holds it now."""
         try:
-            async with self._db.write() as session:
+            async with self._db.write() as tx:
                 now = self._db.clock()
-                taken = await session.execute(
+                taken = await tx.execute(
                     update(LeaderLeaseRow)
                     .where(
                         LeaderLeaseRow.name == name,
@@ -184,9 +188,9 @@ class LeaseRepository:
                 )
                 if affected(taken):
                     return True
-                if await session.get(LeaderLeaseRow, name) is not None:
+                if await tx.get(LeaderLeaseRow, name) is not None:
                     return False
-                session.add(
+                tx.add(
                     LeaderLeaseRow(name=name, replica_id=self.replica_id, expires_at=self._until(now))
                 )
         except IntegrityError:  # another replica inserted it first
@@ -195,8 +199,8 @@ class LeaseRepository:
 
     async def leader(self, name: str) -> str | None:
         """The replica holding `name`, if its lease holds."""
-        async with self._db.read() as session:
-            row = await session.get(LeaderLeaseRow, name)
+        async with self._db.read() as tx:
+            row = await tx.get(LeaderLeaseRow, name)
             return row.replica_id if row is not None and row.expires_at > self._db.clock() else None
 
     # -- locks across replicas -------------------------------------------------------------------
@@ -232,10 +236,10 @@ class LeaseRepository:
 
     # -- turns -----------------------------------------------------------------------------------
 
-    async def turn_of_chat(self, chat_id: str) -> TurnLease | None:
-        """The running turn of `chat_id` and its replica, if one runs (or ran and was not closed)."""
-        async with self._db.read() as session:
-            row = await session.scalar(select(TurnLeaseRow).where(TurnLeaseRow.chat_id == chat_id))
+    async def turn_of_session(self, session_id: str) -> TurnLease | None:
+        """The running turn of `session_id` and its replica, if one runs (or ran and was not closed)."""
+        async with self._db.read() as tx:
+            row = await tx.scalar(select(TurnLeaseRow).where(TurnLeaseRow.session_id == session_id))
             return None if row is None else _lease(row)
 
     async def orphaned(self, *, unheld: bool) -> set[str]:
@@ -250,90 +254,104 @@ class LeaseRepository:
             .outerjoin(TurnLeaseRow, TurnLeaseRow.turn_id == TurnRow.id)
             .where(TurnRow.status == "running", or_(TurnLeaseRow.turn_id.is_(None), lapsed))
         )
-        async with self._db.read() as session:
-            return {turn_id for turn_id, _ in (await session.execute(query)).all()}
+        async with self._db.read() as tx:
+            return {turn_id for turn_id, _ in (await tx.execute(query)).all()}
 
-    async def activity(self, owners: Collection[str], chats: Collection[str]) -> Activity:
-        """What every replica's turns are doing for these owners and chats: which run a turn now
-        (a chat counts with its sub-agents' child chats), and when each was last active (a turn
-        began or ended: `chats.updated_at`), for a reaper that sees other replicas' boxes."""
+    async def activity(self, owners: Collection[str], sessions: Collection[str]) -> Activity:
+        """What every replica's turns are doing for these owners and sessions: which run a turn now
+        (a session counts with its sub-agents' child sessions), and when each was last active (a turn
+        began or ended: `sessions.updated_at`), for a reaper that sees other replicas' boxes."""
         result = Activity()
-        if not owners and not chats:
+        if not owners and not sessions:
             return result
-        chat = ChatRow.__table__.alias("chat")
+        session = SessionRow.__table__.alias("session")
         running = (
-            select(chat.c.owner, chat.c.id, chat.c.parent_id)
+            select(session.c.owner, session.c.id, session.c.parent_id)
             .select_from(TurnLeaseRow)
-            .join(chat, chat.c.id == TurnLeaseRow.chat_id)
+            .join(session, session.c.id == TurnLeaseRow.session_id)
             .where(
                 or_(
-                    chat.c.owner.in_(list(owners)),
-                    chat.c.id.in_(list(chats)),
-                    chat.c.parent_id.in_(list(chats)),
+                    session.c.owner.in_(list(owners)),
+                    session.c.id.in_(list(sessions)),
+                    session.c.parent_id.in_(list(sessions)),
                 )
             )
         )
         latest = (
-            select(ChatRow.owner, func.max(ChatRow.updated_at))
-            .where(ChatRow.owner.in_(list(owners)))
-            .group_by(ChatRow.owner)
+            select(SessionRow.owner, func.max(SessionRow.updated_at))
+            .where(SessionRow.owner.in_(list(owners)))
+            .group_by(SessionRow.owner)
         )
-        touched = select(ChatRow.id, ChatRow.parent_id, ChatRow.updated_at).where(
-            or_(ChatRow.id.in_(list(chats)), ChatRow.parent_id.in_(list(chats)))
+        touched = select(SessionRow.id, SessionRow.parent_id, SessionRow.updated_at).where(
+            or_(SessionRow.id.in_(list(sessions)), SessionRow.parent_id.in_(list(sessions)))
         )
-        async with self._db.read() as session:
-            for owner, chat_id, parent_id in (await session.execute(running)).all():
+        async with self._db.read() as tx:
+            for owner, session_id, parent_id in (await tx.execute(running)).all():
                 result.busy_owners.add(owner)
-                result.busy_chats.update(c for c in (chat_id, parent_id) if c)
-            for owner, when in (await session.execute(latest)).all():
+                result.busy_sessions.update(c for c in (session_id, parent_id) if c)
+            for owner, when in (await tx.execute(latest)).all():
                 if when is not None:
                     result.owner_active[owner] = when
-            for chat_id, parent_id, when in (await session.execute(touched)).all():
-                for key in (chat_id, parent_id):
-                    if key and (key not in result.chat_active or result.chat_active[key] < when):
-                        result.chat_active[key] = when
+            for session_id, parent_id, when in (await tx.execute(touched)).all():
+                for key in (session_id, parent_id):
+                    if key and (key not in result.session_active or result.session_active[key] < when):
+                        result.session_active[key] = when
         return result
 
     async def begin_turn(
-        self, session: AsyncSession, chat_id: str, turn_id: str, now: datetime, *, owner: str
+        self, tx: AsyncSession, session_id: str, turn_id: str, now: datetime, *, owner: str
     ) -> None:
-        """Inside `TurnRepository.begin` (the chat row locked): lease `chat_id`'s turn to this replica.
+        """Inside `TurnRepository.begin` (the session row locked): lease `session_id`'s turn to this replica.
 
         Raises:
-            TurnRunning: the chat has a running turn already (on any replica).
+            TurnRunning: the session has a running turn already (on any replica).
             OwnerTurnsRunning: the owner runs `max_turns_per_owner` turns already (on all replicas).
         """
-        held = (await session.execute(_HELD, {"p_chat": chat_id})).first()
+        held = (await tx.execute(_HELD, {"p_session": session_id})).first()
         if held is not None:
-            raise TurnRunning(chat_id, held.turn_id, held.replica_id)
+            raise TurnRunning(session_id, held.turn_id, held.replica_id)
         if self.max_turns_per_owner is not None:
-            await self._owner_turn_cap(session, owner, self.max_turns_per_owner)
-        expires = None if self.lease_seconds is None else self._until(now)
+            await self._owner_turn_cap(tx, owner, self.max_turns_per_owner)
+        expires = self.expires(now)
         lease = {
             "turn_id": turn_id,
-            "chat_id": chat_id,
+            "session_id": session_id,
             "replica_id": self.replica_id,
             "expires_at": expires,
             "created_at": now,
         }
-        await session.execute(_NEW_LEASE, lease)
+        await tx.execute(_NEW_LEASE, lease)
 
-    async def _owner_turn_cap(self, session: AsyncSession, owner: str, limit: int) -> None:
+    async def _owner_turn_cap(self, tx: AsyncSession, owner: str, limit: int) -> None:
         """Count the owner's running turns on every replica. Postgres: under a transaction advisory
-        lock on the owner, so two replicas admitting two of its chats at once count one after the
+        lock on the owner, so two replicas admitting two of its sessions at once count one after the
         other (SQLite's write lock already does that)."""
-        await transaction_lock(session, f"owner:{owner}")
-        running = await session.scalar(_OWNER_TURNS, {"p_owner": owner})
+        await transaction_lock(tx, f"owner:{owner}")
+        running = await tx.scalar(_OWNER_TURNS, {"p_owner": owner})
         if (running or 0) >= limit:
             raise OwnerTurnsRunning(owner, limit)
 
 
-async def end_turn_lease(session: AsyncSession, turn_id: str) -> None:
+_OWNER_OF = select(_SESSIONS.c.owner).where(_SESSIONS.c.id == bindparam("p_session"))
+
+
+async def owner_lock(tx: AsyncSession, session_id: str) -> None:
+    """Postgres: take the transaction advisory lock of the session's owner (`_owner_turn_cap`'s),
+    before the session's row is locked, the order `turn_writer.begin` takes them in (so two begins
+    never wait for each other's). SQLite: nothing to do."""
+    if tx.get_bind().dialect.name != "postgresql":
+        return
+    owner = await tx.scalar(_OWNER_OF, {"p_session": session_id})
+    if owner is not None:
+        await transaction_lock(tx, f"owner:{owner}")
+
+
+async def end_turn_lease(tx: AsyncSession, turn_id: str) -> None:
     """Inside the transaction that writes a turn's end: its lease goes with it."""
-    await session.execute(_END_LEASE, {"p_turn": turn_id})
+    await tx.execute(_END_LEASE, {"p_turn": turn_id})
 
 
 def _lease(row: TurnLeaseRow) -> TurnLease:
     return TurnLease(
-        turn_id=row.turn_id, chat_id=row.chat_id, replica_id=row.replica_id, expires_at=row.expires_at
+        turn_id=row.turn_id, session_id=row.session_id, replica_id=row.replica_id, expires_at=row.expires_at
     )

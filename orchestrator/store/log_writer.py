@@ -1,15 +1,15 @@
 """The event log's group commit, one round trip per batch: SQL the driver runs as it is.
 
 A batch is written as one unit of work on the driver's own connection, below SQLAlchemy: on SQLite
-one call on the connection's worker thread (`BEGIN IMMEDIATE`, the chats' compare-and-set, the
+one call on the connection's worker thread (`BEGIN IMMEDIATE`, the sessions' compare-and-set, the
 rows, `COMMIT`), on Postgres one statement, which Postgres runs as its own transaction (the
 compare-and-set, the rows and the notices together; a compare-and-set that loses aborts the whole
 statement). Either way the loop waits for the database once per batch, where the same work through
 the ORM took a dozen awaits, each of them a wait in the loop's queue on a busy server.
 
-The compare-and-set needs no read first: the hub stamps a chat's events from its emitter, so a
-batch's first event for a chat names the `last_seq` it continues (its seq - 1). When another
-writer moved the chat meanwhile (another replica, a write outside the queue) or the rows clash,
+The compare-and-set needs no read first: the hub stamps a session's events from its emitter, so a
+batch's first event for a session names the `last_seq` it continues (its seq - 1). When another
+writer moved the session meanwhile (another replica, a write outside the queue) or the rows clash,
 nothing is written and `write` says so; the caller then writes the batch's appends one at a time,
 each with its exact error.
 """
@@ -27,42 +27,42 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from orchestrator.store.notify import EVENTS_CHANNEL
 from orchestrator.store.sqlite_driver import WRITE_BEGIN, OneHopConnection
-from orchestrator.store.tables import ChatRow
+from orchestrator.store.tables import SessionRow
 from orchestrator.stream import Event, event_json
 
 
 @dataclass(frozen=True)
 class Batch:
-    """What one group commit writes: every chat's move of `last_seq`, and the rows."""
+    """What one group commit writes: every session's move of `last_seq`, and the rows."""
 
     moves: tuple[tuple[str, int, int], ...]
-    """(chat id, `last_seq` it must have, `last_seq` it gets), sorted by chat id."""
+    """(session id, `last_seq` it must have, `last_seq` it gets), sorted by session id."""
     events: tuple[tuple[str, Event], ...]
-    """(chat id, stamped event), in the order they are written."""
+    """(session id, stamped event), in the order they are written."""
 
 
 def plan(appends: Sequence[tuple[str, Sequence[Event]]]) -> Batch | None:
     """The batch writing `appends` (in queue order), if each continues the one before it of the
-    same chat; None when one does not (a gap or a duplicate: it needs the log's word)."""
+    same session; None when one does not (a gap or a duplicate: it needs the log's word)."""
     moves: dict[str, list[int]] = {}
     events: list[tuple[str, Event]] = []
-    for chat_id, appended in appends:
+    for session_id, appended in appends:
         first = appended[0].seq
-        move = moves.get(chat_id)
+        move = moves.get(session_id)
         if move is None:
-            move = moves[chat_id] = [first - 1, first - 1]
+            move = moves[session_id] = [first - 1, first - 1]
         if first != move[1] + 1 or first < 1:
             return None
         for offset, event in enumerate(appended):
             if event.seq != first + offset:
                 return None
-            events.append((chat_id, event))
+            events.append((session_id, event))
         move[1] = appended[-1].seq
     return Batch(tuple((c, old, new) for c, (old, new) in sorted(moves.items())), tuple(events))
 
 
 class LogMoved(Exception):
-    """A chat's `last_seq` was not what the batch continues, or its rows were there already:
+    """A session's `last_seq` was not what the batch continues, or its rows were there already:
     nothing was written."""
 
 
@@ -76,7 +76,7 @@ async def write(conn: AsyncConnection, batch: Batch, now: datetime) -> None:
     raw = await conn.get_raw_connection()
     driver = raw.driver_connection
     if isinstance(driver, OneHopConnection):
-        at = ChatRow.__table__.c.updated_at.type.bind_processor(conn.dialect)
+        at = SessionRow.__table__.c.updated_at.type.bind_processor(conn.dialect)
         await driver.run(lambda db: _write_sqlite(db, batch, at(now) if at is not None else now))
     else:
         await _write_postgres(driver, batch, now)
@@ -89,19 +89,19 @@ async def write_in(conn: AsyncConnection, batch: Batch, now: datetime) -> None:
     Raises:
         LogMoved: a compare-and-set lost or the rows clash (the caller rolls back).
     """
-    at = ChatRow.__table__.c.updated_at.type.bind_processor(conn.dialect)
+    at = SessionRow.__table__.c.updated_at.type.bind_processor(conn.dialect)
     stamp = at(now) if at is not None else now
-    moves = [(new, stamp, chat, old) for chat, old, new in batch.moves]
+    moves = [(new, stamp, session, old) for session, old, new in batch.moves]
     moved = await conn.exec_driver_sql(_SQLITE_MOVE, moves)
     if moved.rowcount != len(batch.moves):
         raise LogMoved
     try:
-        await conn.exec_driver_sql(_SQLITE_ROWS, [_values(chat, event) for chat, event in batch.events])
+        await conn.exec_driver_sql(_SQLITE_ROWS, [_values(session, event) for session, event in batch.events])
     except IntegrityError as exc:
         raise LogMoved from exc
 
 
-_SQLITE_MOVE = "UPDATE chats SET last_seq = ?, updated_at = ? WHERE id = ? AND last_seq = ?"
+_SQLITE_MOVE = "UPDATE sessions SET last_seq = ?, updated_at = ? WHERE id = ? AND last_seq = ?"
 _SQLITE_ROWS = "INSERT INTO events (session_id, seq, turn_id, type, payload, ts) VALUES (?, ?, ?, ?, ?, ?)"
 
 
@@ -109,11 +109,11 @@ def _write_sqlite(db: sqlite3.Connection, batch: Batch, now: Any) -> None:
     """On the connection's worker thread: the whole transaction, committed or rolled back."""
     db.execute(WRITE_BEGIN)
     try:
-        moved = db.executemany(_SQLITE_MOVE, [(new, now, chat, old) for chat, old, new in batch.moves])
+        moved = db.executemany(_SQLITE_MOVE, [(new, now, session, old) for session, old, new in batch.moves])
         if moved.rowcount != len(batch.moves):
             raise LogMoved
         try:
-            db.executemany(_SQLITE_ROWS, [_values(chat, event) for chat, event in batch.events])
+            db.executemany(_SQLITE_ROWS, [_values(session, event) for session, event in batch.events])
         except sqlite3.IntegrityError as exc:
             raise LogMoved from exc
         db.commit()
@@ -123,17 +123,17 @@ def _write_sqlite(db: sqlite3.Connection, batch: Batch, now: Any) -> None:
         raise
 
 
-def _values(chat_id: str, event: Event) -> tuple[str, int, str, str, str, int]:
-    return (chat_id, event.seq, event.turn_id, event.type, event_json(event), event.ts)
+def _values(session_id: str, event: Event) -> tuple[str, int, str, str, str, int]:
+    return (session_id, event.seq, event.turn_id, event.type, event_json(event), event.ts)
 
 
 _POSTGRES_WRITE = f"""
 WITH wanted AS (
     SELECT * FROM unnest($1::varchar[], $2::bigint[], $3::bigint[]) AS w(id, old, new)
 ), locked AS (
-    SELECT c.id FROM chats AS c WHERE c.id = ANY($1::varchar[]) ORDER BY c.id FOR UPDATE
+    SELECT c.id FROM sessions AS c WHERE c.id = ANY($1::varchar[]) ORDER BY c.id FOR UPDATE
 ), moved AS (
-    UPDATE chats AS c SET last_seq = w.new, updated_at = $4
+    UPDATE sessions AS c SET last_seq = w.new, updated_at = $4
     FROM wanted AS w JOIN locked AS l ON l.id = w.id
     WHERE c.id = w.id AND c.last_seq = w.old
     RETURNING c.id, c.last_seq
@@ -148,10 +148,10 @@ SELECT (SELECT ok FROM checked) AS ok,
        (SELECT count(*) FROM inserted) AS rows,
        (SELECT count(pg_notify('{EVENTS_CHANNEL}', m.id || ' ' || m.last_seq)) FROM moved AS m) AS notices
 """
-"""One statement, so one transaction: a chat whose `last_seq` is not the one expected makes the
-`checked` division fail, which aborts all of it (rows, moves and notices). The chats' rows are
+"""One statement, so one transaction: a session whose `last_seq` is not the one expected makes the
+`checked` division fail, which aborts all of it (rows, moves and notices). The sessions' rows are
 locked in id order first, so two processes' batches wait for each other instead of deadlocking.
-Each moved chat's notice (`<chat> <last seq>`, as `events.notice`) goes out on commit."""
+Each moved session's notice (`<session> <last seq>`, as `events.notice`) goes out on commit."""
 
 
 async def _write_postgres(db: Any, batch: Batch, now: datetime) -> None:
@@ -160,9 +160,9 @@ async def _write_postgres(db: Any, batch: Batch, now: datetime) -> None:
 
     clashes = (asyncpg.DivisionByZeroError, asyncpg.UniqueViolationError, asyncpg.ForeignKeyViolationError)
 
-    chats, olds, news = zip(*batch.moves, strict=True)
-    columns = list(zip(*(_values(chat, event) for chat, event in batch.events), strict=True))
+    sessions, olds, news = zip(*batch.moves, strict=True)
+    columns = list(zip(*(_values(session, event) for session, event in batch.events), strict=True))
     try:
-        await db.fetchrow(_POSTGRES_WRITE, list(chats), list(olds), list(news), now, *map(list, columns))
+        await db.fetchrow(_POSTGRES_WRITE, list(sessions), list(olds), list(news), now, *map(list, columns))
     except clashes as exc:
         raise LogMoved from exc

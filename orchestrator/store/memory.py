@@ -26,7 +26,7 @@ SPACES: tuple[str, ...] = get_args(MemorySpace)
 MAX_VALUE_BYTES = 1 * 2**20
 """Largest value (as compact JSON) one memory key holds."""
 MAX_KEYS_PER_SCOPE = 10_000
-"""Live keys one scope (a user's, a team's, a chat's memory) holds at most."""
+"""Live keys one scope (a user's, a team's, a session's memory) holds at most."""
 MAX_KEY_LENGTH = 500
 
 
@@ -88,8 +88,8 @@ class MemoryRepository:
             MemoryRow.key == key,
             self._live(self._db.clock()),
         )
-        async with self._db.read() as session:
-            row = await session.scalar(query)
+        async with self._db.read() as tx:
+            row = await tx.scalar(query)
             return None if row is None else _record(row)
 
     async def get(self, space: MemorySpace, scope_id: str, key: str, default: JsonValue = None) -> JsonValue:
@@ -129,26 +129,26 @@ class MemoryRepository:
             "expires_at": expires_at,
             "updated_at": now,
         }
-        async with self._db.write() as session:
-            await self._room_for(session, space, scope_id, key, now)
-            await upsert(session, MemoryRow, values, keys=("space", "scope_id", "key"))
+        async with self._db.write() as tx:
+            await self._room_for(tx, space, scope_id, key, now)
+            await upsert(tx, MemoryRow, values, keys=("space", "scope_id", "key"))
         return MemoryEntry(
             space=space, scope_id=scope_id, key=key, value=value, expires_at=expires_at, updated_at=now
         )
 
     async def _room_for(
-        self, session: AsyncSession, space: MemorySpace, scope_id: str, key: str, now: datetime
+        self, tx: AsyncSession, space: MemorySpace, scope_id: str, key: str, now: datetime
     ) -> None:
         """Raises CapacityError when a new key would pass `MAX_KEYS_PER_SCOPE` (expired entries,
         which no read sees any more, are dropped first)."""
         in_scope = (MemoryRow.space == space, MemoryRow.scope_id == scope_id)
-        if await session.get(MemoryRow, (space, scope_id, key)) is not None:
+        if await tx.get(MemoryRow, (space, scope_id, key)) is not None:
             return
-        count = await session.scalar(select(func.count()).select_from(MemoryRow).where(*in_scope))
+        count = await tx.scalar(select(func.count()).select_from(MemoryRow).where(*in_scope))
         if (count or 0) < MAX_KEYS_PER_SCOPE:
             return
-        await session.execute(delete(MemoryRow).where(*in_scope, MemoryRow.expires_at <= now))
-        count = await session.scalar(select(func.count()).select_from(MemoryRow).where(*in_scope))
+        await tx.execute(delete(MemoryRow).where(*in_scope, MemoryRow.expires_at <= now))
+        count = await tx.scalar(select(func.count()).select_from(MemoryRow).where(*in_scope))
         if (count or 0) >= MAX_KEYS_PER_SCOPE:
             raise MemoryFull(space, MAX_KEYS_PER_SCOPE)
 
@@ -164,8 +164,8 @@ class MemoryRepository:
             MemoryRow.key == key,
             self._live(self._db.clock()),
         )
-        async with self._db.write() as session:
-            result = await session.execute(stmt)
+        async with self._db.write() as tx:
+            result = await tx.execute(stmt)
             return bool(affected(result))
 
     async def keys(self, space: MemorySpace, scope_id: str, *, prefix: str = "") -> list[str]:
@@ -174,8 +174,8 @@ class MemoryRepository:
         query = select(MemoryRow.key).where(
             MemoryRow.space == space, MemoryRow.scope_id == scope_id, self._live(self._db.clock())
         )
-        async with self._db.read() as session:
-            found = list(await session.scalars(query))
+        async with self._db.read() as tx:
+            found = list(await tx.scalars(query))
         # Filtered here rather than with LIKE, so `%` and `_` in a prefix need no escaping.
         return sorted(k for k in found if k.startswith(prefix))
 

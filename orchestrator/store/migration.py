@@ -59,12 +59,25 @@ async def upgrade(url: URL, revision: str = "head") -> None:
     Raises:
         StoreError: the database cannot be reached or a revision fails.
     """
+    await _migrate(url, revision, command.upgrade)
 
+
+async def downgrade(url: URL, revision: str) -> None:
+    """Migrate the database at `url` back to `revision` (each revision's `downgrade`, newest first),
+    to run an older Cage on it again.
+
+    Raises:
+        StoreError: the database cannot be reached or a revision fails.
+    """
+    await _migrate(url, revision, command.downgrade)
+
+
+async def _migrate(url: URL, revision: str, step: Callable[[Config, str], None]) -> None:
     def run(conn: Connection) -> None:
         config = alembic_config()
         config.attributes["connection"] = conn
         try:
-            command.upgrade(config, revision)
+            step(config, revision)
         except CommandError as err:
             raise StoreError(f"migration to {revision} failed: {err}") from err
         if conn.dialect.name == "sqlite":

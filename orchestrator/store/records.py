@@ -11,7 +11,7 @@ from orchestrator.stream import Event, StreamStatus, Usage
 
 MessageRole = Literal["system", "user", "assistant", "tool"]
 MemorySpace = Literal["user", "team", "chat", "context"]
-"""Yao's four memory namespaces: per user, per team, per chat, and per request (`context`)."""
+"""Yao's four memory namespaces: per user, per team, per session, and per request (`context`)."""
 KeyRole = Literal["admin", "user"]
 
 
@@ -19,8 +19,8 @@ class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
-class ChatRecord(_Record):
-    """A chat; its id is also the session id of its event log."""
+class SessionRecord(_Record):
+    """A session: its event log, turns and messages hang off its id."""
 
     id: str
     """Internal: what events, turns and messages are keyed by; clients never need it."""
@@ -28,7 +28,7 @@ class ChatRecord(_Record):
     client_id: str
     """The id its owner chose (or the server chose for them) and sees; unique per owner."""
     parent_id: str | None = None
-    """The internal id of the parent chat, for a sub-agent's child chat."""
+    """The internal id of the parent session, for a sub-agent's child session."""
     assistant_id: str
     title: str
     created_at: datetime
@@ -41,7 +41,7 @@ class ChatRecord(_Record):
 
 
 class NewMessage(_Record):
-    """A message to persist; the store assigns its chat, turn, time and sequence."""
+    """A message to persist; the store assigns its session, turn, time and sequence."""
 
     id: str
     role: MessageRole
@@ -52,20 +52,20 @@ class NewMessage(_Record):
 
 class MessageRecord(_Record):
     id: str
-    chat_id: str
+    session_id: str
     turn_id: str
     role: MessageRole
     content: JsonValue
     assistant_id: str | None
     created_at: datetime
     sequence: int
-    """Position in the chat, from 1."""
+    """Position in the session, from 1."""
 
 
 class FinishedTurn(_Record):
     """Everything one turn leaves behind, written by `Store.persist_turn` in one transaction."""
 
-    chat_id: str
+    session_id: str
     turn_id: str
     assistant_id: str
     status: StreamStatus
@@ -74,7 +74,7 @@ class FinishedTurn(_Record):
     """Events not yet appended to the log (stamped, continuing its seq); often the last batch."""
     usage: Usage = Field(default_factory=lambda: Usage(scope="turn"))
     resume: dict[str, JsonValue] = {}
-    """Runner name -> resume state to merge into the chat's; a None state removes the runner's."""
+    """Runner name -> resume state to merge into the session's; a None state removes the runner's."""
 
 
 TurnStatus = StreamStatus | Literal["running"]
@@ -83,7 +83,7 @@ TurnStatus = StreamStatus | Literal["running"]
 
 class TurnRecord(_Record):
     id: str
-    chat_id: str
+    session_id: str
     assistant_id: str
     status: TurnStatus
     usage: Usage
@@ -122,7 +122,7 @@ class AssistantRecord(_Record):
 class MemoryEntry(_Record):
     space: MemorySpace
     scope_id: str
-    """Whose memory: a user id, a team id, a chat id or a request id, depending on `space`."""
+    """Whose memory: a user id, a team id, a session id or a request id, depending on `space`."""
     key: str
     value: JsonValue
     expires_at: datetime | None

@@ -21,7 +21,7 @@ from sqlalchemy import Executable, delete, exists, select, tuple_
 from sqlalchemy.orm import aliased
 
 from orchestrator.store.database import Database, affected
-from orchestrator.store.tables import AuditRow, ChatRow, CheckpointRow, EventRow, MemoryRow, TurnRow
+from orchestrator.store.tables import AuditRow, CheckpointRow, EventRow, MemoryRow, SessionRow, TurnRow
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,11 @@ class Retention:
         now = self._db.clock()
         counts: dict[str, int] = {}
         if policy.session_ttl is not None:
-            chat = aliased(ChatRow)  # the subqueries name their own copy: no correlation to the DELETE
-            running = exists().where(TurnRow.chat_id == chat.id, TurnRow.status == "running")
-            idle = select(chat.id).where(chat.updated_at < now - policy.session_ttl, ~running)
+            session = aliased(SessionRow)  # the subqueries name their own copy: no correlation to the DELETE
+            running = exists().where(TurnRow.session_id == session.id, TurnRow.status == "running")
+            idle = select(session.id).where(session.updated_at < now - policy.session_ttl, ~running)
             counts["sessions"] = await self._batches(  # events, messages and turns cascade
-                lambda: delete(ChatRow).where(ChatRow.id.in_(idle.limit(BATCH).scalar_subquery()))
+                lambda: delete(SessionRow).where(SessionRow.id.in_(idle.limit(BATCH).scalar_subquery()))
             )
         if policy.event_ttl is not None:
             cutoff_ms = int((now - policy.event_ttl).timestamp() * 1000)
@@ -75,19 +75,19 @@ class Retention:
             counts["audit"] = await self._batches(
                 lambda: delete(AuditRow).where(AuditRow.id.in_(stale.scalar_subquery()))
             )
-        async with self._db.write() as session:
-            result = await session.execute(delete(MemoryRow).where(MemoryRow.expires_at <= now))
+        async with self._db.write() as tx:
+            result = await tx.execute(delete(MemoryRow).where(MemoryRow.expires_at <= now))
             counts["memory"] = affected(result)
             turns = select(TurnRow.id)
-            result = await session.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.not_in(turns)))
+            result = await tx.execute(delete(CheckpointRow).where(CheckpointRow.turn_id.not_in(turns)))
             counts["checkpoints"] = affected(result)
         return Swept(**counts)
 
     async def _batches(self, statement: Callable[[], Executable]) -> int:
         total = 0
         for _ in range(MAX_BATCHES):
-            async with self._db.write() as session:
-                done = affected(await session.execute(statement()))
+            async with self._db.write() as tx:
+                done = affected(await tx.execute(statement()))
             total += done
             if done < BATCH:
                 break

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from orchestrator.store.database import Database
 from orchestrator.store.errors import StoreError
 
-HEAD_REVISION = "0007_ws_tickets"
+HEAD_REVISION = "0008_sessions"
 """The newest revision in `migrations/versions`; a unit test keeps it equal to Alembic's head."""
 
 
@@ -26,8 +26,8 @@ async def at_head(db: Database) -> bool:
     the caller then runs the full migration, which reports a real failure itself.
     """
     try:
-        async with db.read() as session:
-            rows = (await session.execute(text("SELECT version_num FROM alembic_version"))).scalars().all()
+        async with db.read() as tx:
+            rows = (await tx.execute(text("SELECT version_num FROM alembic_version"))).scalars().all()
     except (StoreError, DBAPIError):  # no such table: OperationalError (SQLite), ProgrammingError (Postgres)
         return False
     return list(rows) == [HEAD_REVISION]

@@ -67,19 +67,19 @@ def table(row: type[Base]) -> Table:
     return Base.metadata.tables[row.__tablename__]
 
 
-class ChatRow(Base):
-    """A chat, which is also a websocket session: its event log hangs off it."""
+class SessionRow(Base):
+    """A session, which is also a websocket session: its event log hangs off it."""
 
-    __tablename__ = "chats"
+    __tablename__ = "sessions"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    """Internal: a digest of owner and client id (`orchestrator.store.chats.internal_chat_id`), a
-    random id for a server-chosen one, or the id itself for chats made before revision 0003."""
+    """Internal: a digest of owner and client id (`orchestrator.store.sessions.internal_session_id`), a
+    random id for a server-chosen one, or the id itself for sessions made before revision 0003."""
     owner: Mapped[str] = mapped_column(String(128))
     client_id: Mapped[str] = mapped_column(String(64))
     """The id the owner chose and sees; unique per owner, so two owners may use the same one."""
-    parent_id: Mapped[str | None] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), index=True)
-    """The parent chat of a sub-agent's child chat (internal id); None for a top-level chat."""
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    """The parent session of a sub-agent's child session (internal id); None for a top-level session."""
     assistant_id: Mapped[str] = mapped_column(String(200))
     title: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime]
@@ -91,18 +91,18 @@ class ChatRow(Base):
     """Runner name -> that runner's resume state (e.g. Claude's session id)."""
 
     __table_args__ = (
-        Index("ix_chats_owner_updated", "owner", "updated_at"),
+        Index("ix_sessions_owner_updated", "owner", "updated_at"),
         UniqueConstraint("owner", "client_id"),
     )
 
 
 class TurnRow(Base):
-    """One turn of a chat: its final status and usage, written by `persist_turn`."""
+    """One turn of a session: its final status and usage, written by `persist_turn`."""
 
     __tablename__ = "turns"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), index=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     assistant_id: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(16))
     usage: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -116,7 +116,7 @@ class TurnCommandRow(Base):
     __tablename__ = "turn_commands"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), index=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
     claimed_by: Mapped[str | None] = mapped_column(String(64))
@@ -128,16 +128,16 @@ class MessageRow(Base):
     __tablename__ = "messages"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
     turn_id: Mapped[str] = mapped_column(String(64), index=True)
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[Any] = mapped_column(JSON)
     assistant_id: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime]
     sequence: Mapped[int] = mapped_column(Integer)
-    """Position in the chat, from 1, assigned by the store."""
+    """Position in the session, from 1, assigned by the store."""
 
-    __table_args__ = (UniqueConstraint("chat_id", "sequence"),)
+    __table_args__ = (UniqueConstraint("session_id", "sequence"),)
 
 
 class EventRow(Base):
@@ -145,7 +145,7 @@ class EventRow(Base):
 
     __tablename__ = "events"
 
-    session_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     """The (session_id, seq) primary key is the index `after()` reads in order."""
     turn_id: Mapped[str] = mapped_column(String(64), index=True)

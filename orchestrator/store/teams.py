@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 
 from orchestrator.errors import Forbidden, UsageError
 from orchestrator.store.database import Database, affected
@@ -24,6 +24,11 @@ def personal_space(owner: str) -> str:
     return f"owner:{owner}"
 
 
+_TEAMS_OF = (  # every turn reads it (`team_for`): built once
+    select(TeamMemberRow.team).where(TeamMemberRow.owner == bindparam("p_owner")).order_by(TeamMemberRow.team)
+)
+
+
 class TeamRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -36,37 +41,36 @@ class TeamRepository:
         """
         if not TEAM_ID.fullmatch(team):
             raise UsageError(f"team name {team!r} must match {TEAM_ID.pattern}")
-        async with self._db.write() as session:
-            if await session.get(TeamMemberRow, (team, owner)) is not None:
+        async with self._db.write() as tx:
+            if await tx.get(TeamMemberRow, (team, owner)) is not None:
                 return False
-            session.add(TeamMemberRow(team=team, owner=owner, created_at=self._db.clock()))
+            tx.add(TeamMemberRow(team=team, owner=owner, created_at=self._db.clock()))
         return True
 
     async def remove(self, team: str, owner: str) -> bool:
         """Take `owner` out of `team`; False when it was not a member."""
-        async with self._db.write() as session:
-            result = await session.execute(
+        async with self._db.write() as tx:
+            result = await tx.execute(
                 delete(TeamMemberRow).where(TeamMemberRow.team == team, TeamMemberRow.owner == owner)
             )
         return affected(result) > 0
 
     async def teams_of(self, owner: str) -> list[str]:
         """The teams `owner` belongs to, by name."""
-        query = select(TeamMemberRow.team).where(TeamMemberRow.owner == owner).order_by(TeamMemberRow.team)
-        async with self._db.read() as session:
-            return list(await session.scalars(query))
+        async with self._db.query() as conn:
+            return list(await conn.scalars(_TEAMS_OF, {"p_owner": owner}))
 
     async def members(self, team: str) -> list[str]:
         query = select(TeamMemberRow.owner).where(TeamMemberRow.team == team).order_by(TeamMemberRow.owner)
-        async with self._db.read() as session:
-            return list(await session.scalars(query))
+        async with self._db.read() as tx:
+            return list(await tx.scalars(query))
 
     async def all(self) -> dict[str, list[str]]:
         """Every team and its members."""
         query = select(TeamMemberRow).order_by(TeamMemberRow.team, TeamMemberRow.owner)
         teams: dict[str, list[str]] = {}
-        async with self._db.read() as session:
-            for row in await session.scalars(query):
+        async with self._db.read() as tx:
+            for row in await tx.scalars(query):
                 teams.setdefault(row.team, []).append(row.owner)
         return teams
 

@@ -9,13 +9,14 @@ closes it with `close_unfinished`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC
 from typing import NoReturn
 
 from sqlalchemy import Text, bindparam, cast, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from orchestrator.store.chats import locked_chat, merged_keys
+from orchestrator.store import turn_writer
 from orchestrator.store.database import Database
 from orchestrator.store.errors import EventSequenceError, RecordExists, RecordNotFound, TurnRunning
 from orchestrator.store.events import (
@@ -25,35 +26,36 @@ from orchestrator.store.events import (
     check_stamps,
     event_row,
 )
-from orchestrator.store.leases import LeaseRepository, end_turn_lease
-from orchestrator.store.messages import insert_messages, message_record
+from orchestrator.store.leases import LeaseRepository, end_turn_lease, owner_lock
+from orchestrator.store.messages import insert_messages, message_record, message_records
 from orchestrator.store.notify import EVENTS_CHANNEL
 from orchestrator.store.records import FinishedTurn, NewMessage, TurnRecord, TurnSummary
-from orchestrator.store.tables import ChatRow, EventRow, MessageRow, TurnRow, table
+from orchestrator.store.sessions import locked_session, merged_keys
+from orchestrator.store.tables import EventRow, MessageRow, SessionRow, TurnRow, table
 from orchestrator.stream import Event, Usage
 
 RUNNING = "running"
-_CHATS = table(ChatRow)
+_SESSIONS = table(SessionRow)
 _TURNS = table(TurnRow)
 
 # A turn's begin and end run these for every turn: built once (each is compiled once, and a
 # statement built per call cost as much again as running it).
 _TOUCH = (
-    update(_CHATS)
-    .where(_CHATS.c.id == bindparam("p_chat"))
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("p_session"))
     .values(updated_at=bindparam("p_now"))
-    .returning(_CHATS.c.owner, _CHATS.c.resume)
+    .returning(_SESSIONS.c.owner, _SESSIONS.c.resume)
 )
 _MOVE = (
-    update(_CHATS)
-    .where(_CHATS.c.id == bindparam("p_chat"), _CHATS.c.last_seq == bindparam("p_old"))
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("p_session"), _SESSIONS.c.last_seq == bindparam("p_old"))
     .values(updated_at=bindparam("p_now"), last_seq=bindparam("p_new"))
 )
-_MOVED = _MOVE.returning(_CHATS.c.owner, _CHATS.c.resume)
+_MOVED = _MOVE.returning(_SESSIONS.c.owner, _SESSIONS.c.resume)
 _MOVED_NOTICE = _MOVE.returning(  # Postgres: the append's notice (`events.notice`), sent on commit
-    _CHATS.c.owner,
-    _CHATS.c.resume,
-    func.pg_notify(EVENTS_CHANNEL, _CHATS.c.id + " " + cast(_CHATS.c.last_seq, Text)),
+    _SESSIONS.c.owner,
+    _SESSIONS.c.resume,
+    func.pg_notify(EVENTS_CHANNEL, _SESSIONS.c.id + " " + cast(_SESSIONS.c.last_seq, Text)),
 )
 _TURN_ID = select(_TURNS.c.id).where(_TURNS.c.id == bindparam("p_turn"))
 _NEW_TURN = insert(_TURNS)
@@ -64,7 +66,15 @@ _CLOSE = (
     .returning(_TURNS.c.assistant_id, _TURNS.c.created_at)
 )
 _NEW_EVENTS = insert(table(EventRow))
-_RESUME = update(_CHATS).where(_CHATS.c.id == bindparam("p_chat")).values(resume=bindparam("p_resume"))
+_PREVIOUS = (
+    select(_TURNS.c.id, _TURNS.c.assistant_id, _TURNS.c.status)
+    .where(_TURNS.c.session_id == bindparam("p_session"), _TURNS.c.id != bindparam("p_turn"))
+    .order_by(_TURNS.c.created_at.desc(), _TURNS.c.id.desc())
+    .limit(1)
+)
+_RESUME = (
+    update(_SESSIONS).where(_SESSIONS.c.id == bindparam("p_session")).values(resume=bindparam("p_resume"))
+)
 
 
 class TurnRepository:
@@ -75,78 +85,119 @@ class TurnRepository:
         """A turn's begin and end join its group commit (`EventLog.joined`)."""
 
     async def begin(
-        self, chat_id: str, turn_id: str, assistant_id: str, messages: Sequence[NewMessage]
+        self,
+        session_id: str,
+        turn_id: str,
+        assistant_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        owner: str | None = None,
     ) -> None:
         """Record a starting turn: a `running` row, its lease (`orchestrator.store.leases`) and the
-        user's new messages.
+        user's new messages. `owner`: the session's owner, when the caller knows it (on Postgres a
+        begin under an owner's turn cap then takes the owner's lock with its `BEGIN`, one round
+        trip fewer; a begin whose session is another owner's is written as without it).
 
         Raises:
-            RecordNotFound: no such chat.
+            RecordNotFound: no such session.
             RecordExists: the turn (or one of the message ids) exists already.
-            TurnRunning: the chat runs a turn already, on this replica or another one.
+            TurnRunning: the session runs a turn already, on this replica or another one.
             OwnerTurnsRunning: the owner runs its cap of turns already, over every replica.
         """
+        if self._db.dialect == "postgresql" and await self._begin_postgres(
+            session_id, turn_id, assistant_id, messages, owner
+        ):
+            return
         try:
-            await self._events.joined(
-                lambda session: self._begin(session, chat_id, turn_id, assistant_id, messages)
-            )
-        except IntegrityError as exc:  # a lease of the chat committed between the check and the insert
-            held = await self._leases.turn_of_chat(chat_id)
+            await self._events.joined(lambda tx: self._begin(tx, session_id, turn_id, assistant_id, messages))
+        except IntegrityError as exc:  # a lease of the session committed between the check and the insert
+            held = await self._leases.turn_of_session(session_id)
             if held is None:
                 raise
-            raise TurnRunning(chat_id, held.turn_id, held.replica_id) from exc
+            raise TurnRunning(session_id, held.turn_id, held.replica_id) from exc
+
+    async def _begin_postgres(
+        self,
+        session_id: str,
+        turn_id: str,
+        assistant_id: str,
+        messages: Sequence[NewMessage],
+        owner: str | None,
+    ) -> bool:
+        """Postgres: the begin in one statement (`turn_writer`); False when it was refused and
+        nothing was written (the caller writes it through `_begin`, which says why)."""
+        leases, now = self._leases, self._db.clock()
+        async with self._db.driver() as conn:
+            try:
+                await turn_writer.begin(
+                    conn,
+                    session_id,
+                    turn_id,
+                    assistant_id,
+                    messages,
+                    now,
+                    replica_id=leases.replica_id,
+                    expires_at=leases.expires(now),
+                    owner_cap=leases.max_turns_per_owner,
+                    owner=owner,
+                )
+            except turn_writer.Refused:
+                return False
+        return True
 
     async def _begin(
         self,
-        session: AsyncSession,
-        chat_id: str,
+        tx: AsyncSession,
+        session_id: str,
         turn_id: str,
         assistant_id: str,
         messages: Sequence[NewMessage],
     ) -> None:
-        """The begin's statements, in Core (a handful of statements, no ORM object): the chat row
+        """The begin's statements, in Core (a handful of statements, no ORM object): the session row
         touched (locked until commit), the turn row, its lease, the user's messages."""
         now = self._db.clock()
-        chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
-        if chat is None:
-            raise RecordNotFound("chat", chat_id)
-        owner = chat.owner
-        if await session.scalar(_TURN_ID, {"p_turn": turn_id}) is not None:
+        if self._leases.max_turns_per_owner is not None:
+            await owner_lock(tx, session_id)  # before the session's row, as `turn_writer.begin`
+        session = (await tx.execute(_TOUCH, {"p_session": session_id, "p_now": now})).first()
+        if session is None:
+            raise RecordNotFound("session", session_id)
+        owner = session.owner
+        if await tx.scalar(_TURN_ID, {"p_turn": turn_id}) is not None:
             raise RecordExists("turn", turn_id)
         row = {
             "id": turn_id,
-            "chat_id": chat_id,
+            "session_id": session_id,
             "assistant_id": assistant_id,
             "status": RUNNING,
             "usage": {},
             "created_at": now,
         }
-        await session.execute(_NEW_TURN, row)
-        await self._leases.begin_turn(session, chat_id, turn_id, now, owner=owner)
-        await insert_messages(session, chat_id, turn_id, messages, now)
+        await tx.execute(_NEW_TURN, row)
+        await self._leases.begin_turn(tx, session_id, turn_id, now, owner=owner)
+        await insert_messages(tx, session_id, turn_id, messages, now)
 
     async def unfinished(self) -> list[TurnRecord]:
         """Turns whose end was never written (the process running them died), oldest first."""
         query = select(TurnRow).where(TurnRow.status == RUNNING).order_by(TurnRow.created_at, TurnRow.id)
-        async with self._db.read() as session:
-            return [await _turn_record(session, row) for row in await session.scalars(query)]
+        async with self._db.read() as tx:
+            return [await _turn_record(tx, row) for row in await tx.scalars(query)]
 
-    async def close_unfinished(self, chat_id: str, turn_id: str, events: Sequence[Event]) -> bool:
+    async def close_unfinished(self, session_id: str, turn_id: str, events: Sequence[Event]) -> bool:
         """Append the closing `events` of an unfinished turn and mark it `error`, in one transaction;
         False when the turn is not (or no longer) running.
 
         Raises:
             EventSequenceError: `events` do not continue the session's log; nothing was written.
         """
-        async with self._db.write(ahead=True) as session:
+        async with self._db.write(ahead=True) as tx:
             now = self._db.clock()
-            await locked_chat(session, chat_id, now)
-            row = await session.get(TurnRow, turn_id)
+            await locked_session(tx, session_id, now)
+            row = await tx.get(TurnRow, turn_id)
             if row is None or row.status != RUNNING:
                 return False
-            await append_events(session, chat_id, events, now)
+            await append_events(tx, session_id, events, now)
             row.status = "error"
-            await end_turn_lease(session, turn_id)
+            await end_turn_lease(tx, turn_id)
         return True
 
     async def persist(self, turn: FinishedTurn) -> TurnRecord:
@@ -154,61 +205,110 @@ class TurnRepository:
         error, none of it.
 
         Raises:
-            RecordNotFound: no such chat.
+            RecordNotFound: no such session.
             RecordExists: the turn (or one of its message ids) was persisted (finished) already.
             EventSequenceError: `turn.events` do not continue the session's log.
         """
+        if self._db.dialect == "postgresql":
+            written = await self._persist_postgres(turn)
+            if written is not None:
+                return written
         # its stream_end: clients wait for it (ahead of the other writers)
-        return await self._events.joined(lambda session: self._persist(session, turn), ahead=True)
+        return await self._events.joined(lambda tx: self._persist(tx, turn), ahead=True)
 
-    async def _persist(self, session: AsyncSession, turn: FinishedTurn) -> TurnRecord:
-        """The end's statements, in Core: the chat row touched and, when the end carries events,
+    async def _persist_postgres(self, turn: FinishedTurn) -> TurnRecord | None:
+        """Postgres: the end in one statement (`turn_writer`); None when it was refused and nothing
+        was written (the caller writes it through `_persist`, which says why or writes a turn
+        no `begin` wrote).
+
+        Raises:
+            UsageError, EventSequenceError: `turn.events` are not stamped for the session, or do not
+                continue each other; nothing was written.
+        """
+        now = self._db.clock()
+        if turn.events:
+            check_stamps(turn.session_id, turn.events)
+            check_continues(turn.session_id, turn.events[0].seq - 1, turn.events)
+        async with self._db.driver() as conn:
+            try:
+                ended = await turn_writer.end(
+                    conn,
+                    turn.session_id,
+                    turn.turn_id,
+                    status=turn.status,
+                    usage=turn.usage.model_dump(mode="json"),
+                    events=turn.events,
+                    messages=turn.messages,
+                    resume=turn.resume,
+                    now=now,
+                )
+            except turn_writer.Refused:
+                return None
+        return TurnRecord(
+            id=turn.turn_id,
+            session_id=turn.session_id,
+            assistant_id=ended.assistant_id,
+            status=turn.status,
+            usage=turn.usage,
+            created_at=ended.created_at.astimezone(UTC),
+            messages=tuple(
+                message_records(turn.session_id, turn.turn_id, turn.messages, now, ended.last_sequence)
+            ),
+        )
+
+    async def _persist(self, tx: AsyncSession, turn: FinishedTurn) -> TurnRecord:
+        """The end's statements, in Core: the session row touched and, when the end carries events,
         its log moved by compare-and-set from the seq before them (one statement, which also sends
         the Postgres notice); the turn row closed; the events, the messages; the lease dropped."""
         now = self._db.clock()
-        chat_id, events = turn.chat_id, turn.events
+        session_id, events = turn.session_id, turn.events
         if events:
-            check_stamps(chat_id, events)
-            check_continues(chat_id, events[0].seq - 1, events)
+            check_stamps(session_id, events)
+            check_continues(session_id, events[0].seq - 1, events)
             move = _MOVED_NOTICE if self._db.dialect == "postgresql" else _MOVED
-            params = {"p_chat": chat_id, "p_now": now, "p_old": events[0].seq - 1, "p_new": events[-1].seq}
-            chat = (await session.execute(move, params)).first()
+            params = {
+                "p_session": session_id,
+                "p_now": now,
+                "p_old": events[0].seq - 1,
+                "p_new": events[-1].seq,
+            }
+            session = (await tx.execute(move, params)).first()
         else:
-            chat = (await session.execute(_TOUCH, {"p_chat": chat_id, "p_now": now})).first()
-        if chat is None:
-            await self._refused(session, turn)
+            session = (await tx.execute(_TOUCH, {"p_session": session_id, "p_now": now})).first()
+        if session is None:
+            await self._refused(tx, turn)
         usage = turn.usage.model_dump(mode="json")
         closed = (
-            await session.execute(_CLOSE, {"p_turn": turn.turn_id, "p_status": turn.status, "p_usage": usage})
+            await tx.execute(_CLOSE, {"p_turn": turn.turn_id, "p_status": turn.status, "p_usage": usage})
         ).first()
         if closed is None:  # no `begin` wrote it (a turn persisted whole, `cage run`'s tests)
-            if await session.scalar(_TURN_ID, {"p_turn": turn.turn_id}) is not None:
+            if await tx.scalar(_TURN_ID, {"p_turn": turn.turn_id}) is not None:
                 raise RecordExists("turn", turn.turn_id)
             row = {
                 "id": turn.turn_id,
-                "chat_id": chat_id,
+                "session_id": session_id,
                 "assistant_id": turn.assistant_id,
                 "status": turn.status,
                 "usage": usage,
                 "created_at": now,
             }
-            await session.execute(_NEW_TURN, row)
+            await tx.execute(_NEW_TURN, row)
             assistant_id, created_at = turn.assistant_id, now
         else:
             assistant_id, created_at = closed.assistant_id, closed.created_at
         if events:
             try:
-                await session.execute(_NEW_EVENTS, [event_row(chat_id, ev) for ev in events])
-            except IntegrityError as err:  # rows past last_seq: the log and the chat row disagree
-                raise EventSequenceError(chat_id, expected=events[-1].seq + 1, got=events[0].seq) from err
-        messages = await insert_messages(session, chat_id, turn.turn_id, turn.messages, now)
+                await tx.execute(_NEW_EVENTS, [event_row(session_id, ev) for ev in events])
+            except IntegrityError as err:  # rows past last_seq: the log and the session row disagree
+                raise EventSequenceError(session_id, expected=events[-1].seq + 1, got=events[0].seq) from err
+        messages = await insert_messages(tx, session_id, turn.turn_id, turn.messages, now)
         if turn.resume:
-            resume = merged_keys(chat.resume, turn.resume)
-            await session.execute(_RESUME, {"p_chat": chat_id, "p_resume": resume})
-        await end_turn_lease(session, turn.turn_id)
+            resume = merged_keys(session.resume, turn.resume)
+            await tx.execute(_RESUME, {"p_session": session_id, "p_resume": resume})
+        await end_turn_lease(tx, turn.turn_id)
         return TurnRecord(
             id=turn.turn_id,
-            chat_id=chat_id,
+            session_id=session_id,
             assistant_id=assistant_id,
             status=turn.status,
             usage=turn.usage,
@@ -216,62 +316,58 @@ class TurnRepository:
             messages=tuple(messages),
         )
 
-    async def _refused(self, session: AsyncSession, turn: FinishedTurn) -> NoReturn:
-        """Why the chat's row did not take the turn's end: no such chat, the turn ended already,
+    async def _refused(self, tx: AsyncSession, turn: FinishedTurn) -> NoReturn:
+        """Why the session's row did not take the turn's end: no such session, the turn ended already,
         or (its compare-and-set lost) events that do not continue the log.
 
         Raises: RecordNotFound, RecordExists, EventSequenceError.
         """
-        last = await session.scalar(select(_CHATS.c.last_seq).where(_CHATS.c.id == turn.chat_id))
+        last = await tx.scalar(select(_SESSIONS.c.last_seq).where(_SESSIONS.c.id == turn.session_id))
         if last is None:
-            raise RecordNotFound("chat", turn.chat_id)
-        status = await session.scalar(select(_TURNS.c.status).where(_TURNS.c.id == turn.turn_id))
+            raise RecordNotFound("session", turn.session_id)
+        status = await tx.scalar(select(_TURNS.c.status).where(_TURNS.c.id == turn.turn_id))
         if status is not None and status != RUNNING:
             raise RecordExists("turn", turn.turn_id)
-        raise EventSequenceError(turn.chat_id, expected=last + 1, got=turn.events[0].seq)
+        raise EventSequenceError(turn.session_id, expected=last + 1, got=turn.events[0].seq)
 
-    async def previous(self, chat_id: str, turn_id: str) -> TurnSummary | None:
-        """The chat's last turn other than `turn_id` (the one running), without its messages;
+    async def previous(self, session_id: str, turn_id: str) -> TurnSummary | None:
+        """The session's last turn other than `turn_id` (the one running), without its messages;
         None when there is none."""
-        query = (
-            select(TurnRow.id, TurnRow.assistant_id, TurnRow.status)
-            .where(TurnRow.chat_id == chat_id, TurnRow.id != turn_id)
-            .order_by(TurnRow.created_at.desc(), TurnRow.id.desc())
-            .limit(1)
-        )
-        async with self._db.read() as session:
-            row = (await session.execute(query)).first()
+        async with self._db.query() as conn:
+            row = (await conn.execute(_PREVIOUS, {"p_session": session_id, "p_turn": turn_id})).first()
         if row is None:
             return None
         return TurnSummary(id=row.id, assistant_id=row.assistant_id, status=row.status)
 
     async def get(self, turn_id: str) -> TurnRecord | None:
-        async with self._db.read() as session:
-            row = await session.get(TurnRow, turn_id)
-            return None if row is None else await _turn_record(session, row)
+        async with self._db.read() as tx:
+            row = await tx.get(TurnRow, turn_id)
+            return None if row is None else await _turn_record(tx, row)
 
-    async def of_chat(self, chat_id: str) -> list[TurnRecord]:
-        """The chat's turns, oldest first."""
-        query = select(TurnRow).where(TurnRow.chat_id == chat_id).order_by(TurnRow.created_at, TurnRow.id)
-        async with self._db.read() as session:
-            return [await _turn_record(session, row) for row in await session.scalars(query)]
+    async def of_session(self, session_id: str) -> list[TurnRecord]:
+        """The session's turns, oldest first."""
+        query = (
+            select(TurnRow).where(TurnRow.session_id == session_id).order_by(TurnRow.created_at, TurnRow.id)
+        )
+        async with self._db.read() as tx:
+            return [await _turn_record(tx, row) for row in await tx.scalars(query)]
 
-    async def usage(self, chat_id: str) -> Usage:
-        """The chat's cumulative usage: its turns' usages summed."""
-        query = select(TurnRow.usage).where(TurnRow.chat_id == chat_id)
+    async def usage(self, session_id: str) -> Usage:
+        """The session's cumulative usage: its turns' usages summed."""
+        query = select(TurnRow.usage).where(TurnRow.session_id == session_id)
         total = Usage(scope="cumulative")
-        async with self._db.read() as session:
-            for data in await session.scalars(query):
+        async with self._db.read() as tx:
+            for data in await tx.scalars(query):
                 total = total + Usage.model_validate(data)
         return total
 
 
-async def _turn_record(session: AsyncSession, row: TurnRow) -> TurnRecord:
+async def _turn_record(tx: AsyncSession, row: TurnRow) -> TurnRecord:
     query = select(MessageRow).where(MessageRow.turn_id == row.id).order_by(MessageRow.sequence)
-    messages = tuple(message_record(m) for m in await session.scalars(query))
+    messages = tuple(message_record(m) for m in await tx.scalars(query))
     return TurnRecord(
         id=row.id,
-        chat_id=row.chat_id,
+        session_id=row.session_id,
         assistant_id=row.assistant_id,
         status=row.status,
         usage=Usage.model_validate(row.usage),

@@ -73,9 +73,9 @@ class WsTicketRepository:
         Raises:
             StoreError: the database failed.
         """
-        async with self._db.write() as session:
-            await session.execute(_PRUNE)
-            await session.execute(
+        async with self._db.write() as tx:
+            await tx.execute(_PRUNE)
+            await tx.execute(
                 _ISSUE.bindparams(
                     hash=digest,
                     key_id=holder.key_id,
@@ -92,8 +92,8 @@ class WsTicketRepository:
         Raises:
             StoreError: the database failed.
         """
-        async with self._db.write() as session:
-            row = (await session.execute(_REDEEM.bindparams(hash=digest))).one_or_none()
+        async with self._db.write() as tx:
+            row = (await tx.execute(_REDEEM.bindparams(hash=digest))).one_or_none()
         if row is None:
             return None
         return TicketHolder(key_id=row[0], name=row[1], owner=row[2], role=row[3])

@@ -132,7 +132,7 @@ class TurnBuilder:
         assistant_id: str,
         *,
         assistant_name: str | None = None,
-        chat_id: str | None = None,
+        session_id: str | None = None,
         metadata: dict[str, JsonValue] | None = None,
     ) -> list[Event]:
         self._live()
@@ -144,7 +144,7 @@ class TurnBuilder:
             assistant_id=assistant_id,
             assistant_name=assistant_name,
             runner=self._runner,
-            chat_id=chat_id,
+            chat_id=session_id,
             metadata=metadata,
         )
         return [self._event(props)]

@@ -28,6 +28,7 @@ class StreamStart(_Props):
     assistant_name: str | None = None
     runner: str | None = None
     chat_id: str | None = None
+    """The session's id under Yao's name for it (a Yao client reads `stream_start.chat_id`)."""
     metadata: SerializeAsAny[dict[str, JsonValue] | None] = None
 
 

@@ -6,7 +6,7 @@
 
 from runners.claude.adapter import INTERRUPT, ClaudeAdapter, user_line
 from runners.claude.options import ClaudeOptions
-from runners.claude.session import session_id, session_id_for
+from runners.claude.session import claude_session_id, claude_session_id_for
 from runners.claude.translator import INTERRUPT_REQUEST_ID, ClaudeTranslator
 
 CLI_VERSION = "2.1.197"
@@ -19,7 +19,7 @@ __all__ = [
     "ClaudeAdapter",
     "ClaudeOptions",
     "ClaudeTranslator",
-    "session_id",
-    "session_id_for",
+    "claude_session_id",
+    "claude_session_id_for",
     "user_line",
 ]

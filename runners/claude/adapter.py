@@ -32,7 +32,7 @@ from runners.claude.environment import claude_env
 from runners.claude.mcp import allowlist_hooks, mcp_config, server_name, with_allowlist
 from runners.claude.options import ClaudeOptions
 from runners.claude.permissions import ASKING_MODE, PROMPT_TOOL_FLAGS, QUESTION_TOOL, permission_settings
-from runners.claude.session import LAUNCHER, LAUNCHER_NAME, session_id
+from runners.claude.session import LAUNCHER, LAUNCHER_NAME, claude_session_id
 from runners.claude.translator import INTERRUPT_REQUEST_ID, ClaudeTranslator
 
 STREAM_FLAGS: tuple[str, ...] = (
@@ -144,7 +144,7 @@ class ClaudeAdapter:
             flags += ["--disallowedTools", *disallowed]
         if allowed:
             flags += ["--allowedTools", *allowed]
-        sid = session_id(turn.assistant_id, turn.chat_id, turn.resume)
+        sid = claude_session_id(turn.assistant_id, turn.session_id, turn.resume)
         return RunnerExec(
             argv=("sh", "-c", LAUNCHER, LAUNCHER_NAME, sid, *flags),
             env=env,
@@ -157,7 +157,8 @@ class ClaudeAdapter:
         )
 
     def translator(self, builder: TurnBuilder, turn: TurnRequest) -> ClaudeTranslator:
-        return ClaudeTranslator(builder, session_id=session_id(turn.assistant_id, turn.chat_id, turn.resume))
+        sid = claude_session_id(turn.assistant_id, turn.session_id, turn.resume)
+        return ClaudeTranslator(builder, session_id=sid)
 
     def _relative(self, path: PurePosixPath) -> str:
         """`path` relative to the workspace root, as `FileWrite.path` wants it."""

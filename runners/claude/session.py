@@ -1,7 +1,7 @@
 """Claude Code conversation ids, and the launcher that picks `--session-id` or `--resume`.
 
 Claude Code keeps a conversation in `$HOME/.claude/projects/<cwd>/<session id>.jsonl`. Cage
-chooses the id itself (a UUIDv5 of assistant and chat), so the id is known before the CLI runs.
+chooses the id itself (a UUIDv5 of assistant and session), so the id is known before the CLI runs.
 Whether the conversation already exists is a fact about the workspace, not about Cage's store:
 a first turn that failed on a model error has still created it, and a lost store has not
 deleted it. Measured on 2.1.197, `--session-id` on an existing id exits 1 ("Session ID … is
@@ -32,16 +32,16 @@ LAUNCHER_NAME = "cage-claude"
 """`$0` of the launcher (what `ps` shows until `exec`)."""
 
 
-def session_id_for(assistant_id: str, chat_id: str) -> str:
-    """The deterministic Claude session id of one (assistant, chat) conversation."""
-    return str(uuid.uuid5(SESSION_NAMESPACE, f"{assistant_id}\x00{chat_id}"))
+def claude_session_id_for(assistant_id: str, session_id: str) -> str:
+    """The deterministic Claude session id of one (assistant, session) conversation."""
+    return str(uuid.uuid5(SESSION_NAMESPACE, f"{assistant_id}\x00{session_id}"))
 
 
-def session_id(assistant_id: str, chat_id: str, resume: Mapping[str, str]) -> str:
+def claude_session_id(assistant_id: str, session_id: str, resume: Mapping[str, str]) -> str:
     """The id to run this turn with: the one the previous turn reported, if it is a UUID, else
     the deterministic one."""
     reported = resume.get(RESUME_KEY, "")
     try:
         return str(uuid.UUID(reported))
     except ValueError:
-        return session_id_for(assistant_id, chat_id)
+        return claude_session_id_for(assistant_id, session_id)

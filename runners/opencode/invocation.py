@@ -59,7 +59,7 @@ def drive_for(turn: TurnRequest, options: OpencodeOptions) -> DriveMode:
 
 
 def title_for(turn: TurnRequest) -> str:
-    return f"cage {turn.assistant_id} {turn.chat_id}"
+    return f"cage {turn.assistant_id} {turn.session_id}"
 
 
 def control_prompt(prompt: str) -> bytes:

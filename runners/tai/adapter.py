@@ -110,7 +110,7 @@ def tai_turn(turn: TurnRequest) -> TaiTurn:
     options = model_options(turn.connector, turn.package_options)
     return TaiTurn(
         assistant_id=turn.assistant_id,
-        session_id=turn.chat_id,
+        session_id=turn.session_id,
         turn_id=turn.turn_id,
         prompt=turn.prompt,
         system=turn.system_prompt,

@@ -83,7 +83,7 @@ class TaiTurn(BaseModel):
     v: Literal[1] = 1
     assistant_id: str
     session_id: str
-    """The chat; sub-agents get child sessions below it."""
+    """The session; sub-agents get child sessions below it."""
     turn_id: str
     prompt: str = Field(min_length=1)
     system: str = ""

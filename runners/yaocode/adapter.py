@@ -8,7 +8,7 @@ container through the turn's `LoopTurn.tools`, stdio MCP servers through `LoopTu
 Checkpoints go to `<state_dir>/checkpoints/<turn_id>.json` after every step, and the run's
 trace (rounds, tool calls with their timing and metadata, sub-agent sessions) to
 `<state_dir>/traces/<turn_id>.json`. A completed turn is the starting point of the next turn in
-the same chat (`RESUME_KEY` in the resume state).
+the same session (`RESUME_KEY` in the resume state).
 """
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ RESUME_KEY = "turn_id"
 
 
 async def _history(checkpoints: JsonFileCheckpoints, turn: LoopTurn) -> list[ChatMessage]:
-    """The messages of the chat's last completed yaocode turn, if its checkpoint is still there."""
+    """The messages of the session's last completed yaocode turn, if its checkpoint is still there."""
     previous = turn.resume.get(RESUME_KEY)
     if not previous:
         return []
     checkpoint = await checkpoints.load(previous)
     if checkpoint is None:
-        log.warning("yaocode.history_missing", chat_id=turn.chat_id, turn_id=previous)
+        log.warning("yaocode.history_missing", session_id=turn.session_id, turn_id=previous)
         return []
     return list(checkpoint.messages)
 
@@ -153,7 +153,7 @@ class YaocodeAdapter:
                     builder,
                     watch.stop,
                     emit=watch.emit,
-                    session_id=turn.chat_id,
+                    session_id=turn.session_id,
                     turn_id=turn.turn_id,
                 )
                 tg.cancel_scope.cancel()

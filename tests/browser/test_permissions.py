@@ -38,7 +38,7 @@ STEPS: list[dict[str, Any]] = [
     {"tool": "question", "args": {"question": "Which colour?", "options": ["red", "blue"]}},
     {"text": "**Done**: the colour is noted."},
 ]
-CHAT = f"browser-perm-{TEST_RUN_ID[:8]}"
+SESSION = f"browser-perm-{TEST_RUN_ID[:8]}"
 T = TypeVar("T")
 
 
@@ -92,7 +92,7 @@ def test_deny_allow_and_answer_from_the_page(
     wait(browser, lambda b: b.find_element(By.ID, "key")).send_keys(keys["dev"])
     browser.find_element(By.CSS_SELECTOR, ".key-form button[type=submit]").click()
     wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "table.list[aria-label='Your sessions']"))
-    browser.get(f"{server.base_url}/ui/#/s/{CHAT}?assistant=native.yaocode")
+    browser.get(f"{server.base_url}/ui/#/s/{SESSION}?assistant=native.yaocode")
     wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".conn[data-state=live]"))
     browser.find_element(By.ID, "message").send_keys("Note my colour.")
     browser.find_element(By.ID, "send").click()

@@ -40,8 +40,8 @@ STEPS: list[dict[str, Any]] = [
     {"text": "**Done**: one line added to `turns.txt`."},
 ]
 T = TypeVar("T")
-CHAT = f"browser-{TEST_RUN_ID[:8]}"
-"""This run's chat: its sandbox and workspace names derive from it, so two runs on one engine
+SESSION = f"browser-{TEST_RUN_ID[:8]}"
+"""This run's session: its sandbox and workspace names derive from it, so two runs on one engine
 never share a box (a `slow` file one leaves would stall the other's first turn)."""
 
 
@@ -147,7 +147,7 @@ def test_watch_steer_and_administer_a_session(
     picker = Select(wait(browser, lambda b: b.find_element(By.ID, "new-assistant")))
     wait(browser, lambda b: "e2e.claude" in [o.get_attribute("value") for o in picker.options])
     picker.select_by_value("e2e.claude")
-    browser.find_element(By.ID, "new-chat").send_keys(CHAT)
+    browser.find_element(By.ID, "new-session").send_keys(SESSION)
     browser.find_element(By.CSS_SELECTOR, ".new-session button[type=submit]").click()
     wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".conn").text == "live")
     assert keys["dev"] not in browser.current_url
@@ -213,7 +213,7 @@ def test_watch_steer_and_administer_a_session(
         assert browser.find_element(By.ID, "interrupt").is_enabled()
 
         def caught_up(b: webdriver.Chrome) -> bool:  # the whole log, then live (the turn goes on)
-            logged = http.get(f"/v1/sessions/{CHAT}", headers=user).json()["last_seq"]
+            logged = http.get(f"/v1/sessions/{SESSION}", headers=user).json()["last_seq"]
             return bool(timeline_state(b)["lastSeq"] == logged)
 
         wait(browser, caught_up, 30)
@@ -236,7 +236,7 @@ def test_watch_steer_and_administer_a_session(
 
         final = timeline_state(browser)
         assert_no_duplicates(final)
-        events = http.get(f"/v1/sessions/{CHAT}/events", headers=user, params={"limit": 1000}).json()
+        events = http.get(f"/v1/sessions/{SESSION}/events", headers=user, params={"limit": 1000}).json()
         assert final["lastSeq"] == events["last_seq"] == len(events["events"])
         tools = {e["message_id"] for e in events["events"] if e["type"] == "execute"}
         shown = {m for t in final["turns"] for m in t["messages"]}
@@ -255,7 +255,7 @@ def test_watch_steer_and_administer_a_session(
 
         # -- the sessions list shows the session ----------------------------------------------
         browser.find_element(By.CSS_SELECTOR, "[data-nav=sessions]").click()
-        listed = wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, f"tr[data-chat-id={CHAT}]"))[0]
+        listed = wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, f"tr[data-session-id={SESSION}]"))[0]
         assert "e2e.claude" in listed.text and "idle" in listed.text
 
         # -- the admin view: the session's sandbox, stopped from the page -------------------------

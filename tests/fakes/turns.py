@@ -28,7 +28,7 @@ from orchestrator.errors import Conflict
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.contract import Admit, Release, TurnIds, TurnInput
 from orchestrator.pipeline.handle import is_root_end
-from orchestrator.pipeline.service import busy, open_chat
+from orchestrator.pipeline.service import busy, open_session
 from orchestrator.store import Store
 from orchestrator.stream import (
     Event,
@@ -128,41 +128,41 @@ class FakeTurnService:
         await self._tg.__aexit__(exc_type, exc, tb)
 
     async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> FakeTurn:
-        previous = self._running.get(turn.chat_id)
+        previous = self._running.get(turn.session_id)
         if previous is not None and previous.ending:
             await previous.result()
-        if turn.chat_id in self._running:
-            raise Conflict(busy(turn.chat_id))
+        if turn.session_id in self._running:
+            raise Conflict(busy(turn.session_id))
         release: Release | None = None
         if admit is not None:
             assert self.assistants is not None, "FakeTurnService(assistants=...) resolves for admit"
             release = admit(await self.assistants.get(turn.assistant_id))
-        chat = await open_chat(self.store, turn)
-        if turn.chat_id not in self._emitters:
-            self._emitters[turn.chat_id] = SessionEmitter.resume(turn.chat_id, chat.last_seq)
+        session = await open_session(self.store, turn)
+        if turn.session_id not in self._emitters:
+            self._emitters[turn.session_id] = SessionEmitter.resume(turn.session_id, session.last_seq)
         handle = FakeTurn(turn)
         handle.release = release
         self.started.append(turn)
-        self._running[turn.chat_id] = handle
+        self._running[turn.session_id] = handle
         self._turns[turn.turn_id] = handle
         assert self._tg is not None
         self._tg.start_soon(self._run, handle)
         return handle
 
-    def running(self, chat_id: str) -> FakeTurn | None:
-        return self._running.get(chat_id)
+    def running(self, session_id: str) -> FakeTurn | None:
+        return self._running.get(session_id)
 
     def turn(self, turn_id: str) -> FakeTurn | None:
         handle = self._turns.get(turn_id)
         return handle if handle is not None and handle.result_value is None else None
 
-    async def subscribe(self, chat_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+    async def subscribe(self, session_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
         send, receive = anyio.create_memory_object_stream[Event](math.inf)
-        self._subscribers[chat_id].add(send)
+        self._subscribers[session_id].add(send)
         try:
             last = after_seq
             while True:
-                page = await self.store.events.after(chat_id, last, PAGE)
+                page = await self.store.events.after(session_id, last, PAGE)
                 for event in page:
                     last = event.seq
                     yield event
@@ -173,7 +173,7 @@ class FakeTurnService:
                     last = event.seq
                     yield event
         finally:
-            self._subscribers[chat_id].discard(send)
+            self._subscribers[session_id].discard(send)
             send.close()
             receive.close()
 
@@ -184,13 +184,13 @@ class FakeTurnService:
             await handle.result()
 
     async def _emit(self, handle: FakeTurn, events: list[Event]) -> None:
-        emitter = self._emitters[handle.chat_id]
+        emitter = self._emitters[handle.session_id]
         stamped = emitter.stamp_all(events, turn_id=handle.turn_id)
         with anyio.CancelScope(shield=True):  # a cancel lands between events, never inside a write
-            await self.store.events.append(handle.chat_id, stamped)
+            await self.store.events.append(handle.session_id, stamped)
         for event in stamped:
             handle.push(event)
-            for subscriber in list(self._subscribers[handle.chat_id]):
+            for subscriber in list(self._subscribers[handle.session_id]):
                 subscriber.send_nowait(event)
 
     async def _run(self, handle: FakeTurn) -> None:
@@ -201,7 +201,7 @@ class FakeTurnService:
         try:
             with handle.scope:
                 await self._emit(
-                    handle, builder.stream_start(handle.input.assistant_id, chat_id=handle.chat_id)
+                    handle, builder.stream_start(handle.input.assistant_id, session_id=handle.session_id)
                 )
                 status, error = await self._script(handle, builder, text)
             if handle.scope.cancelled_caught:
@@ -213,7 +213,7 @@ class FakeTurnService:
                 end = next(e for e in reversed(handle.emitted) if isinstance(e, LifecycleEvent))
                 assert isinstance(end.props, StreamEnd)
                 await anyio.sleep(self.settle)
-                self._running.pop(handle.chat_id, None)
+                self._running.pop(handle.session_id, None)
                 if handle.release is not None:
                     handle.release()
                 handle.finish(

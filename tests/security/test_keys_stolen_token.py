@@ -81,7 +81,7 @@ async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_
         before = len(server.requests.all())
         ws_thief, ws_victim = checkout(tmp_path / "thief"), checkout(tmp_path / "victim")
         first = await pipeline.start(TurnInput(
-            assistant_id=thief, owner="mallory", chat_id="c-thief", messages=(InputMessage(content="go"),),
+            assistant_id=thief, owner="mallory", session_id="c-thief", messages=(InputMessage(content="go"),),
             options=TurnOptions(host_workspace=ws_thief),
         ))
         assert (await first.result()).status == "completed"
@@ -95,7 +95,7 @@ async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_
 
         (ws_victim / "stolen.txt").write_text(stolen)
         second = await pipeline.start(TurnInput(
-            assistant_id=victim, owner="alice", chat_id="c-victim", messages=(InputMessage(content="go"),),
+            assistant_id=victim, owner="alice", session_id="c-victim", messages=(InputMessage(content="go"),),
             options=TurnOptions(host_workspace=ws_victim),
         ))
         assert (await second.result()).status == "completed"

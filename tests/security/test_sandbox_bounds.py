@@ -36,7 +36,7 @@ async def test_disk_fill_fails_the_agents_own_write_and_spares_the_host(
     manager = make_manager(workspace_tmpfs_bytes=16 * MiB)
     database = tmp_path / "cage.db"
     database.write_bytes(b"orchestrator state")
-    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), chat_id="fill"))
+    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="fill"))
     _, code, stderr = await sh(manager, lease, "dd if=/dev/zero of=/workspace/fill bs=1M count=200")
     assert code != 0 and b"No space left on device" in stderr
     lines, _, _ = await sh(manager, lease, "du -sm /workspace | cut -f1; echo more >> /workspace/x || echo full")
@@ -57,8 +57,8 @@ async def test_fork_bomb_hits_the_pids_limit_only(
     make_manager: Any, tmp_path: Path, docker_engine: docker.DockerClient
 ) -> None:
     manager = make_manager()
-    bomb = await manager.acquire(request(tmp_path, spec(lifecycle="session", computer={"pids": 64}), chat_id="b"))
-    bystander = await manager.acquire(request(tmp_path, spec(lifecycle="session"), chat_id="ok"))
+    bomb = await manager.acquire(request(tmp_path, spec(lifecycle="session", computer={"pids": 64}), session_id="b"))
+    bystander = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="ok"))
     host_pids = await _host_pids()
     async with anyio.create_task_group() as tg:
         tg.start_soon(sh, manager, bomb, "exec 2>/workspace/bomb.err; f() { f | f & }; f; exec bash -c 'while :; do sleep 30 & done'")

@@ -50,7 +50,7 @@ async def _growing(manager: Any, lease: Any) -> bool:
 async def test_detached_writers_are_gone_after_the_turn(make_manager: Any, tmp_path: Path, lifecycle: str) -> None:
     manager = make_manager()
     background = [{"action": "exec", "cmd": "exec sleep 3000", "background": True, "once": True}]
-    req = request(tmp_path, spec(lifecycle=lifecycle, prepare=background), chat_id="k1")
+    req = request(tmp_path, spec(lifecycle=lifecycle, prepare=background), session_id="k1")
     turn = await manager.acquire(req)
     assert (await sh(manager, turn, WRITERS))[0] == [b"started"]
     assert len(await _strays(manager, turn)) == 2
@@ -67,7 +67,7 @@ async def test_detached_writers_are_gone_after_the_turn(make_manager: Any, tmp_p
 @pytest.mark.parametrize("lifecycle", LIFECYCLES)
 async def test_detached_writers_are_gone_after_cancel(make_manager: Any, tmp_path: Path, lifecycle: str) -> None:
     manager = make_manager()
-    req = request(tmp_path, spec(lifecycle=lifecycle), chat_id="k2")
+    req = request(tmp_path, spec(lifecycle=lifecycle), session_id="k2")
     with anyio.move_on_after(3):
         async with manager.lease(req) as lease:
             await sh(manager, lease, WRITERS + "; sleep 600")  # cancelled mid-turn
@@ -80,7 +80,7 @@ async def test_detached_writers_are_gone_after_cancel(make_manager: Any, tmp_pat
 
 async def test_no_world_writable_control_files(make_manager: Any, tmp_path: Path) -> None:
     manager = make_manager()
-    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), chat_id="k3"))
+    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="k3"))
     lines, _, _ = await sh(manager, lease, "ls -d /tmp/.cage-exec 2>/dev/null; find / -xdev -perm -0002 -type f 2>/dev/null")
     assert lines == []
     await manager.release(lease)
@@ -99,7 +99,7 @@ async def test_opencodes_resident_server_survives_and_a_lookalike_does_not(
     )
     req = request(
         tmp_path, SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "opencode"}, "lifecycle": "session"})
-    ).model_copy(update={"chat_id": "oc"})
+    ).model_copy(update={"session_id": "oc"})
     try:
         turn = await manager.acquire(req)
         start = (

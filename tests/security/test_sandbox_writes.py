@@ -27,7 +27,7 @@ pytestmark = pytest.mark.docker
 
 async def test_attachment_through_an_etc_symlink_lands_in_attachments(make_manager: Any, tmp_path: Path) -> None:
     manager = make_manager()
-    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), chat_id="c1"))
+    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="c1"))
     plant = "rm -rf /workspace/attachments; ln -s /etc /workspace/attachments; echo orig > /tmp/victim"
     assert (await sh(manager, lease, plant))[1] == 0
     await write_attachments(manager, lease, [Attachment(name="cage-planted", content=b"payload")])
@@ -49,7 +49,7 @@ async def test_attachment_through_an_etc_symlink_lands_in_attachments(make_manag
 async def test_no_root_side_write_or_chown_through_a_planted_root_link(make_manager: Any, tmp_path: Path) -> None:
     """The `.cage -> /` trick: a write below it used to chown the container's `/` to uid 1000."""
     manager = make_manager()
-    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), chat_id="c2"))
+    lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="c2"))
     await sh(manager, lease, "ln -s / /workspace/.cage-state; ln -s /usr/bin /workspace/bin")
     entry = FileEntry(path=".cage-state/etc/cage-x", content=b"x", uid=1000, gid=1000)
     await manager.backend.put_files(lease.ref, "/workspace", [entry])

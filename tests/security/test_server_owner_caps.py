@@ -1,7 +1,7 @@
 """M6: one owner's share of a real server (uvicorn, SQLite, fake engine and turns) is capped.
 
 Past `CAGE_MAX_EVENT_STREAMS_PER_OWNER` SSE follows, `CAGE_MAX_TURNS_PER_OWNER` running turns
-(one process: the server's own count) or `CAGE_MAX_CHATS_PER_OWNER` chats the owner is refused
+(one process: the server's own count) or `CAGE_MAX_SESSIONS_PER_OWNER` sessions the owner is refused
 with 429 and the error's code (close 4429 on a websocket); another owner is still served, and
 what the owner gave back (a closed stream, an ended turn) is room again. The websocket cap is in
 `test_server_websockets.py`.
@@ -33,14 +33,14 @@ async def serving(tmp_path: Path, **config: Any) -> AsyncIterator[Served]:
         running.server.stop()
 
 
-async def open_session(served: Served, who: str, chat: str) -> None:
-    """Create `who`'s session `chat` the way a client does: a websocket that names the assistant."""
-    async with connect(ws_url(served, chat), additional_headers=served.auth(who)) as conn:
+async def open_session(served: Served, who: str, session: str) -> None:
+    """Create `who`'s session `session` the way a client does: a websocket that names the assistant."""
+    async with connect(ws_url(served, session), additional_headers=served.auth(who)) as conn:
         assert json.loads(await conn.recv())["type"] == "session.ready"
 
 
-def turn(chat: str, text: str) -> dict[str, Any]:
-    return {"chat_id": chat, "messages": [{"role": "user", "content": text}]}
+def turn(session: str, text: str) -> dict[str, Any]:
+    return {"session_id": session, "messages": [{"role": "user", "content": text}]}
 
 
 async def test_an_owners_event_streams_past_its_cap_are_refused(tmp_path: Path) -> None:
@@ -105,9 +105,9 @@ async def test_an_owners_running_turns_past_its_cap_are_refused(tmp_path: Path) 
             await alice.post(f"/v1/chat/completions/{second.headers[TURN_HEADER]}/interrupt")
 
 
-async def test_an_owners_chats_past_its_cap_are_refused_on_http_and_websocket(tmp_path: Path) -> None:
+async def test_an_owners_sessions_past_its_cap_are_refused_on_http_and_websocket(tmp_path: Path) -> None:
     async with (
-        serving(tmp_path, max_chats_per_owner=3) as served,
+        serving(tmp_path, max_sessions_per_owner=3) as served,
         httpx.AsyncClient(base_url=served.url, headers=served.auth("alice"), timeout=30) as alice,
     ):
         route = "/v1/assistants/tests.echo/stream"
@@ -117,18 +117,18 @@ async def test_an_owners_chats_past_its_cap_are_refused_on_http_and_websocket(tm
 
         refused = await alice.post(route, json=turn("c-4", "hello"))
         assert refused.status_code == 429, refused.text
-        assert refused.json()["code"] == "owner_chats_full"
-        assert "chat limit reached for owner alice: at most 3" in refused.json()["detail"]
+        assert refused.json()["code"] == "owner_sessions_full"
+        assert "session limit reached for owner alice: at most 3" in refused.json()["detail"]
         frame, code = await refusal(ws_url(served, "c-5"), served.auth("alice"))
-        assert frame["code"] == "capacity" and "chat limit reached for owner alice" in frame["message"]
+        assert frame["code"] == "capacity" and "session limit reached for owner alice" in frame["message"]
         assert code == 4429
         listed = (await alice.get("/v1/sessions")).json()
         assert sorted(s["id"] for s in listed) == ["c-1", "c-2", "c-3"]  # nothing was created
 
-        again = await alice.post(route, json=turn("c-1", "again"))  # its existing chats still work
+        again = await alice.post(route, json=turn("c-1", "again"))  # its existing sessions still work
         assert again.status_code == 200 and "echo: again" in again.text
         await open_session(served, "bob", "c-4")  # another owner has its own count
 
         assert (await alice.delete("/v1/sessions/c-2")).status_code == 204
-        room = await alice.post(route, json=turn("c-4", "hello"))  # a deleted chat makes room
+        room = await alice.post(route, json=turn("c-4", "hello"))  # a deleted session makes room
         assert room.status_code == 200 and "echo: hello" in room.text

@@ -73,8 +73,8 @@ def revoke_keys_of(served: Served, owner: str) -> None:
     served.server.call(run())
 
 
-def ws_url(served: Served, chat: str, query: str = "assistant_id=tests.echo") -> str:
-    return f"{served.server.ws_url}/v1/sessions/{chat}/ws?{query}"
+def ws_url(served: Served, session: str, query: str = "assistant_id=tests.echo") -> str:
+    return f"{served.server.ws_url}/v1/sessions/{session}/ws?{query}"
 
 
 async def test_a_browser_origin_websocket_is_refused(served: Served) -> None:
@@ -133,20 +133,20 @@ async def test_a_ticket_replaces_the_key_in_the_url_and_works_once(served: Serve
 
 
 @pytest.mark.parametrize(
-    ("chat", "query", "loc"),
+    ("session", "query", "loc"),
     [
-        ("..", "assistant_id=tests.echo", "path.chat_id"),
-        (".", "assistant_id=tests.echo", "path.chat_id"),
-        ("x" * 65, "assistant_id=tests.echo", "path.chat_id"),
+        ("..", "assistant_id=tests.echo", "path.session_id"),
+        (".", "assistant_id=tests.echo", "path.session_id"),
+        ("x" * 65, "assistant_id=tests.echo", "path.session_id"),
         ("s-bad", "assistant_id=tests.echo&after_seq=abc", "query.after_seq"),
         ("s-bad", "assistant_id=tests.echo&after_seq=-1", "query.after_seq"),
         ("s-bad", "assistant_id=tests.echo&after_seq=99", "query.after_seq"),
     ],
 )
 async def test_bad_parameters_are_named_and_closed_with_4400(
-    served: Served, chat: str, query: str, loc: str
+    served: Served, session: str, query: str, loc: str
 ) -> None:
-    frame, code = await refusal(ws_url(served, chat, query), served.auth("alice"))
+    frame, code = await refusal(ws_url(served, session, query), served.auth("alice"))
     assert frame["code"] == "invalid" and code == 4400
     assert [f["loc"] for f in frame["fields"]] == [loc], frame
 

@@ -38,10 +38,10 @@ def served(app: App, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServerTh
     monkeypatch.setenv("FAKE_MODEL_KEY", "sk-fake-e2e-key-123456")
     app.server.add_scenario("hostile", [{"text": HOSTILE}])
     app.assistant("claude", scenario="hostile")  # writes the fake-claude-hostile connector
-    chat = app.root / "assistants" / "e2e" / "page"
-    chat.mkdir(parents=True)
-    (chat / "package.yao").write_text('{"name": "page", "connector": "fake-claude-hostile"}')
-    (chat / "prompts.yml").write_text("- role: system\n  content: Answer.\n")
+    session = app.root / "assistants" / "e2e" / "page"
+    session.mkdir(parents=True)
+    (session / "package.yao").write_text('{"name": "page", "connector": "fake-claude-hostile"}')
+    (session / "prompts.yml").write_text("- role: system\n  content: Answer.\n")
     settings = Settings(app_dir=app.root, data_dir=app.data_dir, sandbox_labels=app.labels,
                         bootstrap_admin_key=BOOTSTRAP_KEY, reaper_interval=3600.0)
     keys = create_keys(settings, {"dev": ("user", "dev")})

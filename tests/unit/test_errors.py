@@ -56,6 +56,7 @@ ROOTLESS = {
     "DriverError": "runners/opencode/incontainer/serve_driver.py: a standard-library script in the box",
     "LogMoved": "orchestrator/store/log_writer.py: the group commit writes the batch again, append by append",
     "_JobFailed": "orchestrator/store/events.py: the group commit writes the batch again, item by item",
+    "Refused": "orchestrator/store/turn_writer.py: the turn's begin or end is written again by the ORM path",
 }
 """The exception classes outside the tree, and why: none of them reaches a client, a turn's events
 or the CLI's exit code as itself."""

@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict
 from orchestrator.api.dependencies import CallerDep, CatalogDep, SessionsDep, StateDep
 from orchestrator.api.event_stream import sse_response
 from orchestrator.api.openai_compat import (
+    LEGACY_SESSION_HEADER,
+    SESSION_HEADER,
     ChatCompletionRequest,
     Interrupt,
     Model,
@@ -23,7 +25,11 @@ from orchestrator.api.openai_compat import (
 from orchestrator.stream import CompletionWithError
 
 router = APIRouter(prefix="/v1", tags=["openai"])
-ChatHeader = Annotated[str | None, Header(alias="X-Cage-Chat-Id")]
+SessionHeader = Annotated[str | None, Header(alias=SESSION_HEADER)]
+LegacySessionHeader = Annotated[
+    str | None,
+    Header(alias=LEGACY_SESSION_HEADER, deprecated=True, description=f"Old name of {SESSION_HEADER}."),
+]
 
 
 class TurnAccepted(BaseModel):
@@ -31,7 +37,7 @@ class TurnAccepted(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     turn_id: str
-    chat_id: str
+    session_id: str
     force: bool = False
 
 
@@ -52,24 +58,25 @@ async def chat_completions(
     body: ChatCompletionRequest,
     principal: CallerDep,
     state: StateDep,
-    x_cage_chat_id: ChatHeader = None,
+    x_cage_session_id: SessionHeader = None,
+    x_cage_chat_id: LegacySessionHeader = None,
     accept_language: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | StreamingResponse:
-    chat, handle = await start_completion(
-        state.sessions, principal, body, x_cage_chat_id, accept_language
+    session, handle = await start_completion(
+        state.sessions, principal, body, x_cage_session_id or x_cage_chat_id, accept_language
     )
     if body.stream:
-        return sse_response(completion_chunks(handle, body, state.turn_metrics), headers_for(chat, handle))
+        return sse_response(completion_chunks(handle, body, state.turn_metrics), headers_for(session, handle))
     answer = await completion(handle, body, state.turn_metrics)
     content = answer.model_dump(mode="json", exclude_none=True)
     if answer.cage_error is None:
-        return JSONResponse(content, headers=headers_for(chat, handle))
+        return JSONResponse(content, headers=headers_for(session, handle))
     # a failed turn is an error to an OpenAI client (HTTP 502 with OpenAI's error object), not a
     # 200 with finish_reason "stop"; what the turn produced before failing stays in the body
     failure = answer.cage_error
     content["error"] = {"message": failure.message, "type": failure.type, "param": None, "code": failure.code}
     # `x-should-retry: false`: OpenAI's clients retry a 5xx, and a retry would run the turn again
-    headers = {**headers_for(chat, handle), "x-should-retry": "false"}
+    headers = {**headers_for(session, handle), "x-should-retry": "false"}
     return JSONResponse(content, status_code=502, headers=headers)
 
 
@@ -78,5 +85,5 @@ async def interrupt_turn(
     turn_id: str, principal: CallerDep, sessions: SessionsDep, body: Interrupt | None = None
 ) -> TurnAccepted:
     force = body.force if body else False
-    chat = await sessions.interrupt_turn(principal, turn_id, force=force)
-    return TurnAccepted(turn_id=turn_id, chat_id=chat.client_id, force=force)
+    session = await sessions.interrupt_turn(principal, turn_id, force=force)
+    return TurnAccepted(turn_id=turn_id, session_id=session.client_id, force=force)

@@ -84,7 +84,7 @@ async def readyz(request: Request, state: StateDep) -> JSONResponse:
     """Ready: the database and the engine answer, each within `CAGE_READINESS_TIMEOUT` seconds."""
     services = state.services
     database, engine = await _both(
-        _probes.run(state, "database", lambda: services.store.chats.get("readyz")),
+        _probes.run(state, "database", lambda: services.store.sessions.get("readyz")),
         _probes.run(state, "engine", services.manager.backend.ping),
     )
     cluster = getattr(request.app.state, "cluster", None)

@@ -1,5 +1,5 @@
 """Memory: the caller's `user` memory (`/v1/memory/...`; an admin may add `?owner=`) and the
-`chat` memory of its own sessions (`/v1/sessions/{chat_id}/memory/...`)."""
+`session` memory of its own sessions (`/v1/sessions/{session_id}/memory/...`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 
 from orchestrator.api.dependencies import CallerDep, StateDep
-from orchestrator.api.limits import CHAT_ID
+from orchestrator.api.limits import SESSION_ID
 from orchestrator.api.memories import Memories, MemoryScopeRef, MemoryWrite
 from orchestrator.store import MemoryEntry
 
@@ -27,14 +27,14 @@ async def _user(principal: CallerDep, memories: MemoriesDep, owner: str | None =
     return await memories.user_scope(principal, owner)
 
 
-async def _chat(
-    chat_id: Annotated[str, Path(pattern=CHAT_ID)], principal: CallerDep, memories: MemoriesDep
+async def _session(
+    session_id: Annotated[str, Path(pattern=SESSION_ID)], principal: CallerDep, memories: MemoriesDep
 ) -> MemoryScopeRef:
-    return await memories.chat_scope(principal, chat_id)
+    return await memories.session_scope(principal, session_id)
 
 
 UserScope = Annotated[MemoryScopeRef, Depends(_user)]
-ChatScope = Annotated[MemoryScopeRef, Depends(_chat)]
+SessionScope = Annotated[MemoryScopeRef, Depends(_session)]
 
 
 @router.get("/v1/memory", response_model=list[str])
@@ -57,21 +57,23 @@ async def delete_user_key(key: Key, ref: UserScope, memories: MemoriesDep) -> No
     await memories.delete(ref, key)
 
 
-@router.get("/v1/sessions/{chat_id}/memory", response_model=list[str])
-async def chat_keys(ref: ChatScope, memories: MemoriesDep, prefix: str = "") -> list[str]:
+@router.get("/v1/sessions/{session_id}/memory", response_model=list[str])
+async def session_keys(ref: SessionScope, memories: MemoriesDep, prefix: str = "") -> list[str]:
     return await memories.keys(ref, prefix)
 
 
-@router.get("/v1/sessions/{chat_id}/memory/{key}", response_model=MemoryEntry)
-async def get_chat_key(key: Key, ref: ChatScope, memories: MemoriesDep) -> MemoryEntry:
+@router.get("/v1/sessions/{session_id}/memory/{key}", response_model=MemoryEntry)
+async def get_session_key(key: Key, ref: SessionScope, memories: MemoriesDep) -> MemoryEntry:
     return await memories.get(ref, key)
 
 
-@router.put("/v1/sessions/{chat_id}/memory/{key}", response_model=MemoryEntry)
-async def put_chat_key(key: Key, body: MemoryWrite, ref: ChatScope, memories: MemoriesDep) -> MemoryEntry:
+@router.put("/v1/sessions/{session_id}/memory/{key}", response_model=MemoryEntry)
+async def put_session_key(
+    key: Key, body: MemoryWrite, ref: SessionScope, memories: MemoriesDep
+) -> MemoryEntry:
     return await memories.put(ref, key, body)
 
 
-@router.delete("/v1/sessions/{chat_id}/memory/{key}", status_code=204)
-async def delete_chat_key(key: Key, ref: ChatScope, memories: MemoriesDep) -> None:
+@router.delete("/v1/sessions/{session_id}/memory/{key}", status_code=204)
+async def delete_session_key(key: Key, ref: SessionScope, memories: MemoriesDep) -> None:
     await memories.delete(ref, key)

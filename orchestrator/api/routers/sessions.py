@@ -19,16 +19,16 @@ from orchestrator.api.answers import REQUEST_ID, Answered, PermissionAnswerBody,
 from orchestrator.api.auth import Principal
 from orchestrator.api.dependencies import CallerDep, SessionsDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
-from orchestrator.api.limits import CHAT_ID, MAX_SEQ
+from orchestrator.api.limits import MAX_SEQ, SESSION_ID
 from orchestrator.api.session_socket import SocketParams, serve_session
 from orchestrator.api.sessions import SessionService, SessionView, session_view, session_views
 from orchestrator.errors import UsageError
-from orchestrator.store import ChatRecord
+from orchestrator.store import SessionRecord
 from orchestrator.store.events import MAX_READ
 from orchestrator.stream import Event, SSEEncoder
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
-ChatId = Annotated[str, Path(pattern=CHAT_ID)]
+SessionId = Annotated[str, Path(pattern=SESSION_ID)]
 RequestId = Annotated[str, Path(pattern=REQUEST_ID)]
 
 
@@ -44,11 +44,10 @@ async def list_sessions(
     principal: CallerDep,
     sessions: SessionsDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    parent: Annotated[str | None, Query(pattern=CHAT_ID)] = None,
+    parent: Annotated[str | None, Query(pattern=SESSION_ID)] = None,
 ) -> list[SessionView]:
     """The caller's sessions; `?parent=<id>`: the sub-agent child sessions of that session."""
-    chats = await sessions.sessions(principal, limit=limit, parent=parent)
-    return await session_views(sessions, chats)
+    return await session_views(sessions, await sessions.recent(principal, limit=limit, parent=parent))
 
 
 @dataclass(frozen=True)
@@ -68,28 +67,28 @@ def add_session_routes(router: APIRouter, whose: Callable[..., Any]) -> None:
     """Put the routes of one session on `router`; `whose` is the dependency that makes its `Whose`."""
     WhoseDep = Annotated[Whose, Depends(whose)]
 
-    @router.get("/{chat_id}", response_model=SessionView)
-    async def get_session(chat_id: ChatId, who: WhoseDep, sessions: SessionsDep) -> SessionView:
-        return await session_view(sessions, await sessions.get(who.principal, chat_id, owner=who.owner))
+    @router.get("/{session_id}", response_model=SessionView)
+    async def get_session(session_id: SessionId, who: WhoseDep, sessions: SessionsDep) -> SessionView:
+        return await session_view(sessions, await sessions.get(who.principal, session_id, owner=who.owner))
 
-    @router.get("/{chat_id}/events", response_model=EventPage, response_model_exclude_none=True)
+    @router.get("/{session_id}/events", response_model=EventPage, response_model_exclude_none=True)
     async def session_events(
-        chat_id: ChatId,
+        session_id: SessionId,
         who: WhoseDep,
         sessions: SessionsDep,
         after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_READ)] = 1000,
     ) -> EventPage:
-        events = await sessions.events(who.principal, chat_id, after_seq, limit, owner=who.owner)
+        events = await sessions.events(who.principal, session_id, after_seq, limit, owner=who.owner)
         return EventPage(events=events, last_seq=events[-1].seq if events else after_seq)
 
-    @router.delete("/{chat_id}", status_code=204)
-    async def delete_session(chat_id: ChatId, who: WhoseDep, sessions: SessionsDep) -> None:
-        await sessions.delete(who.principal, chat_id, owner=who.owner)
+    @router.delete("/{session_id}", status_code=204)
+    async def delete_session(session_id: SessionId, who: WhoseDep, sessions: SessionsDep) -> None:
+        await sessions.delete(who.principal, session_id, owner=who.owner)
 
-    @router.post("/{chat_id}/permissions/{request_id}", response_model=Answered)
+    @router.post("/{session_id}/permissions/{request_id}", response_model=Answered)
     async def answer_permission(
-        chat_id: ChatId,
+        session_id: SessionId,
         request_id: RequestId,
         body: PermissionAnswerBody,
         who: WhoseDep,
@@ -98,29 +97,31 @@ def add_session_routes(router: APIRouter, whose: Callable[..., Any]) -> None:
         """Answer a waiting `permission/request` (404 when none with that id waits); audited with the
         answering key."""
         await sessions.respond_permission(
-            who.principal, chat_id, request_id, body.decision, body.message, owner=who.owner
+            who.principal, session_id, request_id, body.decision, body.message, owner=who.owner
         )
         return Answered(request_id=request_id)
 
-    @router.post("/{chat_id}/questions/{request_id}", response_model=Answered)
+    @router.post("/{session_id}/questions/{request_id}", response_model=Answered)
     async def answer_question(
-        chat_id: ChatId,
+        session_id: SessionId,
         request_id: RequestId,
         body: QuestionAnswerBody,
         who: WhoseDep,
         sessions: SessionsDep,
     ) -> Answered:
         """Answer a waiting `question` (404 when none with that id waits)."""
-        await sessions.respond_question(who.principal, chat_id, request_id, body.answer, owner=who.owner)
+        await sessions.respond_question(who.principal, session_id, request_id, body.answer, owner=who.owner)
         return Answered(request_id=request_id)
 
 
 add_session_routes(router, own_sessions)
 
 
-async def _subscription(sessions: SessionService, chat: ChatRecord, after_seq: int) -> AsyncIterator[str]:
+async def _subscription(
+    sessions: SessionService, session: SessionRecord, after_seq: int
+) -> AsyncIterator[str]:
     encoder = SSEEncoder()
-    async for event in sessions.subscribe(chat, after_seq):
+    async for event in sessions.subscribe(session, after_seq):
         yield encoder.encode(event)
 
 
@@ -131,9 +132,9 @@ REVOKED_SSE = (
 )
 
 
-@router.get("/{chat_id}/stream", response_class=StreamingResponse)
+@router.get("/{session_id}/stream", response_class=StreamingResponse)
 async def follow_session(
-    chat_id: ChatId,
+    session_id: SessionId,
     principal: CallerDep,
     sessions: SessionsDep,
     state: StateDep,
@@ -142,18 +143,22 @@ async def follow_session(
 ) -> StreamingResponse:
     """Every event after `after_seq` (or `Last-Event-ID`, or from now), then live, as SSE; a
     keep-alive comment in silences; the stream ends if the key is revoked."""
-    chat = await sessions.get(principal, chat_id)
+    session = await sessions.get(principal, session_id)
     start = (
-        after_seq if after_seq is not None else last_event_id if last_event_id is not None else chat.last_seq
+        after_seq
+        if after_seq is not None
+        else last_event_id
+        if last_event_id is not None
+        else session.last_seq
     )
-    if start > chat.last_seq:
-        raise UsageError(f"after_seq {start} is past the session's last_seq {chat.last_seq}")
+    if start > session.last_seq:
+        raise UsageError(f"after_seq {start} is past the session's last_seq {session.last_seq}")
     state.caps.take("event stream", principal.owner)
 
     async def body() -> AsyncIterator[str]:
         try:
             async for item in watched(
-                _subscription(sessions, chat, start),
+                _subscription(sessions, session, start),
                 keepalive=state.config.sse_keepalive_seconds,
                 still_valid=lambda: state.auth.still_valid(principal),
                 check_every=state.config.revocation_check_interval,
@@ -181,10 +186,10 @@ async def websocket_ticket(principal: CallerDep, state: StateDep) -> WsTicket:
     return WsTicket(ticket=await state.tickets.issue(principal), expires_in=state.tickets.ttl)
 
 
-@router.websocket("/{chat_id}/ws")
+@router.websocket("/{session_id}/ws")
 async def session_socket(
     websocket: WebSocket,
-    chat_id: str,
+    session_id: str,
     state: StateDep,
     assistant_id: str | None = None,
     after_seq: str | None = None,
@@ -192,4 +197,4 @@ async def session_socket(
 ) -> None:
     """The session websocket; see docs/api.md for the frames. Parameters are checked after the
     handshake, so a bad one is answered with a `session.error` naming it and close code 4400."""
-    await serve_session(websocket, state, SocketParams.of(chat_id, assistant_id, after_seq), ticket)
+    await serve_session(websocket, state, SocketParams.of(session_id, assistant_id, after_seq), ticket)

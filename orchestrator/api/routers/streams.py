@@ -8,18 +8,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from orchestrator.api.dependencies import CallerDep, StateDep
 from orchestrator.api.event_stream import sse_response, watched
 from orchestrator.api.frames import AttachmentFrame
-from orchestrator.api.limits import CHAT_ID, MAX_TOKENS, MAX_TURN_SECONDS
+from orchestrator.api.limits import MAX_TOKENS, MAX_TURN_SECONDS, SESSION_ID
 from orchestrator.api.openai_compat import headers_for
 from orchestrator.api.sessions import SessionService
 from orchestrator.api.turn_metrics import TurnMetrics
 from orchestrator.dsl.locales import request_locale
 from orchestrator.pipeline import ClientOptions, InputMessage, TurnHandle, TurnOptions
-from orchestrator.store import ChatRecord
+from orchestrator.store import SessionRecord
 from orchestrator.stream import SSEEncoder
 
 router = APIRouter(prefix="/v1/assistants", tags=["stream"])
@@ -29,7 +29,7 @@ class RequestOptions(ClientOptions):
     """Per-turn overrides a network client may set (never a host path), within the server's limits."""
 
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
-    workspace_id: str | None = Field(default=None, pattern=CHAT_ID)
+    workspace_id: str | None = Field(default=None, pattern=SESSION_ID)
     turn_timeout: float | None = Field(default=None, gt=0, le=MAX_TURN_SECONDS)
 
     def turn_options(self) -> TurnOptions:
@@ -41,17 +41,20 @@ class StreamRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     messages: list[InputMessage] = Field(min_length=1)
-    chat_id: str | None = Field(default=None, pattern=CHAT_ID)
-    """Continue this session; a new one when absent (its id is in the `X-Cage-Chat-Id` header)."""
+    session_id: str | None = Field(
+        default=None, pattern=SESSION_ID, validation_alias=AliasChoices("session_id", "chat_id")
+    )
+    """Continue this session; a new one when absent (its id is in the `X-Cage-Session-Id` header).
+    `chat_id`, its name before 2026-12, is still read."""
     attachments: list[AttachmentFrame] = Field(default_factory=list, max_length=32)
     options: RequestOptions = RequestOptions()
 
 
 async def _events(
-    sessions: SessionService, chat: ChatRecord, handle: TurnHandle, turn_metrics: TurnMetrics
+    sessions: SessionService, session: SessionRecord, handle: TurnHandle, turn_metrics: TurnMetrics
 ) -> AsyncIterator[str]:
     encoder = SSEEncoder()
-    async for event in sessions.turn_events(chat, handle):
+    async for event in sessions.turn_events(session, handle):
         turn_metrics.saw(event)
         yield encoder.encode(event)
 
@@ -66,13 +69,13 @@ async def stream_turn(
 ) -> StreamingResponse:
     """The turn's locale is `options.locale`, else the `Accept-Language` header's."""
     sessions = state.sessions
-    chat = await sessions.open(principal, body.chat_id or uuid.uuid4().hex, assistant_id)
+    session = await sessions.open(principal, body.session_id or uuid.uuid4().hex, assistant_id)
     attachments = [a.attachment() for a in body.attachments]
     options = body.options.turn_options()
     if options.locale is None and accept_language:
         options = options.model_copy(update={"locale": request_locale(None, accept_language)})
-    handle = await sessions.start(chat, body.messages, attachments=attachments, options=options)
+    handle = await sessions.start(session, body.messages, attachments=attachments, options=options)
     events = watched(
-        _events(sessions, chat, handle, state.turn_metrics), keepalive=state.config.sse_keepalive_seconds
+        _events(sessions, session, handle, state.turn_metrics), keepalive=state.config.sse_keepalive_seconds
     )
-    return sse_response(events, headers_for(chat, handle))
+    return sse_response(events, headers_for(session, handle))

@@ -133,7 +133,7 @@ class HookContext:
         *,
         assistant_id: str,
         owner: str,
-        chat_id: str,
+        session_id: str,
         turn_id: str,
         thread_id: str | None,
         metadata: Mapping[str, Any],
@@ -147,7 +147,8 @@ class HookContext:
     ) -> None:
         self.assistant_id = assistant_id
         self.owner = owner
-        self.chat_id = chat_id
+        self.chat_id = session_id
+        """The session's id under Yao's name for it (hooks written for Yao read `ctx.chat_id`)."""
         self.turn_id = turn_id
         self.request_id = turn_id
         self.thread_id = thread_id

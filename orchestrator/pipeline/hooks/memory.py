@@ -1,7 +1,7 @@
 """`ctx.memory`: Yao's four memory spaces, each bound to the right scope for this request.
 
 `user` is the turn's owner, `team` the owner's team (from the admin-managed membership, never from
-the request; an owner in no team has a personal team space), `chat` the chat, and `context` the
+the request; an owner in no team has a personal team space), `chat` the session, and `context` the
 turn: the pipeline clears it when the turn ends.
 """
 
@@ -55,13 +55,13 @@ class MemoryView:
 
 
 class HookMemory:
-    """`ctx.memory.user`, `.team`, `.chat` and `.context` for one request."""
+    """`ctx.memory.user`, `.team`, `.chat` (the session's) and `.context` for one request."""
 
-    def __init__(self, store: Store, *, owner: str, team: str, chat_id: str, turn_id: str) -> None:
+    def __init__(self, store: Store, *, owner: str, team: str, session_id: str, turn_id: str) -> None:
         memory = store.memory
         self.user = MemoryView(memory.scope("user", owner))
         self.team = MemoryView(memory.scope("team", team))
-        self.chat = MemoryView(memory.scope("chat", chat_id))
+        self.chat = MemoryView(memory.scope("chat", session_id))
         self.context = MemoryView(memory.scope("context", turn_id))
         self._context_scope = memory.scope("context", turn_id)
 

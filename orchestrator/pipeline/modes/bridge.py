@@ -55,7 +55,7 @@ from runners.base import (
 log = structlog.get_logger(__name__)
 
 SaveResume = Callable[[dict[str, str]], Awaitable[None]]
-"""Persists a runner's resume state (`ResumeStore.put` bound to the turn's assistant, chat, runner)."""
+"""Persists a runner's resume state (`ResumeStore.put` bound to the turn's assistant, session, runner)."""
 _EMIT_BATCH = 64
 """Events emitted at once at most. In the pipeline each emit is an event-log append, so one emit
 per read saves most; but a read makes thousands of events, and events held that long outlive the

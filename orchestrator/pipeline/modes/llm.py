@@ -25,14 +25,14 @@ class LlmMode:
         scope, options = call.scope, call.options
         root = call.stack.kind == "root"
         crashed = (
-            await crashed_checkpoint(scope.store, scope.chat_id, scope.turn_id, call.assistant.id)
+            await crashed_checkpoint(scope.store, scope.session_id, scope.turn_id, call.assistant.id)
             if root
             else None
         )
         inp = LlmTurnInput(
             assistant=call.assistant,
             messages=call.messages,
-            session_id=scope.chat_id,
+            session_id=scope.session_id,
             turn_id=scope.turn_id,
             connector=options.connector,
             temperature=options.temperature,

@@ -6,7 +6,7 @@ A turn that ends, however it ends, drops its checkpoints. So a checkpoint still 
 restart belongs to a turn the process died in (start-up recovery closes it and names the round
 in its `orchestrator_restarted` error's `details.resume_round`).
 
-The resume entry point is the chat's next user message: when the chat's previous turn was the
+The resume entry point is the session's next user message: when the session's previous turn was the
 same assistant's, ended in `error` and left a checkpoint, the new turn starts from that
 checkpoint's conversation (the completed tool rounds with their results) followed by the new
 message, instead of the stored history. Its tools are not run again.
@@ -48,11 +48,11 @@ class StoreCheckpoints:
 
 
 async def crashed_checkpoint(
-    store: Store, chat_id: str, turn_id: str, assistant_id: str
+    store: Store, session_id: str, turn_id: str, assistant_id: str
 ) -> Checkpoint | None:
-    """The last checkpoint of the chat's previous turn, when a crash cut that turn short (it is
+    """The last checkpoint of the session's previous turn, when a crash cut that turn short (it is
     `assistant_id`'s, ended in `error` and still has one); None otherwise."""
-    previous = await store.turns.previous(chat_id, turn_id)
+    previous = await store.turns.previous(session_id, turn_id)
     if previous is None or previous.status != "error" or previous.assistant_id != assistant_id:
         return None
     record = await store.checkpoints.latest(previous.id)

@@ -128,7 +128,7 @@ class LlmTurnInput(BaseModel):
         messages: list[ChatMessage] = []
         system = list(data.get("system", ()))
         for item in items:
-            converted = _chat_message(item)
+            converted = _session_message(item)
             if isinstance(converted, str):
                 system.append(converted)
             else:
@@ -499,7 +499,7 @@ def _tool_results(result: LoopResult) -> tuple[LlmToolResult, ...]:
     return tuple(out)
 
 
-def _chat_message(item: Any) -> ChatMessage | str:
+def _session_message(item: Any) -> ChatMessage | str:
     """A conversation entry as a `ChatMessage`, or the text of a system message."""
     if isinstance(item, ChatMessage):
         return item

@@ -110,7 +110,7 @@ class RunnerMode:
         if scope.permissions is not None:
             call.gate = await scope.permissions.broker(
                 spec.permissions,
-                chat_id=scope.chat_id,
+                session_id=scope.session_id,
                 turn_id=scope.turn_id,
                 builder=call.builder,
                 emit=call.emit,
@@ -195,7 +195,7 @@ async def _bridge(
     turn = TurnRequest(
         assistant_id=assistant.id,
         owner=scope.owner,
-        chat_id=scope.chat_id,
+        session_id=scope.session_id,
         turn_id=scope.turn_id,
         prompt=prompt,
         images=images if adapter.supports.images else (),
@@ -212,14 +212,14 @@ async def _bridge(
         workdir=lease.work_dir,
         home=f"{mount}/{HOME_SUBDIR}",
         state_dir=f"{mount}/{STATE_SUBDIR}",
-        resume=await scope.resume.get(assistant.id, scope.chat_id, adapter.name),
+        resume=await scope.resume.get(assistant.id, scope.session_id, adapter.name),
         environment=dict(spec.environment),
         model_url=connector.base_url if connector is not None else None,
         lifecycle=spec.lifecycle.value,
     )
 
     async def save_resume(state: dict[str, str]) -> None:
-        await scope.resume.put(assistant.id, scope.chat_id, adapter.name, state)
+        await scope.resume.put(assistant.id, scope.session_id, adapter.name, state)
 
     sandbox = LeasedSandbox(scope.manager, lease)
     await deliver_skills(
@@ -268,7 +268,7 @@ async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
         connector=connector,
         assistant=assistant,
         loader=loader,
-        session_id=scope.chat_id,
+        session_id=scope.session_id,
         vision=vision,
     )
     mount = lease.mount_path.rstrip("/")
@@ -285,7 +285,7 @@ async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
 
     turn = LoopTurn(
         assistant=assistant,
-        chat_id=scope.chat_id,
+        session_id=scope.session_id,
         turn_id=scope.turn_id,
         prompt=message,
         system=system_prompt(assistant),
@@ -295,13 +295,13 @@ async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
         state_dir=manager.settings.data_dir / adapter.name,
         light=light,
         skills_root=skills_root,
-        resume=await resume.get(assistant.id, scope.chat_id, adapter.name),
+        resume=await resume.get(assistant.id, scope.session_id, adapter.name),
         gate=gate,
         child_sessions=StoreChildSessions(
             scope.store,
             owner=scope.owner,
             assistant_id=assistant.id,
-            parent_chat_id=scope.chat_id,
+            parent_session_id=scope.session_id,
             turn_id=scope.turn_id,
         ),
     )
@@ -311,5 +311,5 @@ async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
     if outcome.error is not None and watch.reason in (StopReason.TIMEOUT, StopReason.STALLED):
         await emit(builder.error(outcome.error, f"turn_{watch.reason.value}"))
     if outcome.status == "completed" and run.resume_state:
-        await resume.put(assistant.id, scope.chat_id, adapter.name, dict(run.resume_state))
+        await resume.put(assistant.id, scope.session_id, adapter.name, dict(run.resume_state))
     return outcome

@@ -4,7 +4,7 @@ connector has vision) describes each image and the model gets the description as
 
 Without such an assistant, or when describing one image fails, the model gets the line
 `orchestrator.llm.images.describe` gives (the image is named, never silently dropped). The
-describer's own events stay out of the chat; its turn is bounded by `DESCRIBE_TIMEOUT`.
+describer's own events stay out of the session; its turn is bounded by `DESCRIBE_TIMEOUT`.
 """
 
 from __future__ import annotations

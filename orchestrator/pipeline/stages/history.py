@@ -1,4 +1,4 @@
-"""Stage 2, history: the chat's last messages put before the call's own."""
+"""Stage 2, history: the session's last messages put before the call's own."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from orchestrator.store.messages import MAX_HISTORY
 
 
 async def load_history(call: Call) -> None:
-    """Prepend the chat's last messages, unless the call is forked or history is skipped."""
+    """Prepend the session's last messages, unless the call is forked or history is skipped."""
     options = call.options
     if call.stack.forked or call.history_loaded or options.skip_history:
         return
@@ -17,7 +17,7 @@ async def load_history(call: Call) -> None:
     if size <= 0:
         return
     records = await call.scope.store.messages.history(
-        call.scope.chat_id, limit=min(size, MAX_HISTORY), exclude_turn=call.scope.turn_id
+        call.scope.session_id, limit=min(size, MAX_HISTORY), exclude_turn=call.scope.turn_id
     )
     history = tuple(
         InputMessage(role=r.role, content=r.content if isinstance(r.content, str | list) else str(r.content))

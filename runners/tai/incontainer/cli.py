@@ -250,7 +250,7 @@ async def run_turn(
     cancel = anyio.Event()
     servers = AsyncExitStack()  # the MCP connections (stdio servers are children of this CLI)
     try:
-        await emit(builder.stream_start(turn.assistant_id, chat_id=turn.session_id))
+        await emit(builder.stream_start(turn.assistant_id, session_id=turn.session_id))
         try:
             toolset = await servers.enter_async_context(McpToolset.open(mcp_specs(turn)))
         except ToolError as exc:  # a server could not start: the turn would miss some of its tools

@@ -57,7 +57,7 @@ class RequestRecord(BaseModel):
 
     def tool_results(self) -> list[str]:
         """The text of every tool result the client sent back in this request, in order
-        (Anthropic `tool_result` blocks, Chat `tool` messages, Responses `*_call_output` items)."""
+        (Anthropic `tool_result` blocks, Session `tool` messages, Responses `*_call_output` items)."""
         body = self.body if isinstance(self.body, dict) else {}
         out: list[str] = []
         for message in body.get("messages") or []:

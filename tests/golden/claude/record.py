@@ -88,7 +88,7 @@ def make_turn(
     scenario: str,
     url: str,
     *,
-    chat: str,
+    session: str,
     prompt: str,
     resume: dict[str, str] | None = None,
     mcp: tuple[McpServerSpec, ...] = (),
@@ -105,7 +105,7 @@ def make_turn(
     return TurnRequest(
         assistant_id=ASSISTANT_ID,
         owner="tests",
-        chat_id=chat,
+        session_id=session,
         turn_id=f"t-{uuid.uuid4().hex[:8]}",
         prompt=prompt,
         system_prompt=SYSTEM_PROMPT,
@@ -214,20 +214,20 @@ def record(scenario: str, image: str, server: FakeModelServer) -> Recording:
     workspace.chmod(0o777)
     try:
         if scenario == "resume":
-            first = make_turn("hello", url, chat="golden-resume", prompt="Create hello.txt")
+            first = make_turn("hello", url, session="golden-resume", prompt="Create hello.txt")
             state = _resume_state(run_turn(image, workspace, first), first)
-            second = make_turn("text", url, chat="golden-resume", prompt="Say hello", resume=state)
+            second = make_turn("text", url, session="golden-resume", prompt="Say hello", resume=state)
             return run_turn(image, workspace, second)
         if scenario == "mcp":
             script = workspace / ".cage" / "mcp_echo.py"
             script.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(Path(__file__).with_name("mcp_echo.py"), script)
-            turn = make_turn("mcp", url, chat="golden-mcp", prompt="Report hello", mcp=(MCP_SERVER,))
+            turn = make_turn("mcp", url, session="golden-mcp", prompt="Report hello", mcp=(MCP_SERVER,))
             return run_turn(image, workspace, turn)
         if scenario == "cancel":
-            turn = make_turn("slow-tool", url, chat="golden-cancel", prompt="Sleep for a minute")
+            turn = make_turn("slow-tool", url, session="golden-cancel", prompt="Sleep for a minute")
             return run_turn(image, workspace, turn, interrupt=_is_tool_use)
-        turn = make_turn(scenario, url, chat=f"golden-{scenario}", prompt=f"Run the {scenario} scenario")
+        turn = make_turn(scenario, url, session=f"golden-{scenario}", prompt=f"Run the {scenario} scenario")
         return run_turn(image, workspace, turn)
     finally:
         shutil.rmtree(workspace, ignore_errors=True)

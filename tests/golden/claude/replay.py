@@ -41,7 +41,7 @@ def out_path(case: Path) -> Path:
 def golden_turn(scenario: str) -> TurnRequest:
     """The turn a golden is replayed as (the translator only needs its ids)."""
     return TurnRequest(
-        assistant_id=ASSISTANT_ID, owner="tests", chat_id=f"golden-{scenario}", turn_id="t-1", prompt=""
+        assistant_id=ASSISTANT_ID, owner="tests", session_id=f"golden-{scenario}", turn_id="t-1", prompt=""
     )
 
 
@@ -51,7 +51,7 @@ def replay(case: Path) -> tuple[list[dict[str, Any]], TurnOutcome]:
     scenario = scenario_name(case)
     builder = TurnBuilder(CountingIds(), runner="claude", clock=lambda: 0)
     translator = ClaudeAdapter().translator(builder, golden_turn(scenario))
-    events = builder.stream_start(ASSISTANT_ID, chat_id=f"golden-{scenario}")
+    events = builder.stream_start(ASSISTANT_ID, session_id=f"golden-{scenario}")
     with case.open(encoding="utf-8") as lines:
         for line in lines:
             events += translator.feed(line.rstrip("\n"))

@@ -47,7 +47,7 @@ def golden_turn(scenario: str, resume: Mapping[str, str] | None = None) -> TurnR
     return TurnRequest(
         assistant_id=ASSISTANT_ID,
         owner="tests",
-        chat_id=f"golden-{scenario}",
+        session_id=f"golden-{scenario}",
         turn_id=TURN_ID,
         prompt="",
         resume=dict(resume or {}),
@@ -60,7 +60,7 @@ def replay(case: Path) -> tuple[list[dict[str, Any]], TurnOutcome, dict[str, str
     scenario = scenario_name(case)
     builder = TurnBuilder(CountingIds(), runner="codex", clock=lambda: 0)
     translator = CodexAdapter().translator(builder, golden_turn(scenario, meta.get("resume")))
-    events = builder.stream_start(ASSISTANT_ID, chat_id=f"golden-{scenario}")
+    events = builder.stream_start(ASSISTANT_ID, session_id=f"golden-{scenario}")
     with case.open(encoding="utf-8") as lines:
         for line in lines:
             events += translator.feed(line.rstrip("\n"))

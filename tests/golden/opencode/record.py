@@ -50,7 +50,7 @@ class Scenario:
     """The fake server's scenario, as `fake-model@<scenario>`."""
     kind: ConnectorType = ConnectorType.OPENAI
     warmup: tuple[str, ...] = ()
-    """Scenarios of earlier turns in the same container and chat (their output is not kept)."""
+    """Scenarios of earlier turns in the same container and session (their output is not kept)."""
     cancel_when: Trigger | None = None
     """Send SIGINT to the turn's process once the stdout so far satisfies this."""
     system_prompt: str = "You are a careful coding assistant. Keep answers short."
@@ -122,7 +122,7 @@ def _turn(scenario: Scenario, model: str, url: str, resume: dict[str, str], inde
     return TurnRequest(
         assistant_id="golden.opencode",
         owner="golden",
-        chat_id=f"chat-{scenario.name}",
+        session_id=f"chat-{scenario.name}",
         turn_id=f"turn-{index}",
         prompt="Write hello.txt, then say done." if model == "hello" else "Answer briefly.",
         system_prompt=scenario.system_prompt,

@@ -31,7 +31,7 @@ def turn_for(meta: dict[str, Any]) -> TurnRequest:
     return TurnRequest(
         assistant_id="golden.opencode",
         owner="golden",
-        chat_id="chat-golden",
+        session_id="chat-golden",
         turn_id="turn-golden",
         prompt="golden",
         lifecycle="oneshot" if meta["drive"] == "run" else "session",
@@ -43,7 +43,7 @@ def replay_lines(lines: list[str], meta: dict[str, Any]) -> Replay:
     """Stream start, every line through the translator, close, stream end (fixed ids and clock)."""
     builder = TurnBuilder(CountingIds(), runner="opencode", clock=lambda: 0)
     translator = OpencodeAdapter().translator(builder, turn_for(meta))
-    events = builder.stream_start("golden.opencode", chat_id="chat-golden")
+    events = builder.stream_start("golden.opencode", session_id="chat-golden")
     for line in lines:
         events += translator.feed(line)
     events += translator.close(meta["exit_code"], meta.get("stderr_tail", ""), cancelled=meta["cancelled"])

@@ -19,7 +19,7 @@ from tests.integration.runners.conftest import HOST_CA, App
 from tests.integration.runners.conftest import app as app
 from tests.integration.runners.conftest import model_server as model_server
 from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys
-from tests.unit.api.wsclient import SessionClient
+from tests.unit.api.wsclient import SessionClient, is_stream_end
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SCENARIO = "ws-coding"
@@ -116,13 +116,13 @@ async def test_a_coding_session_over_the_websocket(served: tuple[ServerThread, d
         await asyncio.wait_for(ws.until_seq(ws.events[-1]["seq"] + 2), 60)
         seen = ws.events[-1]["seq"]
         await ws.close()
-        for _ in range(600):  # the turn goes on without a client; wait for its end
-            if not (await http.get("/v1/sessions/coding-1", headers=user)).json()["running_turn_id"]:
+        for _ in range(1500):  # the turn goes on without a client; wait for its end in the log
+            logged = (
+                await http.get("/v1/sessions/coding-1/events", headers=user, params={"after_seq": seen})
+            ).json()
+            if any(is_stream_end(e) for e in logged["events"]):
                 break
             await asyncio.sleep(0.2)
-        logged = (
-            await http.get("/v1/sessions/coding-1/events", headers=user, params={"after_seq": seen})
-        ).json()
 
     again = await SessionClient.open(server.ws_url, "coding-1", keys["dev"], after_seq=seen)
     await again.control("session.ready")

@@ -110,9 +110,9 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 HEADERS = {"Authorization": f"Bearer {KEY}"}
 
 
-def stream_turn(url: str, chat_id: str, content: str, *, until: str | None = None) -> list[dict[str, Any]]:
+def stream_turn(url: str, session_id: str, content: str, *, until: str | None = None) -> list[dict[str, Any]]:
     """POST a turn and read its SSE events (up to the first text containing `until`, if given)."""
-    body = {"chat_id": chat_id, "messages": [{"role": "user", "content": content}]}
+    body = {"session_id": session_id, "messages": [{"role": "user", "content": content}]}
     events: list[dict[str, Any]] = []
     with httpx.stream(
         "POST", f"{url}/v1/assistants/tests.sleeper/stream", json=body, headers=HEADERS, timeout=30
@@ -131,13 +131,13 @@ def stream_turn(url: str, chat_id: str, content: str, *, until: str | None = Non
 @pytest.mark.docker
 def test_kill_9_mid_turn_closes_the_log_and_the_session_goes_on(serve: Serve) -> None:
     serve.start()
-    chat = "crash-" + uuid.uuid4().hex[:8]
-    seen = stream_turn(serve.url, chat, "sleep", until="sleeping")
+    session = "crash-" + uuid.uuid4().hex[:8]
+    seen = stream_turn(serve.url, session, "sleep", until="sleeping")
     assert seen[0]["props"]["event"] == "stream_start"
     serve.kill9()
 
     serve.start()
-    page = httpx.get(f"{serve.url}/v1/sessions/{chat}/events", headers=HEADERS, timeout=10).json()
+    page = httpx.get(f"{serve.url}/v1/sessions/{session}/events", headers=HEADERS, timeout=10).json()
     log = page["events"]
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
     end = log[-1]
@@ -147,7 +147,7 @@ def test_kill_9_mid_turn_closes_the_log_and_the_session_goes_on(serve: Serve) ->
     assert [e["props"]["code"] for e in errors] == ["orchestrator_restarted"]
     assert "orchestrator_restarted" in serve.log.read_text()
 
-    after = stream_turn(serve.url, chat, "hello")
+    after = stream_turn(serve.url, session, "hello")
     texts = [e["props"]["content"] for e in after if e["props"].get("event") == "message_end"]
     assert after[-1]["props"]["event"] == "stream_end" and after[-1]["props"]["status"] == "completed"
     assert "awake: hello (user messages seen: 2)" in texts, texts  # the crashed turn's message was kept

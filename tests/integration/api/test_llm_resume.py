@@ -1,5 +1,5 @@
 """An LLM-mode turn killed (`kill -9`) after a tool round resumes from its checkpoint on a real
-`cage serve`: the chat's next message continues the conversation with round 1's tool result, and
+`cage serve`: the session's next message continues the conversation with round 1's tool result, and
 round 1's tool is not run again.
 
 Real components: `cage serve` (uvicorn) as a subprocess on its own SQLite file, the fake model
@@ -76,7 +76,7 @@ def serve(tmp_path: Path, model: FakeModelServer, mcp_state: Path) -> Iterator[S
 
 
 def _checkpoint_rounds(db: Path) -> list[int]:
-    """The rounds in the server's checkpoints table (this test's own database: one chat)."""
+    """The rounds in the server's checkpoints table (this test's own database: one session)."""
     if not db.exists():
         return []
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
@@ -88,8 +88,8 @@ def _calls(state: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def _post(url: str, chat_id: str, content: str, **options: Any) -> httpx.Response:
-    body = {"chat_id": chat_id, "messages": [{"role": "user", "content": content}], "options": options}
+def _post(url: str, session_id: str, content: str, **options: Any) -> httpx.Response:
+    body = {"session_id": session_id, "messages": [{"role": "user", "content": content}], "options": options}
     return httpx.post(f"{url}/v1/assistants/{ASSISTANT}/stream", json=body, headers=HEADERS, timeout=120)
 
 
@@ -102,9 +102,9 @@ def test_a_killed_llm_turn_resumes_from_its_checkpoint(
     serve: Serve, model: FakeModelServer, mcp_state: Path, tmp_path: Path
 ) -> None:
     serve.start()
-    chat = "resume-" + uuid.uuid4().hex[:8]
+    session = "resume-" + uuid.uuid4().hex[:8]
     db = tmp_path / "data" / "cage.db"
-    body = {"chat_id": chat, "messages": [{"role": "user", "content": "add 2 and 3, then rest"}]}
+    body = {"session_id": session, "messages": [{"role": "user", "content": "add 2 and 3, then rest"}]}
     with httpx.stream(
         "POST", f"{serve.url}/v1/assistants/{ASSISTANT}/stream", json=body, headers=HEADERS, timeout=30
     ) as response:
@@ -118,13 +118,13 @@ def test_a_killed_llm_turn_resumes_from_its_checkpoint(
     assert [c.split()[0] for c in _calls(mcp_state)] == ["add", "slow"]
 
     serve.start()
-    log = httpx.get(f"{serve.url}/v1/sessions/{chat}/events", headers=HEADERS, timeout=10).json()["events"]
+    log = httpx.get(f"{serve.url}/v1/sessions/{session}/events", headers=HEADERS, timeout=10).json()["events"]
     [error] = [e for e in log if e["type"] == "error"]
     assert error["props"]["code"] == "orchestrator_restarted"
     assert error["props"]["details"] == {"resume_round": 1}
 
     before = len(model.requests.all())
-    after = _post(serve.url, chat, "go on", connector="after")
+    after = _post(serve.url, session, "go on", connector="after")
     assert after.status_code == 200, after.text
     events = _events(after)
     assert events[-1]["props"]["event"] == "stream_end" and events[-1]["props"]["status"] == "completed", (

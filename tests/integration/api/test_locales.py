@@ -109,7 +109,7 @@ def test_the_assistants_view_is_in_the_requests_locale(
 def _turn(
     server: ServerThread,
     token: str,
-    chat_id: str,
+    session_id: str,
     *,
     locale: str | None = None,
     language: str | None = None,
@@ -118,7 +118,7 @@ def _turn(
     headers = {"Authorization": f"Bearer {token}"}
     if language:
         headers["Accept-Language"] = language
-    body: dict[str, Any] = {"chat_id": chat_id, "messages": [{"role": "user", "content": "hi"}]}
+    body: dict[str, Any] = {"session_id": session_id, "messages": [{"role": "user", "content": "hi"}]}
     if locale:
         body["options"] = {"locale": locale}
     response = httpx.post(
@@ -141,12 +141,12 @@ def test_a_turn_sends_the_system_prompt_in_the_requests_locale(
         ("none", {}, EN_PROMPT),
         ("hook", {"assistant": "i18n.hooked"}, ZH_PROMPT),
     ]
-    for chat_id, how, expected in cases:
+    for session_id, how, expected in cases:
         before = len(model.requests.all())
-        _turn(server, keys["dev"], f"loc-{chat_id}", **how)
+        _turn(server, keys["dev"], f"loc-{session_id}", **how)
         [request] = [r for r in model.requests.all()[before:] if r.api == "openai-chat"]
         system = request.body["messages"][0]
-        assert system == {"role": "system", "content": expected}, (chat_id, system)
+        assert system == {"role": "system", "content": expected}, (session_id, system)
         assert "{{" not in json.dumps(request.body, ensure_ascii=False)
 
 
@@ -176,11 +176,11 @@ async def test_a_websocket_turn_takes_the_handshakes_accept_language(
     served: tuple[ServerThread, dict[str, str], FakeModelServer],
 ) -> None:
     server, keys, model = served
-    for chat_id, language, expected in (("ws-zh", "zh-CN,zh;q=0.9", ZH_PROMPT), ("ws-none", None, EN_PROMPT)):
+    for session_id, language, expected in (("ws-zh", "zh-CN,zh;q=0.9", ZH_PROMPT), ("ws-none", None, EN_PROMPT)):
         headers = {"Authorization": f"Bearer {keys['dev']}"}
         if language:
             headers["Accept-Language"] = language
-        url = f"{server.ws_url}/v1/sessions/{chat_id}/ws?assistant_id=i18n.helper"
+        url = f"{server.ws_url}/v1/sessions/{session_id}/ws?assistant_id=i18n.helper"
         ws = SessionClient(await connect(url, additional_headers=headers))
         await ws.control("session.ready")
         before = len(model.requests.all())
@@ -190,4 +190,4 @@ async def test_a_websocket_turn_takes_the_handshakes_accept_language(
         await ws.close()
         assert end["props"]["status"] == "completed", end  # type: ignore[index]
         [request] = [r for r in model.requests.all()[before:] if r.api == "openai-chat"]
-        assert request.body["messages"][0] == {"role": "system", "content": expected}, chat_id
+        assert request.body["messages"][0] == {"role": "system", "content": expected}, session_id

@@ -64,8 +64,8 @@ def served(
             server.stop(timeout=60)
 
 
-async def _send_image(server: ServerThread, token: str, assistant_id: str, chat_id: str) -> None:
-    ws = await SessionClient.open(server.ws_url, chat_id, token, assistant_id=assistant_id)
+async def _send_image(server: ServerThread, token: str, assistant_id: str, session_id: str) -> None:
+    ws = await SessionClient.open(server.ws_url, session_id, token, assistant_id=assistant_id)
     await ws.control("session.ready")
     attachment = {
         "name": "shot.png",

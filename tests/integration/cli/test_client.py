@@ -1,5 +1,5 @@
 """The client library and the terminal commands on it, against a real `cage serve` on the fake
-model: `cage chat` in a real pseudo-terminal (a turn, an interrupt, quitting), `cage sessions`,
+model: `cage session` in a real pseudo-terminal (a turn, an interrupt, quitting), `cage sessions`,
 `cage logs`, `cage ps`, `cage rm`, and a websocket reconnect that replays without gap or duplicate."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _cage(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CAGE, *args], env=server.env, capture_output=True, text=True, timeout=120)
 
 
-def test_chat_in_a_terminal_a_turn_an_interrupt_and_quitting(server: Server) -> None:
+def test_session_in_a_terminal_a_turn_an_interrupt_and_quitting(server: Server) -> None:
     child = pexpect.spawn(
         CAGE[0],
         [*CAGE[1:], "chat", "app.slow", "--session", "pty-1"],
@@ -204,8 +204,8 @@ async def test_a_reconnect_replays_exactly_the_missed_events(server: Server) -> 
 
 @pytest.mark.slow
 async def test_ps_exec_and_rm_on_a_real_sandbox(server: Server) -> None:
-    chat = f"box-{uuid.uuid4().hex[:8]}"
-    async with CageClient(server.url, ADMIN_KEY) as client, client.session(chat, assistant_id="app.box") as s:
+    session = f"box-{uuid.uuid4().hex[:8]}"
+    async with CageClient(server.url, ADMIN_KEY) as client, client.session(session, assistant_id="app.box") as s:
         await s.send("hi")
         events = [frame async for frame in s.turn()]
     assert events[-1]["props"]["status"] == "completed", events[-1]

@@ -1,7 +1,7 @@
 """yaocode and tai through `cage run` in a real container: the package's stdio MCP server runs IN
 THE SANDBOX (its `whereami` tool reports the container), only its allowlisted tools are
 offered, `mcp.options.max_turn` bounds the rounds, the package `options` reach the model, and a
-chat's next turn resumes a compacted history."""
+session's next turn resumes a compacted history."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_max_turn_bounds_the_rounds(
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_the_next_turn_of_a_long_chat_is_compacted(
+def test_the_next_turn_of_a_long_session_is_compacted(
     runner: str, app: NativeApp, native_server: FakeModelServer, tmp_path: Path
 ) -> None:
     """Compaction is on by default; with a small budget the second turn does not reload the
@@ -105,11 +105,11 @@ def test_the_next_turn_of_a_long_chat_is_compacted(
     doc["compaction"] = {"budget_tokens": 2500}
     pkg.write_text(json.dumps(doc))
     ws = checkout(tmp_path, runner)
-    chat = f"compact-{runner}-{tmp_path.name}"
-    first = cage_run(app, aid, ws, "print a lot", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    session = f"compact-{runner}-{tmp_path.name}"
+    first = cage_run(app, aid, ws, "print a lot", session=session, timeout=FIRST_RUN_TIMEOUT)
     assert first.code == 0, first.stderr[-3000:]
     before = len(native_server.requests.for_scenario(scenario))
-    second = cage_run(app, aid, ws, "print it again", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    second = cage_run(app, aid, ws, "print it again", session=session, timeout=FIRST_RUN_TIMEOUT)
     assert second.code == 0, second.stderr[-3000:]
     later = native_server.requests.for_scenario(scenario)[before:]
     summary = later[0].body

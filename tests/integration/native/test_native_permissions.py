@@ -93,8 +93,8 @@ def test_cage_run_deny_blocks_a_write_and_reports_it(app: NativeApp, workspace: 
     assert "blocked.txt" not in summary["files_changed"]
 
 
-ASK_CHAT = f"perm-1-{TEST_RUN_ID[:8]}"
-"""A chat of this session: a fixed one names one workspace volume for every session on the engine,
+ASK_SESSION = f"perm-1-{TEST_RUN_ID[:8]}"
+"""A session of this session: a fixed one names one workspace volume for every session on the engine,
 and the files an earlier session's turn wrote there (always.txt) would still be in it."""
 
 @pytest.fixture
@@ -159,7 +159,7 @@ async def test_a_session_asks_before_each_tool_call(
     user = {"Authorization": f"Bearer {keys['dev']}"}
     admin = {"Authorization": f"Bearer {keys['ops']}"}
     assistant = session_assistant
-    ws = await SessionClient.open(server.ws_url, ASK_CHAT, keys["dev"], assistant_id=assistant)
+    ws = await SessionClient.open(server.ws_url, ASK_SESSION, keys["dev"], assistant_id=assistant)
     try:
         await ws.control("session.ready")
         await ws.send(type="user_message", text="go")
@@ -186,10 +186,10 @@ async def test_a_session_asks_before_each_tool_call(
             seventh = await _next_ask(ws)  # 6 was not asked: the session rule allowed it
             asked.append(seventh)
             assert seventh["input"]["command"] == "echo via-http > http.txt"
-            late = await http.post(f"/v1/sessions/{ASK_CHAT}/permissions/{asked[2]['request_id']}", headers=user,
+            late = await http.post(f"/v1/sessions/{ASK_SESSION}/permissions/{asked[2]['request_id']}", headers=user,
                                    json={"decision": "allow"})
             assert late.status_code == 404  # decided by its deadline already
-            reply = await http.post(f"/v1/sessions/{ASK_CHAT}/permissions/{seventh['request_id']}", headers=user,
+            reply = await http.post(f"/v1/sessions/{ASK_SESSION}/permissions/{seventh['request_id']}", headers=user,
                                     json={"decision": "allow"})
             assert reply.status_code == 200, reply.text
             await asyncio.wait_for(ws.until_stream_end(), 180)
@@ -227,7 +227,7 @@ async def test_an_interrupt_while_a_request_waits_refuses_it(
 ) -> None:
     server, keys = served
     admin = {"Authorization": f"Bearer {keys['ops']}"}
-    # a chat of this session: a fixed one names one workspace volume for every session on the engine
+    # a session of this session: a fixed one names one workspace volume for every session on the engine
     ws = await SessionClient.open(
         server.ws_url, f"perm-2-{TEST_RUN_ID[:8]}", keys["dev"], assistant_id=session_assistant
     )

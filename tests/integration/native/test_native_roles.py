@@ -45,12 +45,12 @@ def test_compaction_summaries_come_from_the_light_model(
     sandbox["runner"]["connectors"] = {"light": "fake-light"}
     (adir / "sandbox.yao").write_text(json.dumps(sandbox))
     ws = checkout(tmp_path, runner)
-    chat = f"compact-light-{runner}-{tmp_path.name}"
-    first = cage_run(app, aid, ws, "print a lot", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    session = f"compact-light-{runner}-{tmp_path.name}"
+    first = cage_run(app, aid, ws, "print a lot", session=session, timeout=FIRST_RUN_TIMEOUT)
     assert first.code == 0, first.stderr[-3000:]
     assert first.stderr.count("runner.connectors.light") == 0  # no "role is ignored" warning
     before = len(native_server.requests.for_scenario(scenario))
-    second = cage_run(app, aid, ws, "print it again", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    second = cage_run(app, aid, ws, "print it again", session=session, timeout=FIRST_RUN_TIMEOUT)
     assert second.code == 0, second.stderr[-3000:]
     later = native_server.requests.for_scenario(scenario)[before:]
     summary, *steps = [r.body for r in later]

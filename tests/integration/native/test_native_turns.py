@@ -79,7 +79,7 @@ def test_cancel_mid_tool_stops_the_turn_and_the_command(
         assistant,
         workspace,
         "sleep a while",
-        chat=f"cancel-{runner}",
+        session=f"cancel-{runner}",
         interrupt_after='"status":"running"',
         timeout=FIRST_RUN_TIMEOUT,
     )
@@ -92,13 +92,13 @@ def test_cancel_mid_tool_stops_the_turn_and_the_command(
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_a_second_turn_continues_the_chat(runner: str, app: NativeApp, workspace: Path) -> None:
+def test_a_second_turn_continues_the_session(runner: str, app: NativeApp, workspace: Path) -> None:
     assistant = app.assistant(runner, scenario="text")
-    chat = f"resume-{runner}"
-    first = cage_run(app, assistant, workspace, "remember PINEAPPLE-42", chat=chat, timeout=FIRST_RUN_TIMEOUT)
+    session = f"resume-{runner}"
+    first = cage_run(app, assistant, workspace, "remember PINEAPPLE-42", session=session, timeout=FIRST_RUN_TIMEOUT)
     assert first.code == 0, first.stderr[-3000:]
     before = len(app.server.requests.all())
-    second = cage_run(app, assistant, workspace, "what was the word?", chat=chat)
+    second = cage_run(app, assistant, workspace, "what was the word?", session=session)
     assert second.code == 0, second.stderr[-3000:]
     assert_well_formed(second)
     later = [json.dumps(r.body) for r in app.server.requests.all()[before:]]

@@ -26,7 +26,7 @@ async def test_an_attached_image_reaches_claude_code_and_the_model(
     e2e: Rig, model_server: FakeModelServer, docker_engine: docker.DockerClient
 ) -> None:
     assistant_id = claude(e2e.root, "e2e.attach", "fake-anthropic", "session")
-    turn = e2e.turn(assistant_id, "what is in the picture?", chat_id="chat-attach").model_copy(
+    turn = e2e.turn(assistant_id, "what is in the picture?", session_id="chat-attach").model_copy(
         update={"attachments": (Attachment(name="shot.png", content=PNG, media_type="image/png"),)}
     )
     before = len(model_server.requests.all())

@@ -85,10 +85,10 @@ def scenarios(model_server: FakeModelServer) -> None:
 
 
 async def run(
-    rig: Rig, assistant_id: str, chat_id: str, on_request: Answer | None, on_question: Answer | None = None
+    rig: Rig, assistant_id: str, session_id: str, on_request: Answer | None, on_question: Answer | None = None
 ) -> list[Event]:
     """One turn; each `permission/request` and `question` is answered as it streams."""
-    turn = rig.turn(assistant_id, "go", chat_id=chat_id)
+    turn = rig.turn(assistant_id, "go", session_id=session_id)
     events: list[Event] = []
     with anyio.fail_after(300):
         handle = await rig.service.start(turn)
@@ -96,9 +96,9 @@ async def run(
             events.append(event)
             name = getattr(event.props, "event", None)
             if name == "permission/request" and on_request is not None:
-                await on_request(rig, chat_id, event.props)
+                await on_request(rig, session_id, event.props)
             elif name == "question" and on_question is not None:
-                await on_question(rig, chat_id, event.props)
+                await on_question(rig, session_id, event.props)
         await handle.result()
     assert validate_stream(events) == []
     return events
@@ -109,8 +109,8 @@ def props(events: list[Event], name: str) -> list[Any]:
 
 
 def decide(decision: str, message: str | None = None) -> Answer:
-    async def answer(rig: Rig, chat_id: str, request: Any) -> None:
-        await rig.service.respond_permission(chat_id, request.request_id, decision, message)  # type: ignore[arg-type]
+    async def answer(rig: Rig, session_id: str, request: Any) -> None:
+        await rig.service.respond_permission(session_id, request.request_id, decision, message)  # type: ignore[arg-type]
 
     return answer
 
@@ -146,18 +146,18 @@ async def test_an_approved_call_runs_and_allow_always_stops_asking(
     e2e: Rig, model_server: FakeModelServer, docker_engine: docker.DockerClient, runner: str
 ) -> None:
     assistant_id = assistant(e2e, model_server, runner, "perm-make")
-    chat = f"chat-{uuid.uuid4().hex[:8]}"
-    first = await run(e2e, assistant_id, chat, decide("allow_always"))
+    session = f"chat-{uuid.uuid4().hex[:8]}"
+    first = await run(e2e, assistant_id, session, decide("allow_always"))
     assert len(props(first, "permission/request")) == 1
     assert props(first, "permission/resolved")[0].always
     assert in_box(docker_engine, e2e, assistant_id, "made.txt")
     [box] = boxes(docker_engine, e2e, assistant_id)
     box.exec_run(["rm", f"{WORKSPACE}/made.txt"], user="root")
 
-    async def must_not_ask(rig: Rig, chat_id: str, request: Any) -> None:
+    async def must_not_ask(rig: Rig, session_id: str, request: Any) -> None:
         raise AssertionError(f"asked again: {request}")
 
-    second = await run(e2e, assistant_id, chat, must_not_ask)  # the same call, next turn
+    second = await run(e2e, assistant_id, session, must_not_ask)  # the same call, next turn
     assert props(second, "permission/request") == []
     assert in_box(docker_engine, e2e, assistant_id, "made.txt")
 
@@ -180,9 +180,9 @@ async def test_a_question_round_trips_into_the_tool_result(
     scenario = f"perm-ask-{runner}"
     assistant_id = assistant(e2e, model_server, runner, scenario)
 
-    async def answer(rig: Rig, chat_id: str, question: Any) -> None:
+    async def answer(rig: Rig, session_id: str, question: Any) -> None:
         assert question.text == "Which colour?" and tuple(question.options) == ("red", "blue")
-        await rig.service.respond_question(chat_id, question.request_id, "blue, definitely")
+        await rig.service.respond_question(session_id, question.request_id, "blue, definitely")
 
     events = await run(e2e, assistant_id, f"chat-{uuid.uuid4().hex[:8]}", None, answer)
     assert len(props(events, "question")) == 1
@@ -196,7 +196,7 @@ async def test_an_interrupt_while_a_call_waits_refuses_it_and_ends_the_turn_canc
     e2e: Rig, model_server: FakeModelServer, docker_engine: docker.DockerClient, runner: str
 ) -> None:
     assistant_id = assistant(e2e, model_server, runner, "perm-make")
-    turn = e2e.turn(assistant_id, "go", chat_id=f"chat-{uuid.uuid4().hex[:8]}")
+    turn = e2e.turn(assistant_id, "go", session_id=f"chat-{uuid.uuid4().hex[:8]}")
     events: list[Event] = []
     with anyio.fail_after(300):
         handle = await e2e.service.start(turn)

@@ -109,18 +109,18 @@ async def test_an_approved_call_runs_and_allow_always_stops_asking(
     e2e: Rig, model_server: FakeModelServer, docker_engine: docker.DockerClient, runner: str
 ) -> None:
     assistant_id = assistant(e2e, model_server, runner, "perm-make")
-    chat = f"chat-{uuid.uuid4().hex[:8]}"
-    first = await run(e2e, assistant_id, chat, decide("allow_always"))
+    session = f"chat-{uuid.uuid4().hex[:8]}"
+    first = await run(e2e, assistant_id, session, decide("allow_always"))
     assert len(props(first, "permission/request")) == 1
     assert props(first, "permission/resolved")[0].always
     assert in_box(docker_engine, e2e, assistant_id, "made.txt")
     [box] = boxes(docker_engine, e2e, assistant_id)
     box.exec_run(["rm", f"{WORKSPACE}/made.txt"], user="root")
 
-    async def must_not_ask(rig: Rig, chat_id: str, request: Any) -> None:
+    async def must_not_ask(rig: Rig, session_id: str, request: Any) -> None:
         raise AssertionError(f"asked again: {request}")
 
-    second = await run(e2e, assistant_id, chat, must_not_ask)  # the same call, next turn
+    second = await run(e2e, assistant_id, session, must_not_ask)  # the same call, next turn
     assert props(second, "permission/request") == []
     assert in_box(docker_engine, e2e, assistant_id, "made.txt")
 
@@ -142,9 +142,9 @@ async def test_an_opencode_question_round_trips_into_the_tool_result(
     scenario = "perm-ask-opencode"
     assistant_id = assistant(e2e, model_server, "opencode", scenario)
 
-    async def answer(rig: Rig, chat_id: str, question: Any) -> None:
+    async def answer(rig: Rig, session_id: str, question: Any) -> None:
         assert question.text == "Which colour?" and tuple(question.options) == ("red", "blue")
-        await rig.service.respond_question(chat_id, question.request_id, "blue, definitely")
+        await rig.service.respond_question(session_id, question.request_id, "blue, definitely")
 
     events = await run(e2e, assistant_id, f"chat-{uuid.uuid4().hex[:8]}", None, answer)
     assert len(props(events, "question")) == 1

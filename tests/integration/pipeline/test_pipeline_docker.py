@@ -66,13 +66,13 @@ def processes(container: docker.models.containers.Container) -> str:
 
 async def test_runner_turn_in_a_container(e2e: Rig, docker_engine: docker.DockerClient) -> None:
     assistant_id = claude(e2e.root, "e2e.claude", "fake-anthropic", "session")
-    ran = await e2e.run(assistant_id, "please write hello.txt", chat_id="chat-docker", limit=240)
+    ran = await e2e.run(assistant_id, "please write hello.txt", session_id="chat-docker", limit=240)
     assert ran.result.status == "completed", ran.result.error
     assert ran.starts()[None].runner == "claude"
     assert any(e.type == "execute" for e in ran.events)
     assert "done" in ran.result.content
-    chat = await e2e.store.chats.require("chat-docker")
-    assert chat.resume.get("claude:e2e.claude")
+    session = await e2e.store.sessions.require("chat-docker")
+    assert session.resume.get("claude:e2e.claude")
     [box] = boxes(docker_engine, e2e, assistant_id)
     code, out = box.exec_run(["cat", "hello.txt"], workdir="/workspace")
     assert code == 0 and out.decode().strip() == "hello"

@@ -51,7 +51,7 @@ async def test_without_an_asking_policy_the_question_tool_is_not_offered(
     scenario = f"q-bypass-{runner}"
     assistant_id = bypass_assistant(e2e, model_server, runner, scenario)
 
-    async def nobody(rig: Rig, chat_id: str, asked: Any) -> None:
+    async def nobody(rig: Rig, session_id: str, asked: Any) -> None:
         raise AssertionError(f"a question reached the client without the control channel: {asked}")
 
     events = await run(e2e, assistant_id, f"chat-{uuid.uuid4().hex[:8]}", nobody, nobody)

@@ -1,7 +1,7 @@
 """An attached image reaches codex, opencode, yaocode and tai and goes on to the model: the real
 CLI in its real image (yaocode: the native loop on the host, tools in the box; tai: `cage-tai`
 reads the file in the box), the pipeline on the real Docker backend, the fake model server
-recording what each sends (codex: a Responses `input_image`; the others: a Chat Completions
+recording what each sends (codex: a Responses `input_image`; the others: a Session Completions
 `image_url`). opencode runs both drives: `run --file` (oneshot) and the serve driver's file part
 (session).
 
@@ -77,7 +77,7 @@ def vision_assistant(
 
 
 async def attach_and_run(rig: Rig, assistant_id: str) -> None:
-    turn = rig.turn(assistant_id, "what is in the picture?", chat_id=f"chat-{assistant_id}").model_copy(
+    turn = rig.turn(assistant_id, "what is in the picture?", session_id=f"chat-{assistant_id}").model_copy(
         update={"attachments": (Attachment(name="shot.png", content=PNG, media_type="image/png"),)}
     )
     with anyio.fail_after(300):

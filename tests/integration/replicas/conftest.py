@@ -171,7 +171,7 @@ class Replicas:
 
 def stream_turn(
     url: str,
-    chat_id: str,
+    session_id: str,
     content: str,
     *,
     until: str | None = None,
@@ -179,7 +179,7 @@ def stream_turn(
     timeout: float = 60.0,
 ) -> list[dict[str, Any]]:
     """POST a turn to `url` and read its SSE events (up to the first one containing `until`)."""
-    body = {"chat_id": chat_id, "messages": [{"role": "user", "content": content}]}
+    body = {"session_id": session_id, "messages": [{"role": "user", "content": content}]}
     events: list[dict[str, Any]] = []
     with httpx.stream(
         "POST", f"{url}/v1/assistants/{assistant}/stream", json=body, headers=HEADERS, timeout=timeout

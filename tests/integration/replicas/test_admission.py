@@ -1,4 +1,4 @@
-"""Cluster-wide admission: 100 concurrent first messages of one chat, spread over two replicas on
+"""Cluster-wide admission: 100 concurrent first messages of one session, spread over two replicas on
 one Postgres database, make exactly one turn and one sandbox; all the others are refused (409)."""
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ BOXED = "tests.boxed"
 """The sleeper in a `session` sandbox: its box is created before the hook runs (and sleeps)."""
 
 
-async def _first_messages(urls: list[str], chat: str, count: int) -> list[tuple[int, str]]:
-    """`count` POSTs of a first message for `chat`, alternating between `urls`, all at once; each
+async def _first_messages(urls: list[str], session: str, count: int) -> list[tuple[int, str]]:
+    """`count` POSTs of a first message for `session`, alternating between `urls`, all at once; each
     gives its status and (a 200) the text up to `sleeping`, or (a refusal) its error body."""
     start = asyncio.Event()
 
     async def one(client: httpx.AsyncClient, url: str) -> tuple[int, str]:
         await start.wait()
-        body = {"chat_id": chat, "messages": [{"role": "user", "content": "sleep"}]}
+        body = {"session_id": session, "messages": [{"role": "user", "content": "sleep"}]}
         async with client.stream("POST", f"{url}/v1/assistants/{BOXED}/stream", json=body) as response:
             if response.status_code != 200:
                 return response.status_code, (await response.aread()).decode()
@@ -54,9 +54,9 @@ def test_100_concurrent_first_messages_over_two_replicas_make_one_turn_and_one_b
         sandbox={"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session"},
     )
     replicas.start()
-    chat = "first-" + uuid.uuid4().hex[:8]
+    session = "first-" + uuid.uuid4().hex[:8]
 
-    results = asyncio.run(_first_messages([replicas.a.url, replicas.b.url], chat, 100))
+    results = asyncio.run(_first_messages([replicas.a.url, replicas.b.url], session, 100))
 
     admitted = [text for status, text in results if status == 200]
     refused = [(status, text) for status, text in results if status != 200]
@@ -66,7 +66,7 @@ def test_100_concurrent_first_messages_over_two_replicas_make_one_turn_and_one_b
     assert {status for status, _ in refused} == {409}, refused[:3]
     assert all("already running" in text for _, text in refused), refused[:3]
 
-    page = httpx.get(f"{replicas.a.url}/v1/sessions/{chat}/events", headers=HEADERS, timeout=30).json()
+    page = httpx.get(f"{replicas.a.url}/v1/sessions/{session}/events", headers=HEADERS, timeout=30).json()
     starts = [
         e for e in page["events"] if e["props"].get("event") == "stream_start" and not e.get("thread_id")
     ]

@@ -42,7 +42,7 @@ def test_an_owners_box_on_one_replica_counts_against_its_cap_on_the_other(
 
     # B refuses either at once (429), when it already knows A's box (the leader's sweep adopts the
     # boxes other replicas made), or inside the turn, when its create counts the fleet's boxes.
-    body = {"chat_id": "two-" + uuid.uuid4().hex[:8], "messages": [{"role": "user", "content": "hello"}]}
+    body = {"session_id": "two-" + uuid.uuid4().hex[:8], "messages": [{"role": "user", "content": "hello"}]}
     with httpx.stream(
         "POST", f"{replicas.b.url}/v1/assistants/{BOXED}/stream", json=body, headers=HEADERS, timeout=600
     ) as response:

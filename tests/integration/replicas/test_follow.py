@@ -68,15 +68,15 @@ async def _error(client: SessionClient) -> Frame:
             return frame
 
 
-def _view(url: str, chat: str) -> dict[str, Any]:
-    reply = httpx.get(f"{url}/v1/sessions/{chat}", headers=HEADERS, timeout=30)
+def _view(url: str, session: str) -> dict[str, Any]:
+    reply = httpx.get(f"{url}/v1/sessions/{session}", headers=HEADERS, timeout=30)
     assert reply.status_code == 200, reply.text
     view: dict[str, Any] = reply.json()
     return view
 
 
-def _log(url: str, chat: str) -> list[dict[str, Any]]:
-    page = httpx.get(f"{url}/v1/sessions/{chat}/events", params={"limit": 10000}, headers=HEADERS, timeout=30)
+def _log(url: str, session: str) -> list[dict[str, Any]]:
+    page = httpx.get(f"{url}/v1/sessions/{session}/events", params={"limit": 10000}, headers=HEADERS, timeout=30)
     assert page.status_code == 200, page.text
     events: list[dict[str, Any]] = page.json()["events"]
     return events
@@ -84,20 +84,20 @@ def _log(url: str, chat: str) -> list[dict[str, Any]]:
 
 def test_a_websocket_on_b_follows_a_turn_running_on_a_and_interrupts_it(replicas: Replicas) -> None:
     _start(replicas)
-    chat = "follow-" + uuid.uuid4().hex[:8]
+    session = "follow-" + uuid.uuid4().hex[:8]
 
     async def scenario() -> None:
-        on_a = await SessionClient.open(_ws(replicas.a.url), chat, KEY, assistant_id="tests.sleeper")
+        on_a = await SessionClient.open(_ws(replicas.a.url), session, KEY, assistant_id="tests.sleeper")
         ready_a = await on_a.control("session.ready")
         await on_a.send(type="user_message", text="sleep")
         accepted = await on_a.control("session.accepted")
         turn_id = accepted["turn_id"]
         await _until_text(on_a, "sleeping")
 
-        on_b = await SessionClient.open(_ws(replicas.b.url), chat, KEY, after_seq=ready_a["last_seq"])
+        on_b = await SessionClient.open(_ws(replicas.b.url), session, KEY, after_seq=ready_a["last_seq"])
         ready_b = await on_b.control("session.ready")
         assert ready_b["running_turn_id"] == turn_id  # B runs no turn: it asked the database
-        assert _view(replicas.b.url, chat)["running_turn_id"] == turn_id  # and so does its session view
+        assert _view(replicas.b.url, session)["running_turn_id"] == turn_id  # and so does its session view
         await _until_text(on_b, "sleeping")  # the replay of what A wrote
 
         await on_b.send(type="interrupt")
@@ -109,7 +109,7 @@ def test_a_websocket_on_b_follows_a_turn_running_on_a_and_interrupts_it(replicas
         assert end_b["props"]["status"] == end_a["props"]["status"] == "cancelled"
         assert [e["seq"] for e in on_b.events] == [e["seq"] for e in on_a.events]
 
-        assert _view(replicas.b.url, chat).get("running_turn_id") is None
+        assert _view(replicas.b.url, session).get("running_turn_id") is None
         await on_b.send(type="interrupt")  # nothing runs any more, on either replica
         refused = await _error(on_b)
         assert refused["code"] == "no_turn", refused
@@ -117,7 +117,7 @@ def test_a_websocket_on_b_follows_a_turn_running_on_a_and_interrupts_it(replicas
         await on_b.close()
 
     asyncio.run(asyncio.wait_for(scenario(), WAIT_S))
-    log = _log(replicas.b.url, chat)
+    log = _log(replicas.b.url, session)
     assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
     assert "turn started" in replicas.a.log_text()
     assert "turn started" not in replicas.b.log_text()  # the turn ran on A only
@@ -128,22 +128,22 @@ def test_a_client_reconnecting_on_b_mid_turn_gets_the_rest_without_gap_or_duplic
 ) -> None:
     write_assistant(replicas.app, "tests.ticker", hooks=TICKER)
     _start(replicas)
-    chat = "resume-" + uuid.uuid4().hex[:8]
+    session = "resume-" + uuid.uuid4().hex[:8]
 
     async def scenario() -> list[int]:
-        on_a = await SessionClient.open(_ws(replicas.a.url), chat, KEY, assistant_id="tests.ticker")
+        on_a = await SessionClient.open(_ws(replicas.a.url), session, KEY, assistant_id="tests.ticker")
         ready_a = await on_a.control("session.ready")
         start = ready_a["last_seq"]
         await on_a.send(type="user_message", text="tick 60")
         await on_a.control("session.accepted")
 
-        first = await SessionClient.open(_ws(replicas.b.url), chat, KEY, after_seq=start)
+        first = await SessionClient.open(_ws(replicas.b.url), session, KEY, after_seq=start)
         await first.control("session.ready")
         await _until_text(first, "tick 5")
         had = [e["seq"] for e in first.events]
         await first.close()  # the client drops mid-turn
 
-        again = await SessionClient.open(_ws(replicas.b.url), chat, KEY, after_seq=had[-1])
+        again = await SessionClient.open(_ws(replicas.b.url), session, KEY, after_seq=had[-1])
         await again.control("session.ready")
         await again.until_stream_end()
         await on_a.until_stream_end()
@@ -156,17 +156,17 @@ def test_a_client_reconnecting_on_b_mid_turn_gets_the_rest_without_gap_or_duplic
 
     got = asyncio.run(asyncio.wait_for(scenario(), WAIT_S))
     assert got == sorted(set(got))  # no duplicate, in order
-    log = _log(replicas.a.url, chat)
+    log = _log(replicas.a.url, session)
     assert got == [e["seq"] for e in log][-len(got) :]  # no gap: the log's tail, every seq of it
     assert got[-1] == log[-1]["seq"]
 
 
 def test_the_http_interrupt_of_a_turn_id_on_b_stops_the_turn_on_a(replicas: Replicas) -> None:
     _start(replicas)
-    chat = "cancel-" + uuid.uuid4().hex[:8]
+    session = "cancel-" + uuid.uuid4().hex[:8]
 
     async def scenario() -> None:
-        on_a = await SessionClient.open(_ws(replicas.a.url), chat, KEY, assistant_id="tests.sleeper")
+        on_a = await SessionClient.open(_ws(replicas.a.url), session, KEY, assistant_id="tests.sleeper")
         await on_a.control("session.ready")
         await on_a.send(type="user_message", text="sleep")
         turn_id = (await on_a.control("session.accepted"))["turn_id"]
@@ -175,7 +175,7 @@ def test_the_http_interrupt_of_a_turn_id_on_b_stops_the_turn_on_a(replicas: Repl
             route = f"/v1/chat/completions/{turn_id}/interrupt"
             reply = await http.post(route, json={"force": True})
             assert reply.status_code == 202, reply.text
-            assert reply.json()["chat_id"] == chat
+            assert reply.json()["session_id"] == session
             end = await on_a.until_stream_end()
             assert end["props"]["status"] == "cancelled"
             again = await http.post(route, json={"force": True})  # over: refused on B as on A

@@ -107,17 +107,17 @@ def test_a_permission_answer_on_b_unblocks_the_turn_on_a(
         if Path(HOST_CA).is_file():
             replica.env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)
     replicas.start()
-    chat = "ask-" + uuid.uuid4().hex[:8]
+    session = "ask-" + uuid.uuid4().hex[:8]
 
     async def scenario() -> tuple[list[Frame], list[Frame]]:
         on_a = await SessionClient.open(
-            replicas.a.url.replace("http", "ws"), chat, KEY, assistant_id=assistant
+            replicas.a.url.replace("http", "ws"), session, KEY, assistant_id=assistant
         )
         await on_a.control("session.ready")
         await on_a.send(type="user_message", text="write the file")
         await on_a.control("session.accepted")
 
-        on_b = await SessionClient.open(replicas.b.url.replace("http", "ws"), chat, KEY, after_seq=0)
+        on_b = await SessionClient.open(replicas.b.url.replace("http", "ws"), session, KEY, after_seq=0)
         await on_b.control("session.ready")
         asked = await _next_event(on_b, "permission/request")  # followed from A's log
         request_id = asked["props"]["request_id"]

@@ -62,11 +62,11 @@ def test_kill_9_of_a_replica_mid_turn_and_the_other_closes_the_turn_and_serves_t
     replicas: Replicas,
 ) -> None:
     replicas.start()
-    chat = "lease-" + uuid.uuid4().hex[:8]
-    seen = stream_turn(replicas.a.url, chat, "sleep", until="sleeping")
+    session = "lease-" + uuid.uuid4().hex[:8]
+    seen = stream_turn(replicas.a.url, session, "sleep", until="sleeping")
     assert seen[0]["props"]["event"] == "stream_start"
 
-    body = {"chat_id": chat, "messages": [{"role": "user", "content": "me too"}]}
+    body = {"session_id": session, "messages": [{"role": "user", "content": "me too"}]}
     busy = httpx.post(
         f"{replicas.b.url}/v1/assistants/tests.sleeper/stream", json=body, headers=HEADERS, timeout=30
     )
@@ -75,7 +75,7 @@ def test_kill_9_of_a_replica_mid_turn_and_the_other_closes_the_turn_and_serves_t
     replicas.a.kill9()
 
     def closed() -> list[dict[str, Any]] | None:
-        page = httpx.get(f"{replicas.b.url}/v1/sessions/{chat}/events", headers=HEADERS, timeout=10).json()
+        page = httpx.get(f"{replicas.b.url}/v1/sessions/{session}/events", headers=HEADERS, timeout=10).json()
         log: list[dict[str, Any]] = page["events"]
         end = log[-1]
         done = end["props"].get("event") == "stream_end" and not end.get("thread_id")
@@ -89,7 +89,7 @@ def test_kill_9_of_a_replica_mid_turn_and_the_other_closes_the_turn_and_serves_t
     assert "turns of a dead replica closed" in replicas.b.log_text()
     assert ready(replicas.b)["leader"] is True  # B took the lead when A's lease ran out
 
-    after = stream_turn(replicas.b.url, chat, "hello")
+    after = stream_turn(replicas.b.url, session, "hello")
     assert after[-1]["props"]["event"] == "stream_end" and after[-1]["props"]["status"] == "completed"
     texts = " ".join(str(e["props"].get("content", "")) for e in after)
     assert "awake: hello (user messages seen: 2)" in texts  # the killed turn's message was kept

@@ -70,7 +70,7 @@ def test_the_leader_reaps_the_other_replicas_idle_box_and_spares_its_busy_one(
     [busy_box] = names()
     done = stream_turn(replicas.b.url, "idle-" + uuid.uuid4().hex[:8], "hello", assistant=BOXED, timeout=600)
     assert done[-1]["props"]["event"] == "stream_end"  # (the runner after the hook has no model: error)
-    [idle_box] = names() - {busy_box}  # both made by B, one per chat
+    [idle_box] = names() - {busy_box}  # both made by B, one per session
 
     eventually("the idle box reaped by the leader", lambda: idle_box not in names())
     eventually("the leader's log line", lambda: "sandbox reaped" in replicas.a.log_text())

@@ -39,8 +39,8 @@ def test_a_new_leader_spares_the_oneshot_box_of_another_replicas_running_turn(
     def names() -> set[str]:
         return {c.name for c in docker_engine.containers.list(all=True, filters=selector)}
 
-    chat = "busy-" + uuid.uuid4().hex[:8]
-    started = stream_turn(replicas.b.url, chat, "sleep", until="sleeping", assistant=BOXED, timeout=600)
+    session = "busy-" + uuid.uuid4().hex[:8]
+    started = stream_turn(replicas.b.url, session, "sleep", until="sleeping", assistant=BOXED, timeout=600)
     assert started[0]["props"]["event"] == "stream_start"
     [box] = names()  # B's turn's oneshot box
 
@@ -51,7 +51,7 @@ def test_a_new_leader_spares_the_oneshot_box_of_another_replicas_running_turn(
         assert leads(c), c.log_text()[-3000:]
         assert "sandboxes reconciled" in c.log_text()
         assert box in names(), c.log_text()[-3000:]  # reconcile is done before C reports ready
-        running = httpx.get(f"{replicas.b.url}/v1/sessions/{chat}", headers=HEADERS, timeout=10)
+        running = httpx.get(f"{replicas.b.url}/v1/sessions/{session}", headers=HEADERS, timeout=10)
         assert running.status_code == 200 and running.json().get("running_turn_id"), running.text
     finally:
         c.stop()

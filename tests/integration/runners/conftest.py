@@ -103,7 +103,7 @@ def _parse(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
-def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: str | None = None,
+def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, session: str | None = None,
              extra: list[str] | None = None, interrupt_after: str | None = None, timeout: float = 180,
              output: str = "jsonl", env: dict[str, str] | None = None, cwd: Path | None = None,
              user: str | None = None) -> RunResult:
@@ -112,8 +112,8 @@ def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, chat: st
     if user is not None:  # as another (non-root) user: the system python with this checkout's packages
         argv = ["runuser", "-u", user, "--", "env", f"PYTHONPATH={REPO}:{SITE_PACKAGES}", SYSTEM_PYTHON,
                 *argv[1:]]
-    if chat:
-        argv += ["--chat", chat]
+    if session:
+        argv += ["--session", session]
     argv += extra or []
     proc = subprocess.Popen(argv, env={**app.env(), **(env or {})}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=cwd)

@@ -166,7 +166,7 @@ def test_a_root_owned_checkout_exits_2_and_nothing_is_chowned(app: App, tmp_path
 
 
 LLM_STACK = {"anthropic", "openai", "mcp", "alembic"}
-"""What a runner turn never needs: the model SDKs and MCP (LLM mode, chat titles) and Alembic (the
+"""What a runner turn never needs: the model SDKs and MCP (LLM mode, session titles) and Alembic (the
 store is at head after the first run)."""
 
 

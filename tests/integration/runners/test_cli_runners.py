@@ -53,11 +53,11 @@ def test_tool_turn_writes_the_file_and_streams_every_phase(
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_second_turn_resumes_even_after_a_config_change(runner: str, app: App, workspace: Path) -> None:
     assistant = app.assistant(runner, scenario="text", lifecycle="session")
-    first = cage_run(app, assistant, workspace, "remember the word PINEAPPLE-42", chat="c1")
+    first = cage_run(app, assistant, workspace, "remember the word PINEAPPLE-42", session="c1")
     assert first.code == 0, first.stderr[-2000:]
     app.assistant(runner, scenario="text", lifecycle="session", environment={"CHANGED": "1"})
     before = len(app.server.requests.all())
-    second = cage_run(app, assistant, workspace, "what was the word?", chat="c1")
+    second = cage_run(app, assistant, workspace, "what was the word?", session="c1")
     assert second.code == 0, second.stderr[-2000:]
     _assert_well_formed(second)
     later = [json.dumps(r.body) for r in app.server.requests.all()[before:]]
@@ -82,19 +82,19 @@ def test_model_errors_end_the_turn_in_error(runner: str, scenario: str, app: App
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_cancel_mid_tool_kills_the_cli_and_the_chat_goes_on(
+def test_cancel_mid_tool_kills_the_cli_and_the_session_goes_on(
     runner: str, app: App, workspace: Path, docker_engine: docker.DockerClient
 ) -> None:
     # `opencode run` prints a tool only once it has finished (reference/clis.md): its serve drive is
     # the one that shows the tool running, so that the interrupt lands while `sleep 120` runs
     options = {"drive": "serve"} if runner == "opencode" else None
     assistant = app.assistant(runner, scenario="cancel-me", lifecycle="session", options=options)
-    result = cage_run(app, assistant, workspace, "sleep a while", chat="c2", interrupt_after='"status":"running"')
+    result = cage_run(app, assistant, workspace, "sleep a while", session="c2", interrupt_after='"status":"running"')
     assert result.code == 130, result.stderr[-2000:]
     _assert_well_formed(result)
     assert result.end["status"] == "cancelled"
     assert _boxes(docker_engine, app, assistant) == []  # CI mode: the box and the CLI go with the run
     app.assistant(runner, scenario="text", lifecycle="session")
-    again = cage_run(app, assistant, workspace, "still there?", chat="c2")
+    again = cage_run(app, assistant, workspace, "still there?", session="c2")
     assert again.code == 0, again.stderr[-2000:]
     assert again.end["status"] == "completed"

@@ -125,7 +125,7 @@ async def test_claude_cannot_call_an_unlisted_tool_even_bypassing_permissions(
     connector = ConnectorSpec(id="fake", label="fake", type=ConnectorType.ANTHROPIC,
                               model=f"claude-sonnet-4-5@{scenario}", base_url=model.url_for_containers,
                               key=SecretStr("sk-ant-fake-allow-123456"), max_retries=1)
-    turn = TurnRequest(assistant_id="e2e.claude", owner="alice", chat_id=f"chat-{uuid.uuid4().hex[:8]}",
+    turn = TurnRequest(assistant_id="e2e.claude", owner="alice", session_id=f"chat-{uuid.uuid4().hex[:8]}",
                        turn_id=f"turn-{uuid.uuid4().hex[:8]}", prompt="please do the task", connector=connector,
                        mcp_servers=(server,), lifecycle="session")  # runner.options default: bypassPermissions
     builder = TurnBuilder(CountingIds(), runner="claude")

@@ -220,8 +220,8 @@ def served(
 class Session:
     """One websocket session of `dev` and the HTTP client beside it."""
 
-    def __init__(self, served: Served, ws: SessionClient, http: httpx.AsyncClient, chat: str) -> None:
-        self.served, self.ws, self.http, self.chat = served, ws, http, chat
+    def __init__(self, served: Served, ws: SessionClient, http: httpx.AsyncClient, session: str) -> None:
+        self.served, self.ws, self.http, self.session = served, ws, http, session
         self._read = 0
 
     async def next_ask(self) -> dict[str, Any]:
@@ -319,17 +319,17 @@ def _brief(event: Frame) -> str:
 class _Open:
     def __init__(self, served: Served, runner: str) -> None:
         self.served, self.runner = served, runner
-        self.chat = f"wsperm-{runner}-{TEST_RUN_ID[:6]}-{uuid.uuid4().hex[:6]}"
+        self.session = f"wsperm-{runner}-{TEST_RUN_ID[:6]}-{uuid.uuid4().hex[:6]}"
 
     async def __aenter__(self) -> Session:
         server = self.served.server
         self.ws = await SessionClient.open(
-            server.ws_url, self.chat, self.served.keys["dev"].token, assistant_id=f"wsperm.{self.runner}"
+            server.ws_url, self.session, self.served.keys["dev"].token, assistant_id=f"wsperm.{self.runner}"
         )
         self.http = httpx.AsyncClient(base_url=server.base_url, timeout=60)
         await self.ws.control("session.ready")
         await self.ws.send(type="user_message", text="go")
-        return Session(self.served, self.ws, self.http, self.chat)
+        return Session(self.served, self.ws, self.http, self.session)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.ws.close()
@@ -371,7 +371,7 @@ async def test_claude_asks_over_the_websocket(served: Served) -> None:
         always = await session.next_ask()  # asked once the late one was decided
         assert _is_bash(always, ALWAYS), always
         late_answer = await session.http.post(
-            f"/v1/sessions/{session.chat}/permissions/{late['request_id']}",
+            f"/v1/sessions/{session.session}/permissions/{late['request_id']}",
             headers=served.keys["dev"].header,
             json={"decision": "allow"},
         )
@@ -406,7 +406,7 @@ async def test_codex_asks_over_the_websocket_and_the_admin_route_answers(served:
         asked = await _deny_then_allow(session, "codex")
         by_admin = await session.next_ask()
         assert _is_bash(by_admin, BY_ADMIN), by_admin
-        route = f"/v1/admin/sessions/{session.chat}/permissions/{by_admin['request_id']}"
+        route = f"/v1/admin/sessions/{session.session}/permissions/{by_admin['request_id']}"
         body = {"decision": "deny", "message": "the operator says no"}
         reply = await session.http.post(
             route, params={"owner": "dev"}, headers=served.keys["ops"].header, json=body
@@ -431,7 +431,7 @@ async def test_opencode_asks_over_the_websocket_and_the_http_routes_answer(serve
         await session.reply(colour, ANSWER)
         by_admin = await session.next_ask()
         assert _is_bash(by_admin, BY_ADMIN), by_admin
-        route = f"/v1/admin/sessions/{session.chat}/permissions/{by_admin['request_id']}"
+        route = f"/v1/admin/sessions/{session.session}/permissions/{by_admin['request_id']}"
         allow = {"decision": "allow"}
         # refused while it waits: an admin naming another owner, a user on the admin route, another
         # user on the user route
@@ -443,7 +443,7 @@ async def test_opencode_asks_over_the_websocket_and_the_http_routes_answer(serve
             route, params={"owner": "dev"}, headers=keys["dev"].header, json=allow
         )
         assert as_user.status_code == 403, as_user.text
-        user_route = f"/v1/sessions/{session.chat}/permissions/{by_admin['request_id']}"
+        user_route = f"/v1/sessions/{session.session}/permissions/{by_admin['request_id']}"
         other_user = await session.http.post(user_route, headers=keys["eve"].header, json=allow)
         assert other_user.status_code == 404, other_user.text
         reply = await session.http.post(
@@ -456,7 +456,7 @@ async def test_opencode_asks_over_the_websocket_and_the_http_routes_answer(serve
         assert again.status_code == 404, again.text  # answered already
         shape = await session.next_ask()
         assert (shape["text"], tuple(shape["options"])) == _SHAPE, shape
-        question_route = f"/v1/sessions/{session.chat}/questions/{shape['request_id']}"
+        question_route = f"/v1/sessions/{session.session}/questions/{shape['request_id']}"
         as_permission = await session.http.post(
             user_route.replace(by_admin["request_id"], shape["request_id"]),
             headers=keys["dev"].header,
@@ -491,7 +491,7 @@ async def test_tai_asks_over_the_websocket_and_the_admin_question_route_answers(
         await session.reply(colour, ANSWER)
         shape = await session.next_ask()
         assert (shape["text"], tuple(shape["options"])) == _SHAPE, shape
-        route = f"/v1/admin/sessions/{session.chat}/questions/{shape['request_id']}"
+        route = f"/v1/admin/sessions/{session.session}/questions/{shape['request_id']}"
         wrong_owner = await session.http.post(
             route, params={"owner": "eve"}, headers=keys["ops"].header, json={"answer": "square"}
         )

@@ -215,7 +215,7 @@ async def run_turn(
     turn = TurnRequest(
         assistant_id=f"e2e.{runner}",
         owner="alice",
-        chat_id=f"chat-{uuid.uuid4().hex[:8]}",
+        session_id=f"chat-{uuid.uuid4().hex[:8]}",
         turn_id=f"turn-{uuid.uuid4().hex[:8]}",
         prompt="please do the task",
         connector=connector,

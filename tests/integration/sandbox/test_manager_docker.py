@@ -44,7 +44,7 @@ def names(client: docker.DockerClient, run_labels: dict[str, str]) -> set[str]:
 async def test_create_reuse_recreate_keeps_workspace(
     manager: SandboxManager, tmp_path: Path, docker_engine: docker.DockerClient
 ) -> None:
-    req = request(tmp_path, spec(lifecycle="session"), chat_id="c1")
+    req = request(tmp_path, spec(lifecycle="session"), session_id="c1")
     first = await manager.acquire(req)
     assert (await sh(manager, first, "echo kept > /workspace/note.txt; whoami"))[0] == [b"sandbox"]
     await manager.release(first)
@@ -52,7 +52,7 @@ async def test_create_reuse_recreate_keeps_workspace(
     assert second.ref.id == first.ref.id and not second.created
     await manager.release(second)
     changed = request(
-        tmp_path, spec(lifecycle="session", environment={"MODE": "2"}), chat_id="c1", owner=req.owner
+        tmp_path, spec(lifecycle="session", environment={"MODE": "2"}), session_id="c1", owner=req.owner
     )
     third = await manager.acquire(changed)
     assert third.ref.id != first.ref.id and third.created
@@ -96,9 +96,9 @@ async def test_oneshot_removed_after_the_turn(
 async def test_session_reaped_when_idle_but_not_during_a_long_turn(
     manager: SandboxManager, tmp_path: Path
 ) -> None:
-    busy_req = request(tmp_path, spec(lifecycle="session", idle_timeout="2s"), chat_id="busy")
+    busy_req = request(tmp_path, spec(lifecycle="session", idle_timeout="2s"), session_id="busy")
     idle_req = request(
-        tmp_path, spec(lifecycle="session", idle_timeout="2s"), chat_id="idle", owner=busy_req.owner
+        tmp_path, spec(lifecycle="session", idle_timeout="2s"), session_id="idle", owner=busy_req.owner
     )
     busy = await manager.acquire(busy_req)
     idle = await manager.acquire(idle_req)
@@ -128,7 +128,7 @@ async def test_reconcile_after_restart(
     case_labels: dict[str, str],
 ) -> None:
     kept = await manager.acquire(
-        request(tmp_path, spec(lifecycle="session", idle_timeout="90s"), chat_id="c")
+        request(tmp_path, spec(lifecycle="session", idle_timeout="90s"), session_id="c")
     )
     orphan = await manager.acquire(request(tmp_path, spec()))  # a oneshot never released: a crash
     restarted = SandboxManager(
@@ -143,7 +143,7 @@ async def test_reconcile_after_restart(
         request(
             tmp_path,
             kept_spec := spec(lifecycle="session", idle_timeout="90s"),
-            chat_id="c",
+            session_id="c",
             owner=kept.identity.owner,
         )
     )
@@ -156,7 +156,7 @@ async def test_two_hundred_concurrent_acquires_make_one_container(
     docker_engine: docker.DockerClient,
     test_run_labels: dict[str, str],
 ) -> None:
-    req = request(tmp_path, spec(lifecycle="session"), chat_id="crowd")
+    req = request(tmp_path, spec(lifecycle="session"), session_id="crowd")
     leases: list[SandboxLease] = []
 
     async def one() -> None:
@@ -206,7 +206,7 @@ async def test_prepare_once_runs_once_per_hash(manager: SandboxManager, tmp_path
         {"action": "exec", "cmd": "echo each >> /workspace/each.log"},
         {"action": "file", "path": "~/cfg/app.json", "content": '{"a": 1}'},
     ]
-    req = request(tmp_path, spec(lifecycle="session", prepare=steps), chat_id="p")
+    req = request(tmp_path, spec(lifecycle="session", prepare=steps), session_id="p")
     for _ in range(3):
         lease = await manager.acquire(req)
         await manager.release(lease)
@@ -219,7 +219,7 @@ async def test_prepare_once_runs_once_per_hash(manager: SandboxManager, tmp_path
     changed = request(
         tmp_path,
         spec(lifecycle="session", prepare=steps, environment={"X": "1"}),
-        chat_id="p",
+        session_id="p",
         owner=req.owner,
     )
     lease = await manager.acquire(changed)
@@ -227,14 +227,14 @@ async def test_prepare_once_runs_once_per_hash(manager: SandboxManager, tmp_path
 
 
 async def test_symlink_out_of_the_workspace_is_refused(manager: SandboxManager, tmp_path: Path) -> None:
-    req = request(tmp_path, spec(lifecycle="session"), chat_id="s")
+    req = request(tmp_path, spec(lifecycle="session"), session_id="s")
     lease = await manager.acquire(req)
     await sh(manager, lease, "ln -s /etc /workspace/etc-link")
     await manager.release(lease)
     evil = request(
         tmp_path,
         spec(lifecycle="session", prepare=[{"action": "file", "path": "etc-link/evil", "content": "x"}]),
-        chat_id="s",
+        session_id="s",
         owner=req.owner,
     )
     with pytest.raises(WorkspaceError):
@@ -242,7 +242,7 @@ async def test_symlink_out_of_the_workspace_is_refused(manager: SandboxManager, 
     dotdot = request(
         tmp_path,
         spec(lifecycle="session", prepare=[{"action": "file", "path": "../etc/evil", "content": "x"}]),
-        chat_id="s",
+        session_id="s",
         owner=req.owner,
     )
     with pytest.raises(WorkspaceError):

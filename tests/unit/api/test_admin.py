@@ -23,7 +23,7 @@ async def admin(served: Served) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=served.url, headers=served.auth("admin"), timeout=10)
 
 
-def box_for(served: Served, owner: str, chat_id: str) -> str:
+def box_for(served: Served, owner: str, session_id: str) -> str:
     """A session sandbox made by the app's manager (as a sandbox turn would); returns its name."""
     manager = served.server.app.state.api.services.manager
     assistant = AppLoader(served.settings.app_dir, environ={}).get("tests.box")
@@ -33,7 +33,7 @@ def box_for(served: Served, owner: str, chat_id: str) -> str:
         assistant_id="tests.box",
         assistant_dir=assistant.path,
         spec=assistant.sandbox,
-        chat_id=chat_id,
+        session_id=session_id,
     )
     lease = served.server.call(manager.acquire(request))
     served.server.call(manager.release(lease))
@@ -178,7 +178,7 @@ async def test_images_runners_build_progress_and_prune(admin: httpx.AsyncClient)
 async def test_admin_sessions_of_any_owner(served: Served, admin: httpx.AsyncClient) -> None:
     async with admin, httpx.AsyncClient(base_url=served.url, headers=served.auth("bob")) as bob:
         await bob.post(
-            "/v1/assistants/tests.echo/stream", json={"messages": [{"content": "hi"}], "chat_id": "b1"}
+            "/v1/assistants/tests.echo/stream", json={"messages": [{"content": "hi"}], "session_id": "b1"}
         )
         listed = (await admin.get("/v1/admin/sessions", params={"owner": "bob"})).json()
         no_owner = await admin.get("/v1/admin/sessions")

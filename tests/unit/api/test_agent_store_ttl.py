@@ -23,7 +23,7 @@ def write_idle_session(store_url: str, client_id: str) -> None:
     async def write() -> None:
         two_hours_ago = datetime.now(UTC) - timedelta(hours=2)
         async with Store.from_url(store_url, clock=lambda: two_hours_ago) as store:
-            await store.chats.create("alice", "tests.echo", client_id=client_id)
+            await store.sessions.create("alice", "tests.echo", client_id=client_id)
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pool.submit(anyio.run, write).result()
@@ -42,7 +42,7 @@ def test_agent_store_ttl_expires_idle_sessions(
     try:
         headers = {"Authorization": f"Bearer {keys['alice']}"}
         with httpx.Client(base_url=server.base_url, headers=headers, timeout=10) as client:
-            turn = {"chat_id": "fresh", "messages": [{"role": "user", "content": "hi"}]}
+            turn = {"session_id": "fresh", "messages": [{"role": "user", "content": "hi"}]}
             assert client.post("/v1/assistants/tests.echo/stream", json=turn).status_code == 200
             runs = server.app.state.cluster.runs
             start = runs["retention"]

@@ -13,7 +13,7 @@ from orchestrator.api import ApiConfig, create_app
 from orchestrator.dsl import AppLoader
 from orchestrator.logs import configure_logging
 from orchestrator.sandbox import SandboxRequest
-from orchestrator.store.chats import internal_chat_id
+from orchestrator.store.sessions import internal_session_id
 from tests.unit.api.conftest import Served, make_settings
 from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, fake_services
 
@@ -48,31 +48,31 @@ async def test_another_users_session_is_404_like_a_missing_one(served: Served) -
     async with httpx.AsyncClient(base_url=served.url) as client:
         created = await client.post(
             "/v1/assistants/tests.echo/stream",
-            json={"messages": [{"role": "user", "content": "hi"}], "chat_id": "alice-chat"},
+            json={"messages": [{"role": "user", "content": "hi"}], "session_id": "alice-session"},
             headers=served.auth("alice"),
         )
         assert created.status_code == 200
-        mine = await client.get("/v1/sessions/alice-chat", headers=served.auth("alice"))
-        theirs = await client.get("/v1/sessions/alice-chat", headers=served.auth("bob"))
-        missing = await client.get("/v1/sessions/nobody-chat", headers=served.auth("bob"))
-        events = await client.get("/v1/sessions/alice-chat/events", headers=served.auth("bob"))
+        mine = await client.get("/v1/sessions/alice-session", headers=served.auth("alice"))
+        theirs = await client.get("/v1/sessions/alice-session", headers=served.auth("bob"))
+        missing = await client.get("/v1/sessions/nobody-session", headers=served.auth("bob"))
+        events = await client.get("/v1/sessions/alice-session/events", headers=served.auth("bob"))
         hijack = await client.post(
             "/v1/assistants/tests.echo/stream",
-            json={"messages": [{"role": "user", "content": "mine now"}], "chat_id": "alice-chat"},
+            json={"messages": [{"role": "user", "content": "mine now"}], "session_id": "alice-session"},
             headers=served.auth("bob"),
         )
-        deleted = await client.delete("/v1/sessions/alice-chat", headers=served.auth("bob"))
+        deleted = await client.delete("/v1/sessions/alice-session", headers=served.auth("bob"))
         admin = await client.get(
-            "/v1/admin/sessions/alice-chat", params={"owner": "alice"}, headers=served.auth("admin")
+            "/v1/admin/sessions/alice-session", params={"owner": "alice"}, headers=served.auth("admin")
         )
-        still_mine = await client.get("/v1/sessions/alice-chat/events", headers=served.auth("alice"))
+        still_mine = await client.get("/v1/sessions/alice-session/events", headers=served.auth("alice"))
     assert mine.status_code == 200 and mine.json()["owner"] == "alice"
-    assert theirs.status_code == 404 and theirs.json()["detail"] == "session 'alice-chat' not found"
+    assert theirs.status_code == 404 and theirs.json()["detail"] == "session 'alice-session' not found"
     assert missing.status_code == 404 and missing.json()["detail"] == theirs.json()["detail"].replace(
-        "alice-chat", "nobody-chat"
+        "alice-session", "nobody-session"
     )
     assert events.status_code == 404
-    # session ids are per owner: bob's "alice-chat" is bob's own new session, alice's is untouched
+    # session ids are per owner: bob's "alice-session" is bob's own new session, alice's is untouched
     assert hijack.status_code == 200 and deleted.status_code == 204
     assert admin.status_code == 200 and admin.json()["last_seq"] > 0
     assert "mine now" in hijack.text and still_mine.status_code == 200 and "mine now" not in still_mine.text
@@ -119,20 +119,20 @@ async def test_sandbox_cap_per_owner_answers_429(served: Served) -> None:
         first = await client.post(
             "/v1/chat/completions",
             json={"model": "tests.box", "messages": [{"role": "user", "content": "one"}]},
-            headers={"X-Cage-Chat-Id": "box-1"},
+            headers={"X-Cage-Session-Id": "box-1"},
         )
         assert first.status_code == 200
         # the fake pipeline takes no sandbox, so occupy alice's only slot the way a turn would
-        _occupy_slot(served, owner="alice", chat_id="box-1")
+        _occupy_slot(served, owner="alice", session_id="box-1")
         second = await client.post(
             "/v1/chat/completions",
             json={"model": "tests.box", "messages": [{"role": "user", "content": "two"}]},
-            headers={"X-Cage-Chat-Id": "box-2"},
+            headers={"X-Cage-Session-Id": "box-2"},
         )
-        same_chat = await client.post(
+        same_session = await client.post(
             "/v1/chat/completions",
             json={"model": "tests.box", "messages": [{"role": "user", "content": "again"}]},
-            headers={"X-Cage-Chat-Id": "box-1"},
+            headers={"X-Cage-Session-Id": "box-1"},
         )
     bob = await _post_as(served, "bob", "box-3")
     assert second.status_code == 429
@@ -142,23 +142,23 @@ async def test_sandbox_cap_per_owner_answers_429(served: Served) -> None:
         "param": None,
         "code": "capacity_reached",
     }
-    assert same_chat.status_code == 200  # reuses the session's sandbox: no new one needed
+    assert same_session.status_code == 200  # reuses the session's sandbox: no new one needed
     assert bob == 200
 
 
-async def _post_as(served: Served, who: str, chat_id: str) -> int:
+async def _post_as(served: Served, who: str, session_id: str) -> int:
     async with httpx.AsyncClient(base_url=served.url, headers=served.auth(who)) as client:
         response = await client.post(
             "/v1/chat/completions",
             json={"model": "tests.box", "messages": [{"role": "user", "content": "x"}]},
-            headers={"X-Cage-Chat-Id": chat_id},
+            headers={"X-Cage-Session-Id": session_id},
         )
     return response.status_code
 
 
-def _occupy_slot(served: Served, *, owner: str, chat_id: str) -> None:
+def _occupy_slot(served: Served, *, owner: str, session_id: str) -> None:
     """Create the session's sandbox through the app's own manager, the way a sandbox turn does
-    (turns name their sandbox after the internal chat id)."""
+    (turns name their sandbox after the internal session id)."""
     manager = served.server.app.state.api.services.manager
     assistant = AppLoader(served.settings.app_dir, environ={}).get("tests.box")
     assert assistant.sandbox is not None
@@ -167,7 +167,7 @@ def _occupy_slot(served: Served, *, owner: str, chat_id: str) -> None:
         assistant_id="tests.box",
         assistant_dir=assistant.path,
         spec=assistant.sandbox,
-        chat_id=internal_chat_id(owner, chat_id),
+        session_id=internal_session_id(owner, session_id),
     )
     lease = served.server.call(manager.acquire(request))
     served.server.call(manager.release(lease))

@@ -14,14 +14,14 @@ from tests.unit.api.conftest import Served
 async def test_child_sessions_are_listed_under_their_parent(served: Served) -> None:
     store = Store.from_url(served.settings.resolved_database_url())
     try:
-        parent = await store.chats.create("alice", "tests.echo", client_id="p1")
-        await store.chats.create("alice", "tests.echo", client_id="unrelated")
+        parent = await store.sessions.create("alice", "tests.echo", client_id="p1")
+        await store.sessions.create("alice", "tests.echo", client_id="unrelated")
         sessions = StoreChildSessions(
-            store, owner="alice", assistant_id="tests.echo", parent_chat_id=parent.id, turn_id="turn-1"
+            store, owner="alice", assistant_id="tests.echo", parent_session_id=parent.id, turn_id="turn-1"
         )
         child = await sessions.open("docs", "read the docs")
         builder = TurnBuilder(CountingIds())
-        await child.emit([*builder.stream_start("agent", chat_id=child.id), *builder.text("report")])
+        await child.emit([*builder.stream_start("agent", session_id=child.id), *builder.text("report")])
         await child.emit([*builder.close_open_messages(), *builder.stream_end("completed")])
         await sessions.open("task-2", "look at the tests")
     finally:

@@ -33,13 +33,13 @@ async def test_user_memory_is_per_owner(served: Served) -> None:
     assert deleted.status_code == 204 and again.status_code == 404
 
 
-async def test_chat_memory_belongs_to_the_sessions_owner(served: Served) -> None:
+async def test_session_memory_belongs_to_the_sessions_owner(served: Served) -> None:
     async with (
         httpx.AsyncClient(base_url=served.url, headers=served.auth("alice")) as alice,
         httpx.AsyncClient(base_url=served.url, headers=served.auth("bob")) as bob,
     ):
         await alice.post(
-            "/v1/assistants/tests.echo/stream", json={"messages": [{"content": "hi"}], "chat_id": "m1"}
+            "/v1/assistants/tests.echo/stream", json={"messages": [{"content": "hi"}], "session_id": "m1"}
         )
         put = await alice.put("/v1/sessions/m1/memory/step", json={"value": 3})
         listed = await alice.get("/v1/sessions/m1/memory")

@@ -33,7 +33,7 @@ def test_non_streamed_answer_with_usage(served: Served) -> None:
     assert answer.usage.total_tokens == 28
 
 
-def test_streamed_answer_with_usage_and_chat_continuity(served: Served) -> None:
+def test_streamed_answer_with_usage_and_session_continuity(served: Served) -> None:
     client = client_for(served)
     with client.chat.completions.with_streaming_response.create(
         model="tests.echo",
@@ -41,7 +41,7 @@ def test_streamed_answer_with_usage_and_chat_continuity(served: Served) -> None:
         stream=True,
         stream_options={"include_usage": True},
     ) as response:
-        chat_id = response.headers["x-cage-chat-id"]
+        session_id = response.headers["x-cage-session-id"]
         chunks = list(response.parse())
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -52,16 +52,16 @@ def test_streamed_answer_with_usage_and_chat_continuity(served: Served) -> None:
     again = client.chat.completions.create(
         model="tests.echo",
         messages=[{"role": "user", "content": "second"}],
-        extra_headers={"X-Cage-Chat-Id": chat_id},
+        extra_headers={"X-Cage-Session-Id": session_id},
     )
     by_metadata = client.chat.completions.create(
-        model="tests.echo", messages=[{"role": "user", "content": "third"}], metadata={"chat_id": chat_id}
+        model="tests.echo", messages=[{"role": "user", "content": "third"}], metadata={"session_id": session_id}
     )
     assert again.choices[0].message.content == "echo: second"
     assert by_metadata.choices[0].message.content == "echo: third"
     with httpx.Client(base_url=served.url, headers=served.auth("alice")) as http:
-        session = http.get(f"/v1/sessions/{chat_id}").json()
-        events = http.get(f"/v1/sessions/{chat_id}/events").json()["events"]
+        session = http.get(f"/v1/sessions/{session_id}").json()
+        events = http.get(f"/v1/sessions/{session_id}/events").json()["events"]
     ends = [e for e in events if e["type"] == "event" and e["props"]["event"] == "stream_end"]
     assert session["assistant_id"] == "tests.echo" and len(ends) == 3
 
@@ -120,12 +120,12 @@ async def test_native_sse_stream_and_session_follow(served: Served) -> None:
         response = await http.post(
             "/v1/assistants/tests.echo/stream", json={"messages": [{"role": "user", "content": "native"}]}
         )
-        chat_id = response.headers["x-cage-chat-id"]
+        session_id = response.headers["x-cage-session-id"]
         blocks = [b for b in response.text.split("\n\n") if b]
         events = [json.loads(b.split("data: ", 1)[1]) for b in blocks]
         ids = [int(b.split("\n")[0].removeprefix("id: ")) for b in blocks]
         async with http.stream(
-            "GET", f"/v1/sessions/{chat_id}/stream", headers={"Last-Event-ID": "2"}
+            "GET", f"/v1/sessions/{session_id}/stream", headers={"Last-Event-ID": "2"}
         ) as follow:
             replay = []
             async for line in follow.aiter_lines():
@@ -171,3 +171,30 @@ def test_the_official_client_sees_a_failed_completion_as_an_error_and_does_not_r
         client.chat.completions.create(model="tests.echo", messages=[{"role": "user", "content": "fail"}])
     assert "scripted failure" in str(failed.value)
     assert len(turns.started) == before + 1  # one turn, not three
+
+
+async def test_the_names_from_before_sessions_are_still_read(served: Served) -> None:
+    """`X-Cage-Chat-Id` (answered with both headers), Yao's `metadata.chat_id` and a `/stream`
+    body's `chat_id` all continue the session they name."""
+    message = [{"role": "user", "content": "hi"}]
+    async with httpx.AsyncClient(base_url=served.url, headers=served.auth("alice"), timeout=10) as http:
+        by_header = await http.post(
+            "/v1/chat/completions",
+            json={"model": "tests.echo", "messages": message},
+            headers={"X-Cage-Chat-Id": "old-client"},
+        )
+        by_metadata = await http.post(
+            "/v1/chat/completions",
+            json={"model": "tests.echo", "messages": message, "metadata": {"chat_id": "old-client"}},
+        )
+        by_body = await http.post("/v1/assistants/tests.echo/stream", json={"messages": message, "chat_id": "old-client"})
+        both = await http.post(
+            "/v1/assistants/tests.echo/stream",
+            json={"messages": message, "chat_id": "old-client", "session_id": "old-client"},
+        )
+        events = (await http.get("/v1/sessions/old-client/events")).json()["events"]
+    assert by_header.status_code == by_metadata.status_code == by_body.status_code == 200
+    assert by_header.headers["x-cage-session-id"] == by_header.headers["x-cage-chat-id"] == "old-client"
+    assert by_metadata.headers["x-cage-session-id"] == by_body.headers["x-cage-session-id"] == "old-client"
+    assert both.status_code == 422  # one field under two names is refused, not guessed
+    assert sum(e["type"] == "event" and e["props"]["event"] == "stream_end" for e in events) == 3

@@ -62,7 +62,7 @@ def test_the_documented_models_match_what_the_handlers_send() -> None:
 
 def test_the_operation_id_is_the_handler_name() -> None:
     assert (
-        operation_id("get_session_v1_sessions__chat_id__get", "/v1/sessions/{chat_id}", "get")
+        operation_id("get_session_v1_sessions__session_id__get", "/v1/sessions/{session_id}", "get")
         == "get_session"
     )
     assert operation_id("list_teams_v1_admin_teams_get", "/v1/admin/teams", "get") == "admin_list_teams"

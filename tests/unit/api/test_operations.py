@@ -56,7 +56,7 @@ async def test_openapi_lists_the_routes(served: Served) -> None:
         "/v1/admin/assistants",
         "/v1/admin/sandboxes/{name}/exec",
         "/v1/assistants/{assistant_id}/stream",
-        "/v1/sessions/{chat_id}/events",
+        "/v1/sessions/{session_id}/events",
         "/readyz",
     ):
         assert path in spec["paths"], path
@@ -74,9 +74,9 @@ async def test_shutdown_ends_running_turns_with_stream_end_cancelled(tmp_path: P
     await ws.until_seq(3)
     await asyncio.to_thread(server.stop)
     async with Store.from_settings(settings) as store:
-        chat = await store.chats.find("alice", "long")
-        assert chat is not None
-        events = await store.events.after(chat.id)
+        session = await store.sessions.find("alice", "long")
+        assert session is not None
+        events = await store.events.after(session.id)
     last = events[-1]
     assert isinstance(last, LifecycleEvent) and isinstance(last.props, StreamEnd)
     assert last.props.status == "cancelled"
@@ -87,7 +87,7 @@ async def test_out_of_range_numbers_are_422_not_500(served: Served) -> None:
     huge = 2**70
     async with httpx.AsyncClient(base_url=served.url, headers=served.auth("alice")) as client:
         await client.post(
-            "/v1/assistants/tests.echo/stream", json={"messages": [{"content": "hi"}], "chat_id": "n1"}
+            "/v1/assistants/tests.echo/stream", json={"messages": [{"content": "hi"}], "session_id": "n1"}
         )
         events = await client.get("/v1/sessions/n1/events", params={"after_seq": huge})
         tokens = await client.post(

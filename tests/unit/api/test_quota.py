@@ -20,13 +20,13 @@ def test_concurrent_starts_reserve_their_sandboxes(tmp_path: Path) -> None:
     spec = AppLoader(settings.app_dir, environ={}).get("tests.box").sandbox
     manager = SandboxManager(FakeBackend(), FakeImageBuilder(), settings)
 
-    def start(chat: str, owner: str = "alice") -> Callable[[], None]:
-        return manager.admission.admit(spec, owner=owner, assistant_id="tests.box", chat_id=chat, workspace_id=None)
+    def start(session: str, owner: str = "alice") -> Callable[[], None]:
+        return manager.admission.admit(spec, owner=owner, assistant_id="tests.box", session_id=session, workspace_id=None)
 
     first, _second = start("c1"), start("c2")  # neither box exists yet: both reserve
     with pytest.raises(CapacityError, match="owner alice"):
         start("c3")  # refused before it starts, although no box exists yet
-    start("c1")  # the same chat's box is already reserved: no second one, so no refusal
+    start("c1")  # the same session's box is already reserved: no second one, so no refusal
     start("c9", owner="bob")  # another owner has its own room
     first()  # the turn ended (its box was never made, or is counted by the registry)
     start("c3")

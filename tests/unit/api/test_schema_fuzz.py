@@ -15,7 +15,7 @@ from schemathesis import GenerationMode
 from tests.unit.api.conftest import Served
 
 EXAMPLES = 15
-SKIP = ("/v1/sessions/{chat_id}/stream",)  # a live subscription: it ends when the client leaves
+SKIP = ("/v1/sessions/{session_id}/stream",)  # a live subscription: it ends when the client leaves
 
 
 def names_a_field(body: dict[str, Any]) -> bool:

@@ -27,7 +27,7 @@ async def test_a_session_is_created_on_first_use_and_runs_turns(served: Served) 
     ready = await ws.control("session.ready")
     assert ready == {
         "type": "session.ready",
-        "chat_id": "s1",
+        "session_id": "s1",
         "assistant_id": "tests.echo",
         "last_seq": 0,
         "after_seq": 0,
@@ -169,7 +169,7 @@ async def test_ping_bad_frames_and_attachments(served: Served) -> None:
 
 
 @pytest.mark.parametrize(
-    ("who", "chat", "assistant", "code", "close"),
+    ("who", "session", "assistant", "code", "close"),
     [
         ("bob", "owned-by-alice", None, "not_found", 4404),
         ("alice", "fresh", None, "not_found", 4404),
@@ -178,14 +178,14 @@ async def test_ping_bad_frames_and_attachments(served: Served) -> None:
     ],
 )
 async def test_refused_connections_say_why(
-    served: Served, who: str, chat: str, assistant: str | None, code: str, close: int
+    served: Served, who: str, session: str, assistant: str | None, code: str, close: int
 ) -> None:
     owner = await SessionClient.open(
         served.server.ws_url, "owned-by-alice", served.keys["alice"], assistant_id="tests.echo"
     )
     await owner.control("session.ready")
     token = served.keys.get(who, "cage_000000000000_" + "x" * 43)
-    ws = await SessionClient.open(served.server.ws_url, chat, token, assistant_id=assistant)
+    ws = await SessionClient.open(served.server.ws_url, session, token, assistant_id=assistant)
     error = await ws.control("session.error")
     with pytest.raises(ConnectionClosed) as closed:
         await ws.next()

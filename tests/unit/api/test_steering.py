@@ -1,6 +1,6 @@
 """Steering commands between two replicas on one Postgres database (two `Store`s, two `Steering`s).
 
-The replica holding a chat's turn carries out the command and its outcome reaches the sender:
+The replica holding a session's turn carries out the command and its outcome reaches the sender:
 success with its data, or its own refusal with the same error a local request raises. A command
 nobody holds is withdrawn and refused. On SQLite steering is off (one process).
 """
@@ -45,14 +45,14 @@ async def owner_store(store: Store) -> AsyncIterator[Store]:
 
 
 class Owner:
-    """Replica A: holds the turn of `chat_id` and records what it was asked."""
+    """Replica A: holds the turn of `session_id` and records what it was asked."""
 
-    def __init__(self, chat_id: str) -> None:
-        self.chat_id = chat_id
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
         self.done: list[TurnCommand] = []
 
-    def holds(self, chat_id: str) -> bool:
-        return chat_id == self.chat_id
+    def holds(self, session_id: str) -> bool:
+        return session_id == self.session_id
 
     async def act(self, command: TurnCommand) -> dict[str, Any]:
         self.done.append(command)
@@ -63,16 +63,16 @@ class Owner:
         return {"turn_id": "turn-1"}
 
 
-def _nobody(_chat_id: str) -> bool:
+def _nobody(_session_id: str) -> bool:
     return False
 
 
 async def _nothing(command: TurnCommand) -> dict[str, Any]:
-    raise AssertionError(f"nobody holds {command.chat_id}")
+    raise AssertionError(f"nobody holds {command.session_id}")
 
 
-async def _pair(sender_store: Store, owner_store: Store, chat_id: str) -> tuple[Steering, Owner]:
-    owner = Owner(chat_id)
+async def _pair(sender_store: Store, owner_store: Store, session_id: str) -> tuple[Steering, Owner]:
+    owner = Owner(session_id)
     on_a = Steering(owner_store, holds=owner.holds, act=owner.act)
     on_b = Steering(sender_store, holds=_nobody, act=_nothing)
     on_a.listen()
@@ -93,10 +93,10 @@ async def test_sqlite_steers_nothing(store: Store) -> None:
 
 @pytest.mark.databases("postgres")
 async def test_the_owner_acts_and_the_sender_gets_its_outcome(store: Store, owner_store: Store) -> None:
-    chat = await store.chats.create("alice", "tests.echo")
-    on_b, owner = await _pair(store, owner_store, chat.id)
+    session = await store.sessions.create("alice", "tests.echo")
+    on_b, owner = await _pair(store, owner_store, session.id)
     with anyio.fail_after(30):
-        done = await on_b.send(chat.id, "interrupt", {"force": True}, refusal="no turn")
+        done = await on_b.send(session.id, "interrupt", {"force": True}, refusal="no turn")
     assert done == {"turn_id": "turn-1"}
     assert [(c.kind, c.body) for c in owner.done] == [("interrupt", {"force": True})]
     assert await store.commands.unclaimed() == []  # the sender deleted its row
@@ -106,12 +106,12 @@ async def test_the_owner_acts_and_the_sender_gets_its_outcome(store: Store, owne
 async def test_the_owners_refusal_reaches_the_sender_as_the_same_error(
     store: Store, owner_store: Store
 ) -> None:
-    chat = await store.chats.create("alice", "tests.echo")
-    on_b, _owner = await _pair(store, owner_store, chat.id)
+    session = await store.sessions.create("alice", "tests.echo")
+    on_b, _owner = await _pair(store, owner_store, session.id)
     with anyio.fail_after(30), pytest.raises(NotFound, match="no permission request 'gone' is waiting"):
-        await on_b.send(chat.id, "permission", {"request_id": "gone"}, refusal="unused")
+        await on_b.send(session.id, "permission", {"request_id": "gone"}, refusal="unused")
     with anyio.fail_after(30), pytest.raises(UsageError, match="is a question"):
-        await on_b.send(chat.id, "permission", {"request_id": "a-question"}, refusal="unused")
+        await on_b.send(session.id, "permission", {"request_id": "a-question"}, refusal="unused")
 
 
 @pytest.mark.databases("postgres")
@@ -119,8 +119,8 @@ async def test_a_command_nobody_holds_is_withdrawn_and_refused(
     store: Store, owner_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(steering_module, "CLAIM_WAIT_S", 0.5)
-    chat = await store.chats.create("alice", "tests.echo")
-    on_b, owner = await _pair(store, owner_store, "another-chat")
+    session = await store.sessions.create("alice", "tests.echo")
+    on_b, owner = await _pair(store, owner_store, "another-session")
     with anyio.fail_after(30), pytest.raises(NotFound, match="no turn is running here"):
-        await on_b.send(chat.id, "interrupt", {"force": False}, refusal="no turn is running here")
+        await on_b.send(session.id, "interrupt", {"force": False}, refusal="no turn is running here")
     assert owner.done == []

@@ -71,7 +71,7 @@ def _idle_oneshot_box(served: Served) -> None:
     assert assistant.sandbox is not None
     spec = assistant.sandbox.model_copy(update={"idle_timeout": datetime.timedelta(milliseconds=10)})
     request = SandboxRequest(
-        owner="alice", assistant_id="tests.box", assistant_dir=assistant.path, spec=spec, chat_id="c1"
+        owner="alice", assistant_id="tests.box", assistant_dir=assistant.path, spec=spec, session_id="c1"
     )
     served.server.call(manager.release(served.server.call(manager.acquire(request))))
 

@@ -21,9 +21,9 @@ from tests.unit.sandbox.fakes import FakeBackend
 def test_boxes_of_an_unknown_assistant_survive_a_restart_and_are_listed(tmp_path: Path) -> None:
     backend = FakeBackend()
     names = []
-    for lifecycle, chat in ((Lifecycle.PERSISTENT, None), (Lifecycle.SESSION, "c1")):
+    for lifecycle, session in ((Lifecycle.PERSISTENT, None), (Lifecycle.SESSION, "c1")):
         ident = identity_for(
-            lifecycle, owner="alice", assistant_id="gone.away", chat_id=chat, workspace_id=None
+            lifecycle, owner="alice", assistant_id="gone.away", session_id=session, workspace_id=None
         )
         labels = sandbox_labels(ident, config_hash="h" * 64, idle_timeout=None, max_lifetime=None, extra={})
         anyio.run(backend.create, CreateSpec(image="i", name=ident.name, labels=labels))

@@ -33,7 +33,7 @@ class SessionClient:
     async def open(
         cls,
         ws_url: str,
-        chat_id: str,
+        session_id: str,
         token: str,
         *,
         assistant_id: str | None = None,
@@ -42,7 +42,7 @@ class SessionClient:
         query = "&".join(
             f"{k}={v}" for k, v in (("assistant_id", assistant_id), ("after_seq", after_seq)) if v is not None
         )
-        url = f"{ws_url}/v1/sessions/{chat_id}/ws" + (f"?{query}" if query else "")
+        url = f"{ws_url}/v1/sessions/{session_id}/ws" + (f"?{query}" if query else "")
         conn = await connect(url, additional_headers={"Authorization": f"Bearer {token}"})
         return cls(conn)
 

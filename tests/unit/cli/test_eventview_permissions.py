@@ -1,4 +1,4 @@
-"""`cage chat` / `cage logs` show permission requests, their decisions and agent questions."""
+"""`cage session` / `cage logs` show permission requests, their decisions and agent questions."""
 
 from __future__ import annotations
 

@@ -133,3 +133,11 @@ def test_root_help_line_is_the_commands_own(name: str) -> None:
     lazy = CageGroup.lazy_commands[name]
     command = lazy.load(name)
     assert (command.help or "").strip().splitlines()[0] == lazy.help
+
+
+def test_run_takes_the_old_name_of_its_session_option(tmp_path: Path) -> None:
+    """`--chat` is `--session`'s name before 2026-12: accepted, so the run gets as far as the app."""
+    for option in ("--session", "--chat"):
+        result = cage("--app", str(tmp_path / "none"), "run", "x.y", "hi", option, "s-1")
+        assert result.returncode == 2, result.stderr
+        assert "no such directory" in result.stderr and "No such option" not in result.stderr

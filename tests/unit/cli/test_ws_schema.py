@@ -56,7 +56,7 @@ def test_every_server_frame_of_a_recorded_session_validates() -> None:
     validator = _validator("ServerFrame")
     frames = [json.loads(line) for line in GOLDEN_WS.read_text().splitlines() if line.strip()]
     frames += [
-        {"type": "session.ready", "chat_id": "c", "assistant_id": "a", "last_seq": 0, "after_seq": 0},
+        {"type": "session.ready", "session_id": "c", "assistant_id": "a", "last_seq": 0, "after_seq": 0},
         {"type": "session.accepted", "turn_id": "t"},
         {"type": "session.error", "code": "turn_running", "message": "a turn is running"},
     ]

@@ -32,14 +32,14 @@ def test_anthropic_tool_result_blocks_as_text() -> None:
     assert _record("anthropic", body).tool_results() == ["refused: no", "blue"]
 
 
-def test_chat_tool_messages_and_responses_outputs() -> None:
-    chat = {
+def test_session_tool_messages_and_responses_outputs() -> None:
+    session = {
         "messages": [
             {"role": "user", "content": "go"},
             {"role": "tool", "tool_call_id": "c", "content": "ok"},
         ]
     }
-    assert _record("openai-chat", chat).tool_results() == ["ok"]
+    assert _record("openai-chat", session).tool_results() == ["ok"]
     responses = {
         "input": [
             {"role": "user", "content": "go"},

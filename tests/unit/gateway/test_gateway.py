@@ -91,23 +91,23 @@ async def test_anthropic_calls_carry_the_real_key_and_headers_never_the_token(
     assert gateway.registry.owner_usage("alice").output_tokens >= usage.output_tokens
 
 
-async def test_openai_chat_and_responses_are_metered_from_the_stream(
+async def test_openai_session_and_responses_are_metered_from_the_stream(
     gateway: ModelGateway, fake: FakeModelServer
 ) -> None:
     access = await grant(gateway, connector(fake, ConnectorType.OPENAI))
     async with openai.AsyncOpenAI(api_key=access.token, base_url=host_url(access), max_retries=0) as client:
-        chat = await client.chat.completions.create(
+        session = await client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
             stream_options={"include_usage": True},
         )
-        chat_usage = [c.usage async for c in chat if c.usage is not None][-1]
+        session_usage = [c.usage async for c in session if c.usage is not None][-1]
         stream = await client.responses.create(model="m", input="hi", stream=True)
         done = [e async for e in stream if e.type == "response.completed"][-1]
     assert done.response.usage is not None
     assert fake.requests.all()[-1].credential_sha256 == sha(REAL_KEY)
     usage = gateway.revoke(access)
-    assert usage.input_tokens == chat_usage.prompt_tokens + done.response.usage.input_tokens
-    assert usage.output_tokens == chat_usage.completion_tokens + done.response.usage.output_tokens
+    assert usage.input_tokens == session_usage.prompt_tokens + done.response.usage.input_tokens
+    assert usage.output_tokens == session_usage.completion_tokens + done.response.usage.output_tokens
 
 
 async def test_a_token_reaches_only_its_own_connector_and_dies_with_its_turn(

@@ -1,7 +1,7 @@
 """A process that publishes through a `SessionHub` until it is killed, for the crash tests.
 
-`python -m tests.unit.pipeline.hub_publisher URL CHAT...`: two producers per chat publish text
-events as fast as they can, and a live subscriber per chat prints `told <chat> <seq> <content>`
+`python -m tests.unit.pipeline.hub_publisher URL SESSION...`: two producers per session publish text
+events as fast as they can, and a live subscriber per session prints `told <session> <seq> <content>`
 for every event it gets (what a client would have been told), flushed line by line.
 """
 
@@ -17,27 +17,27 @@ from orchestrator.stream import TextEvent, TextProps
 PRODUCERS = 2
 
 
-async def main(url: str, chats: list[str]) -> None:
+async def main(url: str, sessions: list[str]) -> None:
     store = Store.from_url(url)
     hub = SessionHub(store)
-    for chat in chats:
-        await hub.begin(chat)
+    for session in sessions:
+        await hub.begin(session)
 
-    async def watch(chat: str) -> None:
-        async for event in hub.subscribe(chat):
+    async def watch(session: str) -> None:
+        async for event in hub.subscribe(session):
             assert isinstance(event, TextEvent)
-            sys.stdout.write(f"told {chat} {event.seq} {event.props.content}\n")
+            sys.stdout.write(f"told {session} {event.seq} {event.props.content}\n")
             sys.stdout.flush()
 
-    async def produce(chat: str, producer: int) -> None:
+    async def produce(session: str, producer: int) -> None:
         n = 0
         while True:
             batch = [TextEvent(props=TextProps(content=f"p{producer}-{n}-{k}")) for k in range(1 + n % 3)]
-            await hub.publish(chat, "turn-crash", batch)
+            await hub.publish(session, "turn-crash", batch)
             n += 1
 
-    tasks = [asyncio.ensure_future(watch(chat)) for chat in chats]
-    tasks += [asyncio.ensure_future(produce(chat, p)) for chat in chats for p in range(PRODUCERS)]
+    tasks = [asyncio.ensure_future(watch(session)) for session in sessions]
+    tasks += [asyncio.ensure_future(produce(session, p)) for session in sessions for p in range(PRODUCERS)]
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     await asyncio.gather(*tasks)

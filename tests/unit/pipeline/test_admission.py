@@ -16,13 +16,13 @@ from tests.pipeline_rig import Rig
 BUSY = "a turn is already running in session 'chat-race'; interrupt it or wait for stream_end"
 
 
-async def test_two_concurrent_starts_on_one_chat_admit_one_and_refuse_the_other(rig: Rig) -> None:
+async def test_two_concurrent_starts_on_one_session_admit_one_and_refuse_the_other(rig: Rig) -> None:
     admitted: list[object] = []
     refused: list[str] = []
 
     async def start() -> None:
         try:
-            admitted.append(await rig.service.start(rig.turn("hooks.slow", "x", chat_id="chat-race")))
+            admitted.append(await rig.service.start(rig.turn("hooks.slow", "x", session_id="chat-race")))
         except Conflict as exc:
             refused.append(str(exc))
 
@@ -44,33 +44,33 @@ async def test_admit_sees_the_resolved_assistant_and_its_release_runs_once_at_th
         seen.append(assistant.id)
         return lambda: released.append(assistant.id)
 
-    handle = await rig.service.start(rig.turn("hooks.echo", "hi", chat_id="chat-admit"), admit=admit)
+    handle = await rig.service.start(rig.turn("hooks.echo", "hi", session_id="chat-admit"), admit=admit)
     assert seen == ["hooks.echo"]
     assert (await handle.result()).status == "completed"
     assert released == ["hooks.echo"]
 
 
-async def test_a_refusal_by_admit_starts_nothing_and_leaves_the_chat_free(rig: Rig) -> None:
+async def test_a_refusal_by_admit_starts_nothing_and_leaves_the_session_free(rig: Rig) -> None:
     def full(assistant: Assistant) -> Release:
         raise CapacityError("owner alice", 0)
 
     with pytest.raises(CapacityError):
-        await rig.service.start(rig.turn("hooks.echo", "hi", chat_id="chat-full"), admit=full)
+        await rig.service.start(rig.turn("hooks.echo", "hi", session_id="chat-full"), admit=full)
     assert rig.service.running("chat-full") is None
     assert await rig.store.events.after("chat-full") == []
-    ran = await rig.run("hooks.echo", "again", chat_id="chat-full")
+    ran = await rig.run("hooks.echo", "again", session_id="chat-full")
     assert ran.result.status == "completed"
 
 
 async def test_a_message_after_the_stream_end_waits_for_the_persist_instead_of_being_refused(
     rig: Rig,
 ) -> None:
-    first = await rig.service.start(rig.turn("hooks.echo", "one", chat_id="chat-next"))
+    first = await rig.service.start(rig.turn("hooks.echo", "one", session_id="chat-next"))
     async for event in first.events():
         if is_root_end(event):
             break
     assert first.ending
-    second = await rig.service.start(rig.turn("hooks.echo", "two", chat_id="chat-next"))
+    second = await rig.service.start(rig.turn("hooks.echo", "two", session_id="chat-next"))
     assert (await first.result()).status == "completed"
     assert (await second.result()).status == "completed"
 

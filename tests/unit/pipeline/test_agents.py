@@ -69,10 +69,10 @@ async def test_forked_calls_skip_history(rig: Rig, app_root: Path) -> None:
         "hooks.count",
         hooks="async def create(ctx, messages, options):\n    await ctx.send(str(len(messages)))\n",
     )
-    await rig.run("hooks.echo", "first", chat_id="chat-h")
-    direct = await rig.run("hooks.count", "second", chat_id="chat-h")
+    await rig.run("hooks.echo", "first", session_id="chat-h")
+    direct = await rig.run("hooks.count", "second", session_id="chat-h")
     assert direct.result.content == "3"  # two messages of history and the new one
-    _, result = await fan_out(rig, "call", [{"agent_id": "hooks.count", "messages": "x"}], chat_id="chat-h")
+    _, result = await fan_out(rig, "call", [{"agent_id": "hooks.count", "messages": "x"}], session_id="chat-h")
     assert result["content"] == "1"
 
 
@@ -94,4 +94,4 @@ async def test_interrupting_a_hook_turn_ends_it_cancelled(rig: Rig) -> None:
     result = await handle.result()
     assert result.status == "cancelled"
     assert time.monotonic() - started < 5
-    assert rig.service.running(turn.chat_id) is None
+    assert rig.service.running(turn.session_id) is None

@@ -158,7 +158,7 @@ class FakeAdapter:
         return LineTranslator(builder)
 
 
-TURN = TurnRequest(assistant_id="a.b", owner="o", chat_id="c", turn_id="t", prompt="hi")
+TURN = TurnRequest(assistant_id="a.b", owner="o", session_id="c", turn_id="t", prompt="hi")
 
 
 async def _run(

@@ -41,11 +41,11 @@ async def test_an_unoffered_connector_is_refused_before_the_turn_starts(
         UsageError, match=r"options.connector 'secret-prod' is not offered by assistant 'hooks.picky'"
     ):
         await rig.service.start(
-            rig.turn("hooks.picky", "hi", chat_id="chat-p1", options=TurnOptions(connector="secret-prod"))
+            rig.turn("hooks.picky", "hi", session_id="chat-p1", options=TurnOptions(connector="secret-prod"))
         )
-    assert await store.chats.get("chat-p1") is None  # nothing started, nothing written
+    assert await store.sessions.get("chat-p1") is None  # nothing started, nothing written
 
-    ran = await rig.run("hooks.picky", "hi", chat_id="chat-p2", options=TurnOptions(connector="mock-b"))
+    ran = await rig.run("hooks.picky", "hi", session_id="chat-p2", options=TurnOptions(connector="mock-b"))
     assert ran.texts() == ["picked mock-b"]
 
 
@@ -80,9 +80,9 @@ async def test_an_llm_turn_runs_on_the_offered_connector_the_request_picks(
         )
         try:
             picked = await rig.run(
-                "llm.picky", "hi", chat_id="chat-l1", options=TurnOptions(connector="picked")
+                "llm.picky", "hi", session_id="chat-l1", options=TurnOptions(connector="picked")
             )
-            own = await rig.run("llm.picky", "hi", chat_id="chat-l2")
+            own = await rig.run("llm.picky", "hi", session_id="chat-l2")
         finally:
             await rig.service.aclose()
         asked = [r.scenario for r in server.requests.all() if r.api == "openai-chat"]

@@ -27,7 +27,7 @@ PROMPTS = "- role: system\n  content: You are terse.\n"
 YAO_CREATE = (
     "async def create(ctx, messages, options):\n"
     "    return {'max_completion_tokens': 77, 'search': {'web': True}, 'force_uses': True,\n"
-    "            'audio': {'voice': 'alloy'}, 'theme': 'dark', 'route': '/chat/x'}\n"
+    "            'audio': {'voice': 'alloy'}, 'theme': 'dark', 'route': '/session/x'}\n"
     "async def next(ctx, payload, options):\n"
     "    return {'data': {'answer': payload['completion']['content']},\n"
     "            'metadata': {'ticket': 'T-7', 'score': 3}}\n"
@@ -82,7 +82,7 @@ async def test_next_data_and_metadata_reach_the_client(llm_rig: Rig) -> None:
     assert nxt.metadata == {"ticket": "T-7", "score": 3}
     assert ran.result.data == nxt.data and ran.result.metadata == nxt.metadata
     # the event is in the session's log, where a reconnecting client reads it
-    logged = await llm_rig.store.events.after(ran.turn.chat_id)
+    logged = await llm_rig.store.events.after(ran.turn.session_id)
     assert [
         e.props.data for e in logged if isinstance(e, LifecycleEvent) and isinstance(e.props, HookNext)
     ] == [nxt.data]

@@ -46,7 +46,7 @@ async def test_next_hook_returns_data(rig: Rig) -> None:
     assert data["completion"] is None  # pure-hook mode: no model, no runner
     assert data["tools"] == [] and data["error"] is None
     assert data["last"] == "what do you see"
-    assert data["ids"] == [ran.turn.chat_id, ran.turn.turn_id, "hooks.next_data"]
+    assert data["ids"] == [ran.turn.session_id, ran.turn.turn_id, "hooks.next_data"]
     assert data["metadata"] == "t-1"
     assert ran.result.content == "hello from create"
 
@@ -100,8 +100,8 @@ async def test_delegation_cycle_is_stopped_with_the_chain(rig: Rig) -> None:
 
 
 async def test_sync_hook_runs_in_a_worker_thread_with_the_same_ctx(rig: Rig) -> None:
-    first = await rig.run("hooks.sync_memory", "a", chat_id="chat-sync")
-    second = await rig.run("hooks.sync_memory", "b", chat_id="chat-sync")
+    first = await rig.run("hooks.sync_memory", "a", session_id="chat-sync")
+    second = await rig.run("hooks.sync_memory", "b", session_id="chat-sync")
     assert first.result.content == "count=1 thread=True"
     assert second.result.content == "count=2 thread=True"
 

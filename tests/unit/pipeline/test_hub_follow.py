@@ -1,4 +1,4 @@
-"""A hub follows a chat that another process writes (several replicas on one Postgres database).
+"""A hub follows a session that another process writes (several replicas on one Postgres database).
 
 Two `Store`s and two `SessionHub`s on one database stand for replicas A and B: A publishes a turn,
 B's subscribers get every event live, in order, once, whether they subscribed before the turn,
@@ -22,14 +22,14 @@ from orchestrator.store.notify import APPLICATION_NAME
 from orchestrator.stream import Event, RandomIds, TurnBuilder
 
 pytestmark = pytest.mark.databases("postgres")  # several replicas share a Postgres database
-CHAT = "chat-hub-follow"
+SESSION = "chat-hub-follow"
 TURN = "turn-hub-follow"
 WAIT_S = 30
 
 
 @pytest.fixture
 async def replica_b(store: Store) -> AsyncIterator[Store]:
-    await store.chats.create("alice", "hooks.echo", chat_id=CHAT)
+    await store.sessions.create("alice", "hooks.echo", session_id=SESSION)
     other = Store.from_url(store.url)
     try:
         yield other
@@ -39,19 +39,19 @@ async def replica_b(store: Store) -> AsyncIterator[Store]:
 
 async def _publish_turn(hub: SessionHub, chunks: int, *, between: anyio.Event | None = None) -> list[Event]:
     builder = TurnBuilder(RandomIds())
-    await hub.begin(CHAT)
-    out = await hub.publish(CHAT, TURN, builder.stream_start("hooks.echo"))
+    await hub.begin(SESSION)
+    out = await hub.publish(SESSION, TURN, builder.stream_start("hooks.echo"))
     for n in range(chunks):
-        out += await hub.publish(CHAT, TURN, builder.text(f"chunk {n} "))
+        out += await hub.publish(SESSION, TURN, builder.text(f"chunk {n} "))
         if between is not None and n == chunks // 2:
             await between.wait()
-    out += await hub.publish(CHAT, TURN, builder.stream_end())
+    out += await hub.publish(SESSION, TURN, builder.stream_end())
     return out
 
 
 async def _collect(hub: SessionHub, after_seq: int, got: list[int]) -> None:
-    """The chat's events after `after_seq` up to the turn's end."""
-    async for event in hub.subscribe(CHAT, after_seq=after_seq):
+    """The session's events after `after_seq` up to the turn's end."""
+    async for event in hub.subscribe(SESSION, after_seq=after_seq):
         got.append(event.seq)
         if is_root_end(event):
             return
@@ -68,7 +68,7 @@ async def _until(condition: Callable[[], Awaitable[bool]] | Callable[[], bool]) 
 
 
 async def _at_least(store: Store, seq: int) -> bool:
-    return await store.events.last_seq(CHAT) >= seq
+    return await store.events.last_seq(SESSION) >= seq
 
 
 async def _wait_listening(store: Store) -> None:
@@ -104,7 +104,7 @@ async def test_a_client_resuming_on_b_mid_turn_gets_the_rest_without_gap_or_dupl
 
         tg.start_soon(turn)
         await _until(lambda: _at_least(store, chunks // 2))
-        resume_from = await store.events.last_seq(CHAT) - 3  # the client had these, not the last 3
+        resume_from = await store.events.last_seq(SESSION) - 3  # the client had these, not the last 3
         done = anyio.Event()
 
         async def follow() -> None:
@@ -116,7 +116,7 @@ async def test_a_client_resuming_on_b_mid_turn_gets_the_rest_without_gap_or_dupl
         halfway.set()
         with anyio.fail_after(WAIT_S):
             await done.wait()
-    assert got == list(range(resume_from + 1, await store.events.last_seq(CHAT) + 1))
+    assert got == list(range(resume_from + 1, await store.events.last_seq(SESSION) + 1))
 
 
 async def test_without_notices_the_poll_still_delivers_in_order(
@@ -159,8 +159,8 @@ async def test_the_owners_own_subscribers_are_not_fed_twice(store: Store, replic
 
 async def _cut_listener(store: Store) -> int:
     """Terminate the listener connections of this database (what a server restart does to them)."""
-    async with store._db.write() as session:
-        result = await session.execute(
+    async with store._db.write() as tx:
+        result = await tx.execute(
             text(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE application_name = :name AND datname = current_database()"
@@ -182,13 +182,13 @@ async def test_a_lost_listener_reconnects_and_reads_what_it_missed(
         tg.start_soon(_collect, hub_b, 0, got)
         await _until(lambda: hub_b.following() > 0)
         await _wait_listening(replica_b)
-        await hub_a.begin(CHAT)
-        first = await hub_a.publish(CHAT, TURN, builder.stream_start("hooks.echo"))
+        await hub_a.begin(SESSION)
+        first = await hub_a.publish(SESSION, TURN, builder.stream_start("hooks.echo"))
         await _until(lambda: len(got) >= len(first))
         assert await _cut_listener(store) == 1  # B's listener (A has none: it follows nothing)
         await _until(lambda: not replica_b.notices.connected.is_set())
-        missed = await hub_a.publish(CHAT, TURN, builder.text("while B was away"))  # no notice reaches B
+        missed = await hub_a.publish(SESSION, TURN, builder.text("while B was away"))  # no notice reaches B
         await _wait_listening(replica_b)  # reconnected
-        rest = await hub_a.publish(CHAT, TURN, builder.stream_end())
+        rest = await hub_a.publish(SESSION, TURN, builder.stream_end())
         await _until(lambda: len(got) >= len(first + missed + rest))
     assert got == [e.seq for e in first + missed + rest] == list(range(1, len(got) + 1))

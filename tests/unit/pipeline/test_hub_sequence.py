@@ -1,7 +1,7 @@
 """The durable log and the live stream agree: every seq a subscriber gets is in the log, once.
 
 A cancel during a tool run used to leave the log shorter than what live clients had got: the
-chat's emitter had been evicted (a subscriber left), two producers of the turn (the cancelled
+session's emitter had been evicted (a subscriber left), two producers of the turn (the cancelled
 tool's closing events and the turn's end) both reloaded it, and the second, whose `last_seq` read
 came before the first's write, rewound the emitter; its batch reused a seq already in the log, was
 refused (`duplicate: expected seq N+1, got N`) and went out live only. These tests hold the two
@@ -22,7 +22,7 @@ from orchestrator.store.events import Committed
 from orchestrator.stream import Event, RandomIds, TurnBuilder, validate_stream
 from tests.pipeline_rig import Rig
 
-CHAT = "chat-hub-seq"
+SESSION = "chat-hub-seq"
 TURN = "turn-hub-seq"
 
 
@@ -31,24 +31,24 @@ def batch(builder: TurnBuilder, text: str) -> list[Event]:
 
 
 async def logged(store: Store) -> list[int]:
-    return [e.seq for e in await store.events.after(CHAT, 0)]
+    return [e.seq for e in await store.events.after(SESSION, 0)]
 
 
 @pytest.fixture
 async def hub(store: Store) -> SessionHub:
-    await store.chats.create("alice", "hooks.echo", chat_id=CHAT)
+    await store.sessions.create("alice", "hooks.echo", session_id=SESSION)
     hub = SessionHub(store)
-    await hub.begin(CHAT)
+    await hub.begin(SESSION)
     builder = TurnBuilder(RandomIds())
-    await hub.publish(CHAT, TURN, builder.stream_start("hooks.echo"))
+    await hub.publish(SESSION, TURN, builder.stream_start("hooks.echo"))
     return hub
 
 
 async def test_two_producers_reloading_an_evicted_emitter_continue_the_log(
     hub: SessionHub, store: Store
 ) -> None:
-    before = await store.events.last_seq(CHAT)
-    assert hub.evict(CHAT)  # a subscriber left between two batches: the next batch reloads
+    before = await store.events.last_seq(SESSION)
+    assert hub.evict(SESSION)  # a subscriber left between two batches: the next batch reloads
     builder = TurnBuilder(RandomIds())
     first, second = batch(builder, "tool output"), batch(builder, "cancelled")
     in_commit = anyio.Event()
@@ -57,16 +57,16 @@ async def test_two_producers_reloading_an_evicted_emitter_continue_the_log(
     async def held(stamped: list[Event]) -> None:
         in_commit.set()
         await gate.wait()
-        await store.events.append(CHAT, stamped)
+        await store.events.append(SESSION, stamped)
 
     published: list[list[Event]] = []
     live: list[int] = []
 
     async def produce(events: Sequence[Event]) -> None:
-        published.append(await hub.publish(CHAT, TURN, events, commit=held))
+        published.append(await hub.publish(SESSION, TURN, events, commit=held))
 
     async def watch() -> None:
-        async for event in hub.subscribe(CHAT, after_seq=before):
+        async for event in hub.subscribe(SESSION, after_seq=before):
             live.append(event.seq)
             if len(live) == len(first) + len(second):
                 return
@@ -76,9 +76,9 @@ async def test_two_producers_reloading_an_evicted_emitter_continue_the_log(
         tg.start_soon(produce, first)
         tg.start_soon(produce, second)
         with anyio.fail_after(5):
-            await in_commit.wait()  # one producer holds the chat's lock, its write not landed yet
+            await in_commit.wait()  # one producer holds the session's lock, its write not landed yet
             # the other producer waits for the lock (a lock offers no event for that: poll)
-            while hub._sessions[CHAT].lock.statistics().tasks_waiting != 1:  # noqa: ASYNC110
+            while hub._sessions[SESSION].lock.statistics().tasks_waiting != 1:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         gate.set()
 
@@ -95,13 +95,13 @@ async def test_a_write_that_landed_but_reported_failure_is_not_stamped_again(
     builder = TurnBuilder(RandomIds())
 
     async def lost_reply(stamped: list[Event]) -> None:
-        await store.events.append(CHAT, stamped)  # committed, then the caller never heard back
+        await store.events.append(SESSION, stamped)  # committed, then the caller never heard back
         raise StoreError("connection lost after commit")
 
     with pytest.raises(StoreError):
-        await hub.publish(CHAT, TURN, batch(builder, "landed"), commit=lost_reply)
-    landed = await store.events.last_seq(CHAT)
-    after = await hub.publish(CHAT, TURN, batch(builder, "next"))
+        await hub.publish(SESSION, TURN, batch(builder, "landed"), commit=lost_reply)
+    landed = await store.events.last_seq(SESSION)
+    after = await hub.publish(SESSION, TURN, batch(builder, "next"))
     assert after[0].seq == landed + 1
     assert await logged(store) == list(range(1, after[-1].seq + 1))
 
@@ -111,21 +111,21 @@ async def test_a_cancelled_write_leaves_the_emitter_continuing_the_log(hub: Sess
     in_commit = anyio.Event()
 
     async def slow(stamped: list[Event]) -> None:
-        await store.events.append(CHAT, stamped)
+        await store.events.append(SESSION, stamped)
         in_commit.set()
         await anyio.sleep_forever()  # the cancel arrives after the write landed
 
     async with anyio.create_task_group() as tg:
 
         async def run() -> None:
-            await hub.publish(CHAT, TURN, batch(builder, "landed then cancelled"), commit=slow)
+            await hub.publish(SESSION, TURN, batch(builder, "landed then cancelled"), commit=slow)
 
         tg.start_soon(run)
         with anyio.fail_after(5):
             await in_commit.wait()
         tg.cancel_scope.cancel()
-    landed = await store.events.last_seq(CHAT)
-    after = await hub.publish(CHAT, TURN, batch(builder, "after the cancel"))
+    landed = await store.events.last_seq(SESSION)
+    after = await hub.publish(SESSION, TURN, batch(builder, "after the cancel"))
     assert after[0].seq == landed + 1
     assert await logged(store) == list(range(1, after[-1].seq + 1))
 
@@ -150,11 +150,11 @@ async def test_a_turn_cancelled_while_its_events_are_written_logs_what_clients_g
         return last
 
     monkeypatch.setattr(events, "append", append_then_hang)
-    turn = rig.turn("hooks.slow", "x", chat_id="chat-cancel-mid-write")
+    turn = rig.turn("hooks.slow", "x", session_id="chat-cancel-mid-write")
     live: list[Event] = []
 
     async def watch() -> None:
-        async for event in rig.service.subscribe(turn.chat_id):
+        async for event in rig.service.subscribe(turn.session_id):
             live.append(event)
             if is_root_end(event):
                 return
@@ -168,7 +168,7 @@ async def test_a_turn_cancelled_while_its_events_are_written_logs_what_clients_g
             result = await handle.result()
 
     assert result.status == "cancelled"
-    log = await rig.store.events.after(turn.chat_id)
+    log = await rig.store.events.after(turn.session_id)
     assert [(e.seq, e.type) for e in live] == [(e.seq, e.type) for e in log]
     assert [e.seq for e in log] == list(range(1, len(log) + 1))
     assert validate_stream(log) == []

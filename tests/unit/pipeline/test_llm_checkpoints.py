@@ -45,7 +45,7 @@ async def test_tool_rounds_are_saved_and_the_end_drops_them(store: Store) -> Non
 
 
 async def test_only_a_crashed_turn_of_the_same_assistant_is_resumed(store: Store) -> None:
-    await store.chats.create("alice", "llm.a", chat_id="chat-1")
+    await store.sessions.create("alice", "llm.a", session_id="chat-1")
     await store.turns.begin("chat-1", "t1", "llm.a", ())
     await StoreCheckpoints(store).save(checkpoint("t1", 1, "tools", PROMPT, CALL, RESULT))
     assert await crashed_checkpoint(store, "chat-1", "t2", "llm.a") is None  # t1 still running
@@ -68,12 +68,12 @@ def test_the_resumed_conversation_gets_the_new_prompt_once() -> None:
 
 
 async def test_a_deleted_or_expired_session_takes_its_checkpoints_along(store: Store) -> None:
-    for chat in ("gone", "kept"):
-        await store.chats.create("alice", "llm.a", chat_id=chat)
-        await store.turns.begin(chat, f"turn-{chat}", "llm.a", ())
-        await store.checkpoints.save(f"turn-{chat}", 1, {"messages": []})
-    assert await store.chats.delete("gone")
-    assert await store.checkpoints.of_turn("turn-gone") == []  # at once, with the chat
+    for session in ("gone", "kept"):
+        await store.sessions.create("alice", "llm.a", session_id=session)
+        await store.turns.begin(session, f"turn-{session}", "llm.a", ())
+        await store.checkpoints.save(f"turn-{session}", 1, {"messages": []})
+    assert await store.sessions.delete("gone")
+    assert await store.checkpoints.of_turn("turn-gone") == []  # at once, with the session
     await store.checkpoints.save("turn-none", 1, {"messages": []})  # its turn is gone
     swept = await store.retention.sweep(RetentionPolicy())
     assert swept.checkpoints == 1

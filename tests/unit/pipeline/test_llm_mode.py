@@ -75,7 +75,7 @@ def user_texts(body: dict[str, object]) -> list[str]:
 
 
 async def test_llm_turn_is_well_formed_and_persisted(llm_rig: Rig, server: FakeModelServer) -> None:
-    ran = await llm_rig.run("llm.plain", "hello model", chat_id="chat-llm")
+    ran = await llm_rig.run("llm.plain", "hello model", session_id="chat-llm")
     await llm_rig.service.aclose()
     assert ran.result.status == "completed", ran.result.error
     assert ran.result.content and ran.texts() == [ran.result.content]
@@ -88,8 +88,8 @@ async def test_llm_turn_is_well_formed_and_persisted(llm_rig: Rig, server: FakeM
 
 
 async def test_history_reaches_the_model(llm_rig: Rig, server: FakeModelServer) -> None:
-    first = await llm_rig.run("llm.plain", "first question", chat_id="chat-h2")
-    await llm_rig.run("llm.plain", "second question", chat_id="chat-h2")
+    first = await llm_rig.run("llm.plain", "first question", session_id="chat-h2")
+    await llm_rig.run("llm.plain", "second question", session_id="chat-h2")
     await llm_rig.service.aclose()
     last = [r for r in server.requests.all() if r.api == "openai-chat"][-1]
     messages = last.body["messages"]
@@ -128,7 +128,7 @@ async def test_an_assistant_created_over_the_api_runs_for_its_owner_only(
     package = {"name": "made over the API", "connector": "fake"}
     prompts = [{"role": "system", "content": "You answer in one word."}]
     await llm_rig.store.assistants.create("api.oneword", owner="alice", package=package, prompts=prompts, sandbox=None)
-    ran = await llm_rig.run("api.oneword", "hi there", chat_id="chat-api")
+    ran = await llm_rig.run("api.oneword", "hi there", session_id="chat-api")
     assert ran.result.status == "completed", ran.result.error
     assert ran.starts()[None].assistant_id == "api.oneword"
     [request] = [r for r in server.requests.all() if r.api == "openai-chat"]
@@ -139,6 +139,6 @@ async def test_an_assistant_created_over_the_api_runs_for_its_owner_only(
     await llm_rig.store.assistants.replace(
         "api.oneword", package=package, prompts=[{"role": "system", "content": "Now two words."}], sandbox=None
     )
-    await llm_rig.run("api.oneword", "again", chat_id="chat-api-2")
+    await llm_rig.run("api.oneword", "again", session_id="chat-api-2")
     assert "Now two words." in json.dumps(server.requests.all()[-1].body["messages"])
     await llm_rig.service.aclose()

@@ -27,13 +27,13 @@ async def test_user_space_belongs_to_its_owner(rig: Rig) -> None:
     assert await memory(rig, [{"op": "has", "space": "user", "key": "color"}], owner="bob") == [False]
 
 
-async def test_chat_space_is_shared_by_the_turns_of_one_chat_only(rig: Rig) -> None:
+async def test_session_space_is_shared_by_the_turns_of_one_session_only(rig: Rig) -> None:
     set_op = [{"op": "set", "space": "chat", "key": "topic", "value": {"n": 1}}]
-    await memory(rig, set_op, chat_id="chat-m1")
-    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], chat_id="chat-m1") == [
+    await memory(rig, set_op, session_id="chat-m1")
+    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], session_id="chat-m1") == [
         {"n": 1}
     ]
-    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], chat_id="chat-m2") == [None]
+    assert await memory(rig, [{"op": "get", "space": "chat", "key": "topic"}], session_id="chat-m2") == [None]
 
 
 async def test_team_space_is_shared_by_members_of_the_team(rig: Rig, store: Store) -> None:
@@ -67,10 +67,10 @@ async def test_context_space_dies_with_the_turn(rig: Rig, store: Store) -> None:
         {"op": "set", "space": "context", "key": "scratch", "value": "tmp"},
         {"op": "get", "space": "context", "key": "scratch"},
     ]
-    ran = await rig.run("hooks.memory", json.dumps(ops), chat_id="chat-ctx")
+    ran = await rig.run("hooks.memory", json.dumps(ops), session_id="chat-ctx")
     assert json.loads(ran.result.content) == [True, "tmp"]
     assert await store.memory.keys("context", ran.turn.turn_id) == []
-    again = await memory(rig, [{"op": "get", "space": "context", "key": "scratch"}], chat_id="chat-ctx")
+    again = await memory(rig, [{"op": "get", "space": "context", "key": "scratch"}], session_id="chat-ctx")
     assert again == [None]
 
 

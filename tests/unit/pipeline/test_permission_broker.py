@@ -47,7 +47,7 @@ class Turn:
 
     async def open(self, unattended: Unattended | None = None) -> PermissionBroker:
         self.broker = await self.desk.broker(
-            self.policy, chat_id="c1", turn_id="t1", builder=self.builder, emit=self.emit,
+            self.policy, session_id="c1", turn_id="t1", builder=self.builder, emit=self.emit,
             unattended=unattended,
         )
         return self.broker
@@ -67,8 +67,8 @@ def _policy(**data: Any) -> PermissionPolicy:
 
 
 @pytest.fixture
-async def chat(store: Store) -> str:
-    await store.chats.create("alice", "a", chat_id="c1")
+async def session(store: Store) -> str:
+    await store.sessions.create("alice", "a", session_id="c1")
     return "c1"
 
 
@@ -79,7 +79,7 @@ async def _answer_when_asked(turn: Turn, decision: str, message: str | None = No
     return request_id
 
 
-async def test_rules_decide_at_once_and_only_denials_are_reported(store: Store, chat: str) -> None:
+async def test_rules_decide_at_once_and_only_denials_are_reported(store: Store, session: str) -> None:
     turn = Turn(Permissions(store), _policy(rules=[{"allow": {"bash": "git *"}}, {"deny": "write"}]))
     broker = await turn.open()
     assert broker.asks
@@ -97,7 +97,7 @@ async def test_rules_decide_at_once_and_only_denials_are_reported(store: Store, 
     assert all("a.txt" not in str(r.detail) for r in audit)
 
 
-async def test_ask_then_the_user_allows(store: Store, chat: str) -> None:
+async def test_ask_then_the_user_allows(store: Store, session: str) -> None:
     turn = Turn(Permissions(store), _policy(mode="ask"))
     broker = await turn.open()
     async with anyio.create_task_group() as tg:
@@ -114,7 +114,7 @@ async def test_ask_then_the_user_allows(store: Store, chat: str) -> None:
     assert entry.actor == "key-1" and entry.action == "permission.allow" and entry.detail["by"] == "user"
 
 
-async def test_the_user_denies_with_a_message(store: Store, chat: str) -> None:
+async def test_the_user_denies_with_a_message(store: Store, session: str) -> None:
     turn = Turn(Permissions(store), _policy(rules=[{"ask": "bash"}]))
     broker = await turn.open()
     async with anyio.create_task_group() as tg:
@@ -126,7 +126,7 @@ async def test_the_user_denies_with_a_message(store: Store, chat: str) -> None:
     assert turn.close() == []
 
 
-async def test_no_answer_applies_the_default(store: Store, chat: str) -> None:
+async def test_no_answer_applies_the_default(store: Store, session: str) -> None:
     turn = Turn(Permissions(store), _policy(mode="ask", timeout="0.2s"))
     decision = await (await turn.open()).check(ToolRequest("bash", subject="make"))
     assert not decision.allow and decision.by == "timeout" and "no answer" in decision.message
@@ -139,7 +139,7 @@ async def test_no_answer_applies_the_default(store: Store, chat: str) -> None:
     assert (await (await allowing.open()).check(ToolRequest("bash", subject="make"))).allow
 
 
-async def test_allow_always_stops_asking_in_this_turn_and_the_next(store: Store, chat: str) -> None:
+async def test_allow_always_stops_asking_in_this_turn_and_the_next(store: Store, session: str) -> None:
     desk = Permissions(store)
     policy = _policy(mode="ask", timeout="5s")
     turn = Turn(desk, policy)
@@ -154,8 +154,8 @@ async def test_allow_always_stops_asking_in_this_turn_and_the_next(store: Store,
     assert second.allow and second.by == "policy"
     assert len(turn.lifecycle("permission/request")) == 1
     assert turn.close() == []
-    chat_record = await store.chats.require("c1")
-    assert chat_record.metadata[SESSION_RULES_KEY] == [{"tool": "bash", "subject": "make test"}]
+    session_record = await store.sessions.require("c1")
+    assert session_record.metadata[SESSION_RULES_KEY] == [{"tool": "bash", "subject": "make test"}]
     next_turn = Turn(desk, policy)
     again = await (await next_turn.open()).check(request)
     assert again.allow and again.by == "policy" and next_turn.lifecycle("permission/request") == []
@@ -164,7 +164,7 @@ async def test_allow_always_stops_asking_in_this_turn_and_the_next(store: Store,
         assert not (await (await other.open()).check(ToolRequest("bash", subject="make deploy"))).allow
 
 
-async def test_a_cancelled_wait_resolves_the_request_as_denied(store: Store, chat: str) -> None:
+async def test_a_cancelled_wait_resolves_the_request_as_denied(store: Store, session: str) -> None:
     turn = Turn(Permissions(store), _policy(mode="ask"))
     broker = await turn.open()
     with anyio.move_on_after(0.3):
@@ -176,7 +176,7 @@ async def test_a_cancelled_wait_resolves_the_request_as_denied(store: Store, cha
     assert turn.close() == []
 
 
-async def test_question_round_trip_and_timeout(store: Store, chat: str) -> None:
+async def test_question_round_trip_and_timeout(store: Store, session: str) -> None:
     turn = Turn(Permissions(store), _policy(timeout="0.3s"))
     broker = await turn.open()
 
@@ -199,7 +199,7 @@ async def test_question_round_trip_and_timeout(store: Store, chat: str) -> None:
 
 
 @pytest.mark.parametrize(("mode", "allowed"), [("policy", False), ("deny", False), ("allow", True)])
-async def test_ci_mode_answers_asks_without_a_human(store: Store, chat: str, mode: Unattended, allowed: bool) -> None:
+async def test_ci_mode_answers_asks_without_a_human(store: Store, session: str, mode: Unattended, allowed: bool) -> None:
     turn = Turn(Permissions(store), _policy(mode="ask", rules=[{"deny": {"write": "secrets/**"}}]))
     broker = await turn.open(unattended=mode)
     asked = await broker.check(ToolRequest("bash", subject="make"))
@@ -213,7 +213,7 @@ async def test_ci_mode_answers_asks_without_a_human(store: Store, chat: str, mod
     assert turn.close() == []
 
 
-async def test_bypass_without_rules_asks_nothing(store: Store, chat: str) -> None:
+async def test_bypass_without_rules_asks_nothing(store: Store, session: str) -> None:
     broker = await Turn(Permissions(store), PermissionPolicy()).open()
     assert not broker.asks
     assert (await broker.check(ToolRequest("bash", subject="rm -rf /"))).allow
@@ -227,7 +227,7 @@ async def test_answers_for_unknown_requests_are_refused(store: Store) -> None:
         await desk.respond_question("c1", "q-nope", "x")
 
 
-async def test_every_kind_of_decision_is_in_the_audit_log(store: Store, chat: str) -> None:
+async def test_every_kind_of_decision_is_in_the_audit_log(store: Store, session: str) -> None:
     """A rule's allow and deny, the user's deny and "allow always", the timeout's default, a cancel,
     and questions answered or not: one audit entry each, with who decided and never the subject."""
     turn = Turn(Permissions(store), _policy(mode="ask", timeout="0.2s", rules=[

@@ -1,5 +1,5 @@
 """Persistence and the session log: turns survive a restart, seq continues, subscribers get no gap
-and no duplicate, one turn at a time per chat, owners are kept apart."""
+and no duplicate, one turn at a time per session, owners are kept apart."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ async def test_turns_survive_a_restart_and_read_back_identical(
     tmp_path: Path,
     turn_tasks: TaskGroup,
 ) -> None:
-    first = await rig.run("hooks.echo", "remember me", chat_id="chat-p")
+    first = await rig.run("hooks.echo", "remember me", session_id="chat-p")
     await rig.service.aclose()
     await rig.store.aclose()
 
@@ -41,7 +41,7 @@ async def test_turns_survive_a_restart_and_read_back_identical(
             ("user", "remember me", None),
             ("assistant", "echo: remember me", "hooks.echo"),
         ]
-        [turn] = await store.turns.of_chat("chat-p")
+        [turn] = await store.turns.of_session("chat-p")
         assert turn.id == first.turn.turn_id and turn.status == "completed"
 
         write_assistant(
@@ -50,7 +50,7 @@ async def test_turns_survive_a_restart_and_read_back_identical(
             hooks="async def create(ctx, messages, options):\n    await ctx.send(str(len(messages)))\n",
         )
         again = Rig.build(app_root, store, backend, tasks=turn_tasks, data_dir=tmp_path / "data2")
-        second = await again.run("hooks.count", "and now?", chat_id="chat-p")
+        second = await again.run("hooks.count", "and now?", session_id="chat-p")
         assert second.result.content == "3"  # the history came back from the store
         assert second.events[0].seq == first.events[-1].seq + 1
         everything = await store.events.after("chat-p")
@@ -69,16 +69,16 @@ async def test_history_size_from_options_and_skip(rig: Rig, app_root: Path) -> N
     )
     from orchestrator.pipeline import TurnOptions
 
-    await rig.run("hooks.echo", "a", chat_id="chat-hs")
-    assert (await rig.run("hooks.count", "b", chat_id="chat-hs")).result.content == "2"  # assistant's size 1
-    sized = await rig.run("hooks.count", "c", chat_id="chat-hs", options=TurnOptions(history_size=3))
+    await rig.run("hooks.echo", "a", session_id="chat-hs")
+    assert (await rig.run("hooks.count", "b", session_id="chat-hs")).result.content == "2"  # assistant's size 1
+    sized = await rig.run("hooks.count", "c", session_id="chat-hs", options=TurnOptions(history_size=3))
     assert sized.result.content == "4"
-    skipped = await rig.run("hooks.count", "d", chat_id="chat-hs", options=TurnOptions(skip_history=True))
+    skipped = await rig.run("hooks.count", "d", session_id="chat-hs", options=TurnOptions(skip_history=True))
     assert skipped.result.content == "1"
 
 
 async def test_subscribers_get_every_event_once_from_log_then_live(rig: Rig) -> None:
-    first = await rig.run("hooks.echo", "one", chat_id="chat-sub")
+    first = await rig.run("hooks.echo", "one", session_id="chat-sub")
     last_seq = first.events[-1].seq
     got: list[int] = []
 
@@ -91,30 +91,30 @@ async def test_subscribers_get_every_event_once_from_log_then_live(rig: Rig) -> 
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(follow, 2)
-        handle = await rig.service.start(rig.turn("hooks.fast", "two", chat_id="chat-sub"))
+        handle = await rig.service.start(rig.turn("hooks.fast", "two", session_id="chat-sub"))
         await handle.result()
     assert got == list(range(3, got[-1] + 1))
     assert got[-1] > last_seq
 
 
-async def test_one_turn_at_a_time_per_chat(rig: Rig) -> None:
-    handle = await rig.service.start(rig.turn("hooks.slow", "x", chat_id="chat-busy"))
+async def test_one_turn_at_a_time_per_session(rig: Rig) -> None:
+    handle = await rig.service.start(rig.turn("hooks.slow", "x", session_id="chat-busy"))
     assert rig.service.running("chat-busy") is handle
     assert rig.service.turn(handle.turn_id) is handle
     with pytest.raises(Conflict):
-        await rig.service.start(rig.turn("hooks.echo", "y", chat_id="chat-busy"))
+        await rig.service.start(rig.turn("hooks.echo", "y", session_id="chat-busy"))
     await handle.interrupt(force=True)
     assert (await handle.result()).status == "cancelled"
-    ran = await rig.run("hooks.echo", "now", chat_id="chat-busy")
+    ran = await rig.run("hooks.echo", "now", session_id="chat-busy")
     assert ran.result.status == "completed"
     log = await rig.store.events.after("chat-busy")
     assert validate_stream(log) == []
 
 
 async def test_owners_and_assistants_are_authorized(rig: Rig, store: Store) -> None:
-    await rig.run("hooks.echo", "mine", chat_id="chat-alice", owner="alice")
+    await rig.run("hooks.echo", "mine", session_id="chat-alice", owner="alice")
     with pytest.raises(NotFound):
-        await rig.service.start(rig.turn("hooks.echo", "theirs", chat_id="chat-alice", owner="bob"))
+        await rig.service.start(rig.turn("hooks.echo", "theirs", session_id="chat-alice", owner="bob"))
     with pytest.raises(NotFound):
         await rig.service.start(rig.turn("hooks.nope", "x"))
     await store.assistants.create("hooks.fast", owner="carol", package={"name": "private"})
@@ -125,7 +125,7 @@ async def test_owners_and_assistants_are_authorized(rig: Rig, store: Store) -> N
 
 
 async def test_aclose_cancels_running_turns(rig: Rig) -> None:
-    handle = await rig.service.start(rig.turn("hooks.slow", "x", chat_id="chat-close"))
+    handle = await rig.service.start(rig.turn("hooks.slow", "x", session_id="chat-close"))
     async for event in handle.events():
         if event.type == "text":
             break

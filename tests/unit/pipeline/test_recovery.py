@@ -1,4 +1,4 @@
-"""M5: a turn the process died in is closed on the next start, and the chat goes on.
+"""M5: a turn the process died in is closed on the next start, and the session goes on.
 
 The crash is made the way a `kill -9` leaves things: a turn started through the real pipeline
 (its `running` row and the user's message written at start, its first events in the log) whose
@@ -28,13 +28,13 @@ from orchestrator.stream import (
 from tests.pipeline_rig import Rig
 
 
-async def crashed_turn(rig: Rig, store: Store, chat_id: str) -> str:
+async def crashed_turn(rig: Rig, store: Store, session_id: str) -> str:
     """A turn that got as far as an open text window, then lost its process."""
-    turn = rig.turn("hooks.echo", "remember the milk", chat_id=chat_id)
-    await store.chats.create("alice", "hooks.echo", chat_id=chat_id)
-    await store.turns.begin(chat_id, turn.turn_id, "hooks.echo", ())
+    turn = rig.turn("hooks.echo", "remember the milk", session_id=session_id)
+    await store.sessions.create("alice", "hooks.echo", session_id=session_id)
+    await store.turns.begin(session_id, turn.turn_id, "hooks.echo", ())
     await rig.service.hub.publish(
-        chat_id,
+        session_id,
         turn.turn_id,
         [
             LifecycleEvent(props=StreamStart(assistant_id="hooks.echo")),
@@ -44,12 +44,12 @@ async def crashed_turn(rig: Rig, store: Store, chat_id: str) -> str:
     return turn.turn_id
 
 
-async def test_an_unfinished_turn_is_closed_and_the_chat_goes_on(rig: Rig, store: Store) -> None:
+async def test_an_unfinished_turn_is_closed_and_the_session_goes_on(rig: Rig, store: Store) -> None:
     turn_id = await crashed_turn(rig, store, "chat-crashed")
     assert [t.id for t in await store.turns.unfinished()] == [turn_id]
 
     closed = await close_unfinished_turns(store)
-    assert [(t.turn_id, t.chat_id, t.assistant_id, t.owner) for t in closed] == [
+    assert [(t.turn_id, t.session_id, t.assistant_id, t.owner) for t in closed] == [
         (turn_id, "chat-crashed", "hooks.echo", "alice")
     ]
     assert await close_unfinished_turns(store) == []  # a second start finds nothing to close
@@ -65,13 +65,13 @@ async def test_an_unfinished_turn_is_closed_and_the_chat_goes_on(rig: Rig, store
     assert [e.seq for e in log] == list(range(1, len(log) + 1))
     assert (await store.turns.get(turn_id)).status == "error"  # type: ignore[union-attr]
 
-    ran = await rig.run("hooks.echo", "again", chat_id="chat-crashed")
+    ran = await rig.run("hooks.echo", "again", session_id="chat-crashed")
     assert ran.result.status == "completed" and ran.texts() == ["echo: again"]
     assert ran.events[0].seq == log[-1].seq + 1
 
 
 async def test_a_turn_writes_its_running_row_and_the_users_message_at_start(rig: Rig, store: Store) -> None:
-    turn = rig.turn("hooks.slow", "take your time", chat_id="chat-slow")
+    turn = rig.turn("hooks.slow", "take your time", session_id="chat-slow")
     handle = await rig.service.start(turn)
     try:
         record = await store.turns.get(turn.turn_id)
@@ -99,7 +99,7 @@ async def test_a_store_failure_mid_turn_still_ends_the_stream(
         return await real(session_id, events, committed=committed)
 
     monkeypatch.setattr(store.events, "append", flaky)
-    handle = await rig.service.start(rig.turn("hooks.echo", "hi", chat_id="chat-flaky"))
+    handle = await rig.service.start(rig.turn("hooks.echo", "hi", session_id="chat-flaky"))
     with anyio.fail_after(10):
         events = [e async for e in handle.events()]
         result = await handle.result()
@@ -108,5 +108,5 @@ async def test_a_store_failure_mid_turn_still_ends_the_stream(
     assert (
         isinstance(end, LifecycleEvent) and isinstance(end.props, StreamEnd) and end.props.status == "error"
     )
-    ran = await rig.run("hooks.echo", "again", chat_id="chat-flaky")  # the chat goes on
+    ran = await rig.run("hooks.echo", "again", session_id="chat-flaky")  # the session goes on
     assert ran.result.status == "completed"

@@ -2,7 +2,7 @@
 
 The first turn's CLI (the real claude adapter and translator over the fake backend) prints its
 `system/init` line with its session id and then hangs, as a CLI does while the model thinks.
-While that turn is still `running`, the chat row already holds the id: a `kill -9` of the server
+While that turn is still `running`, the session row already holds the id: a `kill -9` of the server
 at this point keeps it. The process then "dies" (the service is dropped, recovery closes the
 turn on the same database, a new service starts), and the next turn's CLI is started with that
 session id.
@@ -92,15 +92,15 @@ async def test_resume_state_is_saved_mid_turn_and_the_next_turn_resumes_it(
     environ = {"K": "sk-ant-fake-key-0001"}
     hanging = HangingBackend(init_line())
     first = Rig.build(app_root, store, hanging, tasks=turn_tasks, data_dir=tmp_path / "d", environ=environ)
-    turn = first.turn(assistant_id, "think hard", chat_id="chat-mid")
+    turn = first.turn(assistant_id, "think hard", session_id="chat-mid")
     handle = await first.service.start(turn)
     try:
         with anyio.fail_after(20):
-            while not (chat := await store.chats.get("chat-mid")) or key not in chat.resume:  # noqa: ASYNC110 - the store has no change event
+            while not (session := await store.sessions.get("chat-mid")) or key not in session.resume:  # noqa: ASYNC110 - the store has no change event
                 await anyio.sleep(0.05)
         record = await store.turns.get(turn.turn_id)
         assert record is not None and record.status == "running"  # saved before any end
-        assert chat.resume[key] == {"session_id": REPORTED}
+        assert session.resume[key] == {"session_id": REPORTED}
         assert REPORTED not in hanging.argvs[0]  # the first turn did not know it
     finally:
         await handle.interrupt(force=True)
@@ -113,7 +113,7 @@ async def test_resume_state_is_saved_mid_turn_and_the_next_turn_resumes_it(
     backend = RecordingBackend(GOLDEN.read_bytes().splitlines())
     second = Rig.build(app_root, store, backend, tasks=turn_tasks, data_dir=tmp_path / "d", environ=environ)
     try:
-        ran = await second.run(assistant_id, "go on", chat_id="chat-mid")
+        ran = await second.run(assistant_id, "go on", session_id="chat-mid")
     finally:
         await second.service.aclose()
     assert ran.result.status == "completed", ran.result.error

@@ -1,5 +1,5 @@
 """Runner mode on the fake sandbox backend: the claude adapter reads a recorded transcript, the
-pipeline wraps it in a well-formed turn, stores the resume state on the chat, releases the box."""
+pipeline wraps it in a well-formed turn, stores the resume state on the session, releases the box."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ async def test_runner_turn_with_hooks_on_the_sandbox(
         environ={"K": "sk-ant-fake-key-0001"},
     )
     assistant_id = claude_assistant(app_root)
-    ran = await rig.run(assistant_id, "say hello", chat_id="chat-r")
+    ran = await rig.run(assistant_id, "say hello", session_id="chat-r")
     await rig.service.aclose()
 
     assert ran.result.status == "completed", ran.result.error
@@ -92,12 +92,12 @@ async def test_runner_turn_with_hooks_on_the_sandbox(
     assert any(
         b"rewritten: say hello" in p for p in backend.stdin
     )  # the runner got the Create hook's messages
-    chat = await store.chats.require("chat-r")
-    assert chat.resume["claude:tests.claude"]  # the CLI session id, for the next turn to resume
+    session = await store.sessions.require("chat-r")
+    assert session.resume["claude:tests.claude"]  # the CLI session id, for the next turn to resume
     [box] = list(backend.boxes.values())
-    assert box.ref.labels["cage.chat"] == "chat-r"  # names are digests: the chat is a label
+    assert box.ref.labels["cage.session"] == "chat-r"  # names are digests: the session is a label
     assert box.ref.status.value == "running"  # session lifecycle: kept
-    [turn] = await store.turns.of_chat("chat-r")
+    [turn] = await store.turns.of_session("chat-r")
     assert turn.usage.input_tokens > 0
 
 

@@ -1,5 +1,5 @@
 """Sub-agents in persisted child sessions: the `agent` tool with the pipeline's `StoreChildSessions`
-on a real store (SQLite and Postgres) and the fake model. Each task gets a chat row linked to the
+on a real store (SQLite and Postgres) and the fake model. Each task gets a session row linked to the
 parent, its events land in its own log, the parent's stream only gets a started/ended pair."""
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ async def test_each_sub_agent_gets_a_child_session_of_its_own(
     store: Store, server: FakeModelServer, tmp_path: Path
 ) -> None:
     (tmp_path / "a.txt").write_text("x\n")
-    parent = await store.chats.create("u1", "tests.coder", client_id="parent-chat")
+    parent = await store.sessions.create("u1", "tests.coder", client_id="parent-session")
     sessions = StoreChildSessions(
-        store, owner="u1", assistant_id="tests.coder", parent_chat_id=parent.id, turn_id="turn-1"
+        store, owner="u1", assistant_id="tests.coder", parent_session_id=parent.id, turn_id="turn-1"
     )
     sub_client = client_for(client_settings(server, scenario="sub"))
     parent_client = client_for(client_settings(server, scenario="parent"))
@@ -68,9 +68,9 @@ async def test_each_sub_agent_gets_a_child_session_of_its_own(
     assert result.stop_reason == "completed" and result.text == "all done"
     assert validate_stream(events, stamped=False) == []
 
-    children = await store.chats.list("u1", parent_id=parent.id)
+    children = await store.sessions.list("u1", parent_id=parent.id)
     assert sorted(c.title for c in children) == ["docs", "task-2"]
-    assert all(c.parent_id == parent.id and c.metadata["parent_session"] == "parent-chat" for c in children)
+    assert all(c.parent_id == parent.id and c.metadata["parent_session"] == "parent-session" for c in children)
     # the parent's stream: a started/ended pair per child, none of the children's own events
     started = [
         e.props for e in events if isinstance(e, LifecycleEvent) and isinstance(e.props, SubagentStarted)

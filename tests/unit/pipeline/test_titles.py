@@ -1,5 +1,5 @@
-"""Chat titles through the pipeline (real store, fake model): after the first completed turn the
-`uses.title` assistant (Yao's default `__yao.title`, on the light connector) names the chat; later
+"""Session titles through the pipeline (real store, fake model): after the first completed turn the
+`uses.title` assistant (Yao's default `__yao.title`, on the light connector) names the session; later
 turns keep it; without a light or default connector no title job calls any model."""
 
 from __future__ import annotations
@@ -57,33 +57,33 @@ def _rig(
     )
 
 
-async def _title_of(store: Store, chat_id: str) -> str:
+async def _title_of(store: Store, session_id: str) -> str:
     with anyio.fail_after(60):
         while True:
-            chat = await store.chats.get(chat_id)
-            if chat is not None and chat.title:
-                return chat.title
+            session = await store.sessions.get(session_id)
+            if session is not None and session.title:
+                return session.title
             await anyio.sleep(0.05)
 
 
-async def test_the_first_turn_names_the_chat(
+async def test_the_first_turn_names_the_session(
     app_root: Path, store: Store, server: FakeModelServer, tmp_path: Path, turn_tasks: TaskGroup
 ) -> None:
     rig = _rig(app_root, store, server, tmp_path, light=True, turn_tasks=turn_tasks)
     try:
-        first = await rig.run("llm.plain", "hello model", chat_id="chat-title")
+        first = await rig.run("llm.plain", "hello model", session_id="chat-title")
         assert first.result.status == "completed"
         assert await _title_of(store, "chat-title") == "Greeting the model"
-        await rig.run("llm.plain", "and again", chat_id="chat-title")
+        await rig.run("llm.plain", "and again", session_id="chat-title")
     finally:
         await rig.service.aclose()
     [asked] = [r for r in server.requests.all() if r.scenario == "titles"]  # once, after the first turn
     assert "hello model" in str(asked.body["messages"]) and first.result.content in str(
         asked.body["messages"]
     )
-    chat = await store.chats.get("chat-title")
-    assert chat is not None and chat.title == "Greeting the model"
-    # the title job's events stay out of the chat's log
+    session = await store.sessions.get("chat-title")
+    assert session is not None and session.title == "Greeting the model"
+    # the title job's events stay out of the session's log
     logged = await store.events.after("chat-title")
     assert "Greeting" not in str([e.model_dump(mode="json") for e in logged])
 
@@ -93,13 +93,13 @@ async def test_no_light_or_default_connector_means_no_title_job(
 ) -> None:
     rig = _rig(app_root, store, server, tmp_path, light=False, turn_tasks=turn_tasks)
     try:
-        ran = await rig.run("llm.plain", "hello model", chat_id="chat-untitled")
+        ran = await rig.run("llm.plain", "hello model", session_id="chat-untitled")
     finally:
         await rig.service.aclose()
     assert ran.result.status == "completed"
     assert [r.scenario for r in server.requests.all() if r.api == "openai-chat"] == ["text"]
-    chat = await store.chats.get("chat-untitled")
-    assert chat is not None and chat.title == ""
+    session = await store.sessions.get("chat-untitled")
+    assert session is not None and session.title == ""
 
 
 async def test_system_title_picks_the_title_jobs_connector(
@@ -121,7 +121,7 @@ async def test_system_title_picks_the_title_jobs_connector(
         turn_tasks=turn_tasks,
     )
     try:
-        ran = await rig.run("llm.plain", "hello model", chat_id="chat-system-title")
+        ran = await rig.run("llm.plain", "hello model", session_id="chat-system-title")
         assert ran.result.status == "completed"
         assert await _title_of(store, "chat-system-title") == "Named by the override"
     finally:
@@ -146,10 +146,10 @@ async def test_a_service_without_titles_starts_no_title_job(
         ),
     )
     try:
-        ran = await rig.run("llm.plain", "hello model", chat_id="chat-cli")
+        ran = await rig.run("llm.plain", "hello model", session_id="chat-cli")
     finally:
         await rig.service.aclose()
     assert ran.result.status == "completed"
     assert [r.scenario for r in server.requests.all() if r.api == "openai-chat"] == ["text"]
-    chat = await store.chats.get("chat-cli")
-    assert chat is not None and chat.title == ""
+    session = await store.sessions.get("chat-cli")
+    assert session is not None and session.title == ""

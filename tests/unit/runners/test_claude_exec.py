@@ -17,7 +17,13 @@ from orchestrator.dsl import ConnectorSpec, McpServerSpec
 from orchestrator.dsl.connectors import ThinkingConfig
 from orchestrator.errors import ConfigError, RunnerError
 from runners.base import RunnerExec, TurnRequest
-from runners.claude import INTERRUPT, INTERRUPT_REQUEST_ID, ClaudeAdapter, session_id, session_id_for
+from runners.claude import (
+    INTERRUPT,
+    INTERRUPT_REQUEST_ID,
+    ClaudeAdapter,
+    claude_session_id,
+    claude_session_id_for,
+)
 from runners.claude.session import LAUNCHER
 
 KEY = "sk-ant-unit-test-key-123456"
@@ -41,7 +47,7 @@ def _turn(**over: Any) -> TurnRequest:
     values: dict[str, Any] = {
         "assistant_id": "demo.claude",
         "owner": "alice",
-        "chat_id": "chat-1",
+        "session_id": "chat-1",
         "turn_id": "turn-1",
         "prompt": "Create hello.txt",
         "connector": _connector(),
@@ -272,11 +278,11 @@ def test_state_dir_outside_the_workspace_is_refused() -> None:
         ClaudeAdapter().build_exec(_turn(system_prompt="x", state_dir="/tmp/state"))
 
 
-def test_session_id_is_deterministic_per_assistant_and_chat() -> None:
-    first = session_id_for("demo.claude", "chat-1")
-    assert first == session_id_for("demo.claude", "chat-1")
-    assert first != session_id_for("demo.claude", "chat-2")
-    assert first != session_id_for("demo.other", "chat-1")
+def test_session_id_is_deterministic_per_assistant_and_session() -> None:
+    first = claude_session_id_for("demo.claude", "chat-1")
+    assert first == claude_session_id_for("demo.claude", "chat-1")
+    assert first != claude_session_id_for("demo.claude", "chat-2")
+    assert first != claude_session_id_for("demo.other", "chat-1")
     assert uuid.UUID(first).version == 5
     spec = ClaudeAdapter().build_exec(_turn())
     assert spec.argv[4] == first
@@ -284,8 +290,8 @@ def test_session_id_is_deterministic_per_assistant_and_chat() -> None:
 
 def test_session_id_from_resume_state_wins_when_it_is_a_uuid() -> None:
     reported = str(uuid.uuid4())
-    assert session_id("a", "c", {"session_id": reported}) == reported
-    assert session_id("a", "c", {"session_id": "not-a-uuid"}) == session_id_for("a", "c")
+    assert claude_session_id("a", "c", {"session_id": reported}) == reported
+    assert claude_session_id("a", "c", {"session_id": "not-a-uuid"}) == claude_session_id_for("a", "c")
     spec = ClaudeAdapter().build_exec(_turn(resume={"session_id": reported}))
     assert spec.argv[4] == reported
 
@@ -299,7 +305,7 @@ def test_launcher_picks_session_id_or_resume(tmp_path: Path, exists: bool) -> No
     stub.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     stub.chmod(0o755)
     home = tmp_path / "home"
-    sid = session_id_for("demo.claude", "chat-1")
+    sid = claude_session_id_for("demo.claude", "chat-1")
     if exists:
         project = home / ".claude" / "projects" / "-workspace"
         project.mkdir(parents=True)

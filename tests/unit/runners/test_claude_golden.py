@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from orchestrator.stream import validate_stream
-from runners.claude import CLI_VERSION, session_id_for
+from runners.claude import CLI_VERSION, claude_session_id_for
 from tests.golden.claude.replay import ASSISTANT_ID, cases, out_path, replay, scenario_name
 
 CASES = cases()
@@ -133,7 +133,7 @@ def test_cancel_fails_the_running_tool_and_reports_the_abort() -> None:
 def test_resume_continues_the_deterministic_session() -> None:
     case = next(c for c in CASES if scenario_name(c) == "resume")
     events, _ = replay(case)
-    expected = session_id_for(ASSISTANT_ID, "golden-resume")
+    expected = claude_session_id_for(ASSISTANT_ID, "golden-resume")
     assert _lifecycle(events, "result/summary")[0]["runner_session_id"] == expected
     init = json.loads(case.read_text(encoding="utf-8").splitlines()[0])
     assert init["session_id"] == expected  # `--session-id` on an existing id would have failed

@@ -146,7 +146,7 @@ def _turn(**over: Any) -> TurnRequest:
     values: dict[str, Any] = {
         "assistant_id": "demo.claude",
         "owner": "alice",
-        "chat_id": "chat-1",
+        "session_id": "chat-1",
         "turn_id": "turn-1",
         "prompt": "hi",
         "options": {"allowed_tools": ["Read"]},

@@ -39,7 +39,7 @@ def turn(**changes: Any) -> TurnRequest:
     data: dict[str, Any] = {
         "assistant_id": "tests.codex",
         "owner": "u1",
-        "chat_id": "c1",
+        "session_id": "c1",
         "turn_id": "t1",
         "prompt": "Create hello.txt",
         "connector": connector(),

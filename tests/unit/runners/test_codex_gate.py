@@ -119,7 +119,7 @@ def test_a_multi_file_patch_is_answered_once_by_the_first_refusal_or_the_last_al
 def translate(lines: list[str]) -> tuple[list[dict[str, Any]], list[PermissionAsk], GateTranslator]:
     builder = TurnBuilder(CountingIds(), runner="codex", clock=lambda: 0)
     turn = TurnRequest(
-        assistant_id="a", owner="o", chat_id="c", turn_id="t", prompt="p", ask_permissions=True
+        assistant_id="a", owner="o", session_id="c", turn_id="t", prompt="p", ask_permissions=True
     )
     translator = CodexAdapter().translator(builder, turn)
     assert isinstance(translator, GateTranslator) and isinstance(translator, ControlSource)

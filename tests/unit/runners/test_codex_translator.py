@@ -57,7 +57,7 @@ def run(
     resume: dict[str, str] | None = None,
 ) -> Run:
     builder = TurnBuilder(CountingIds(), runner="codex", clock=lambda: 0)
-    turn = TurnRequest(assistant_id="a", owner="o", chat_id="c", turn_id="t", prompt="p", resume=resume or {})
+    turn = TurnRequest(assistant_id="a", owner="o", session_id="c", turn_id="t", prompt="p", resume=resume or {})
     translator = CodexAdapter().translator(builder, turn)
     events = builder.stream_start("a")
     for text in lines:
@@ -173,7 +173,7 @@ def test_cancel_after_the_turn_completed_keeps_it_completed() -> None:
 
 def test_close_is_idempotent_and_outcome_needs_close() -> None:
     builder = TurnBuilder(CountingIds())
-    translator = CodexAdapter().translator(builder, TurnRequest(assistant_id="a", owner="o", chat_id="c",
+    translator = CodexAdapter().translator(builder, TurnRequest(assistant_id="a", owner="o", session_id="c",
                                                                 turn_id="t", prompt="p"))
     with pytest.raises(ProtocolError, match="outcome read before close"):
         _ = translator.outcome
@@ -268,7 +268,7 @@ def test_resume_state_follows_every_line_that_changes_it() -> None:
     """The bridge reads `resume_state` after every line: each read says what the lines so far say."""
     resume = {"thread_id": THREAD, **ThreadTotals(1000, 200, 50, 5).to_resume()}
     builder = TurnBuilder(CountingIds(), runner="codex", clock=lambda: 0)
-    turn = TurnRequest(assistant_id="a", owner="o", chat_id="c", turn_id="t", prompt="p", resume=resume)
+    turn = TurnRequest(assistant_id="a", owner="o", session_id="c", turn_id="t", prompt="p", resume=resume)
     translator = CodexAdapter().translator(builder, turn)
     assert translator.resume_state == resume
     translator.feed(line("thread.started", thread_id="another"))  # codex started a new thread

@@ -19,7 +19,7 @@ WIDE = McpServerSpec(id="wide", transport="stdio", command="python3", args=("w.p
 
 def build(runner: str, kind: ConnectorType, **extra: object) -> RunnerExec:
     connector = ConnectorSpec(id="c", label="c", type=kind, model="m", base_url="http://127.0.0.1:9")
-    turn = TurnRequest(assistant_id="a", owner="o", chat_id="chat", turn_id="turn", prompt="hi",
+    turn = TurnRequest(assistant_id="a", owner="o", session_id="session", turn_id="turn", prompt="hi",
                        connector=connector, mcp_servers=(NARROW, WIDE), **extra)  # type: ignore[arg-type]
     return adapter_for(runner).build_exec(turn)
 

@@ -22,7 +22,7 @@ def _turn(**overrides: Any) -> TurnRequest:
     values: dict[str, Any] = {
         "assistant_id": "demo.coder",
         "owner": "alice",
-        "chat_id": "chat-1",
+        "session_id": "chat-1",
         "turn_id": "turn-1",
         "prompt": "write hello.txt",
         "system_prompt": "Be careful.",

@@ -27,7 +27,7 @@ def _turn(kind: str, **over: Any) -> TurnRequest:
     values: dict[str, Any] = {
         "assistant_id": "a.b",
         "owner": "o",
-        "chat_id": "c",
+        "session_id": "c",
         "turn_id": "t",
         "prompt": "hi",
         "connector": connector,

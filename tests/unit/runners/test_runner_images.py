@@ -42,7 +42,7 @@ def turn(vision: bool = True, **changes: Any) -> TurnRequest:
     values: dict[str, Any] = {
         "assistant_id": "demo.coder",
         "owner": "alice",
-        "chat_id": "chat-1",
+        "session_id": "chat-1",
         "turn_id": "turn-1",
         "prompt": "what is in the picture?",
         "images": (SHOT,),

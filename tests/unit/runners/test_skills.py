@@ -66,7 +66,7 @@ def test_the_tai_turn_names_its_skills_directory() -> None:
     turn = TurnRequest(
         assistant_id="a",
         owner="o",
-        chat_id="c",
+        session_id="c",
         turn_id="t",
         prompt="hi",
         connector=connector,

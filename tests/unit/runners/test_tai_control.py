@@ -24,7 +24,7 @@ from tests.fakes.model_server import FakeModelServer
 from tests.unit.runners.test_tai_cli import CAGE_TAI, env, events_of, turn
 from tests.unit.runners.test_tai_exec import turn as exec_turn
 
-TURN = TurnRequest(assistant_id="unit.tai", owner="o", chat_id="c", turn_id="t", prompt="go")
+TURN = TurnRequest(assistant_id="unit.tai", owner="o", session_id="c", turn_id="t", prompt="go")
 PERMISSION = (
     '{"cage_control":"permission","id":"p1","request":{"tool":"bash","input":{"command":"echo made > made.txt"},'
     '"subject":"echo made > made.txt","call_id":"toolu_1"}}'

@@ -35,7 +35,7 @@ def turn(**changes: Any) -> TurnRequest:
     data: dict[str, Any] = {
         "assistant_id": "a.tai",
         "owner": "o",
-        "chat_id": "chat-9",
+        "session_id": "chat-9",
         "turn_id": "turn-9",
         "prompt": "fix it",
         "system_prompt": "Be careful.",

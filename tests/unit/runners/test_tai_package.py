@@ -44,7 +44,7 @@ def server() -> Iterator[FakeModelServer]:
 def request(server: FakeModelServer, scenario: str, tmp_path: Path, **extra: Any) -> TurnRequest:
     connector = ConnectorSpec(id="main", label="main", type=ConnectorType.ANTHROPIC, model=f"fake@{scenario}",
                               base_url=server.url, max_retries=0)
-    return TurnRequest(assistant_id="unit.tai", owner="o", chat_id="chat-1", turn_id="turn-1",
+    return TurnRequest(assistant_id="unit.tai", owner="o", session_id="chat-1", turn_id="turn-1",
                        prompt="go", connector=connector, workdir=str(tmp_path),
                        state_dir=str(tmp_path / ".state"), **extra)
 

@@ -19,7 +19,7 @@ from orchestrator.stream import (
 from runners.base import TurnRequest
 from runners.tai import TaiTranslator
 
-TURN = TurnRequest(assistant_id="a.b", owner="o", chat_id="chat-1", turn_id="turn-1", prompt="hi")
+TURN = TurnRequest(assistant_id="a.b", owner="o", session_id="chat-1", turn_id="turn-1", prompt="hi")
 
 
 def tai_lines(build: list[list[Event]]) -> list[str]:

@@ -138,7 +138,7 @@ async def test_idle_box_loses_its_strays_but_keeps_background_prepare(tmp_path: 
     backend = FakeBackend(script)
     manager = SandboxManager(backend, FakeImageBuilder(), Settings())
     sandbox = spec(lifecycle="session", prepare=[{"action": "exec", "cmd": "serve", "background": True}])
-    lease = await manager.acquire(request(tmp_path, sandbox, chat_id="c"))
+    lease = await manager.acquire(request(tmp_path, sandbox, session_id="c"))
     backend.processes[lease.ref.id].append(P(pid=44, ppid=1, start=9))  # nohup'd by the agent
     backend.processes[lease.ref.id].append(P(pid=45, ppid=44, start=10))
     await manager.release(lease)

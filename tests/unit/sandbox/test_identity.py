@@ -26,17 +26,17 @@ IDS = st.text(alphabet="ab-._1", min_size=1, max_size=8).filter(lambda v: v not 
 LONG_LIVED = (Lifecycle.SESSION, Lifecycle.LONGRUNNING, Lifecycle.PERSISTENT)
 
 
-def _ident(lifecycle: Lifecycle, owner: str, assistant: str, chat: str, workspace: str | None) -> SandboxIdentity:
-    return identity_for(lifecycle, owner=owner, assistant_id=assistant, chat_id=chat, workspace_id=workspace)
+def _ident(lifecycle: Lifecycle, owner: str, assistant: str, session: str, workspace: str | None) -> SandboxIdentity:
+    return identity_for(lifecycle, owner=owner, assistant_id=assistant, session_id=session, workspace_id=workspace)
 
 
 def test_names_by_lifecycle() -> None:
-    kw = {"owner": "team1", "assistant_id": "tests.echo", "chat_id": "chat9", "workspace_id": "ws2"}
+    kw = {"owner": "team1", "assistant_id": "tests.echo", "session_id": "chat9", "workspace_id": "ws2"}
     session = identity_for(Lifecycle.SESSION, **kw)
     longrunning = identity_for(Lifecycle.LONGRUNNING, **kw)
     assert re.fullmatch(r"cage-team1-tests\.echo-[0-9a-f]{24}", session.name)
     assert longrunning.name == identity_for(Lifecycle.PERSISTENT, **kw).name != session.name
-    assert identity_for(Lifecycle.SESSION, **{**kw, "chat_id": "chat8"}).name != session.name
+    assert identity_for(Lifecycle.SESSION, **{**kw, "session_id": "chat8"}).name != session.name
     one, two = identity_for(Lifecycle.ONESHOT, **kw), identity_for(Lifecycle.ONESHOT, **kw)
     assert one.name != two.name and re.fullmatch(r"cage-[0-9a-f]{16}", one.name)
 
@@ -67,14 +67,14 @@ def test_distinct_identities_never_share_a_name(rows: list[tuple[Lifecycle, str,
     """
     names: dict[str, tuple[object, ...]] = {}
     volumes: dict[str, tuple[object, ...]] = {}
-    for lifecycle, owner, assistant, chat, workspace in rows:
-        ident = _ident(lifecycle, owner, assistant, chat, workspace)
+    for lifecycle, owner, assistant, session, workspace in rows:
+        ident = _ident(lifecycle, owner, assistant, session, workspace)
         assert DOCKER_NAME.fullmatch(ident.name) and len(ident.name) <= MAX_NAME
-        session = lifecycle is Lifecycle.SESSION
-        box_key = (session, owner, assistant, chat if session else None, workspace)
+        is_session = lifecycle is Lifecycle.SESSION
+        box_key = (is_session, owner, assistant, session if is_session else None, workspace)
         assert names.setdefault(ident.name, box_key) == box_key
         scope = workspace_scope(ident)
-        volume_key = (scope.owner, scope.workspace_id, scope.assistant_id, scope.chat_id)
+        volume_key = (scope.owner, scope.workspace_id, scope.assistant_id, scope.session_id)
         assert volumes.setdefault(scope.volume_name, volume_key) == volume_key
 
 
@@ -84,7 +84,7 @@ def test_identity_key_is_injective(left: list[str], right: list[str]) -> None:
 
 
 def test_workspace_scopes() -> None:
-    """Default: one owner and one assistant (one chat for `session`); `workspace_id` shares by owner."""
+    """Default: one owner and one assistant (one session for a `session` box); `workspace_id` shares by owner."""
     a = _ident(Lifecycle.LONGRUNNING, "o", "a.one", "c1", None)
     b = _ident(Lifecycle.LONGRUNNING, "o", "a.two", "c1", None)
     assert volume_name(a) != volume_name(b)
@@ -108,14 +108,14 @@ def test_legacy_volume_is_attributed_only_when_unambiguous() -> None:
     )
     assert legacy_volume_name(WorkspaceScope(owner="acme", workspace_id="ci-default")) is None
     assert legacy_volume_name(WorkspaceScope(owner="acme-ci", workspace_id="default")) is None
-    session = WorkspaceScope(owner="local", workspace_id="default", assistant_id="a", chat_id="c")
+    session = WorkspaceScope(owner="local", workspace_id="default", assistant_id="a", session_id="c")
     assert legacy_volume_name(session) is None
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "..", ".", "a b", "x" * 65, "a;rm", "é"])
 def test_invalid_ids(bad: str) -> None:
     with pytest.raises(WorkspaceError):
-        validate_id("chat", bad)
+        validate_id("session", bad)
 
 
 @pytest.mark.parametrize("raw", ["_lead", "-x", "a" * 300, "ok.name-1"])

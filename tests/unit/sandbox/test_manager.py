@@ -28,9 +28,9 @@ def make_spec(**kw: Any) -> SandboxSpec:
     return SandboxSpec.model_validate(data)
 
 
-def _name(lifecycle: Lifecycle, *, chat_id: str | None = None, workspace_id: str | None = None) -> str:
+def _name(lifecycle: Lifecycle, *, session_id: str | None = None, workspace_id: str | None = None) -> str:
     ident = identity_for(
-        lifecycle, owner="alice", assistant_id="tests.echo", chat_id=chat_id, workspace_id=workspace_id
+        lifecycle, owner="alice", assistant_id="tests.echo", session_id=session_id, workspace_id=workspace_id
     )
     return ident.name
 
@@ -60,11 +60,11 @@ def manager(backend: FakeBackend) -> SandboxManager:
 async def test_session_identity_labels_and_reuse(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path
 ) -> None:
-    req = make_request(tmp_path, make_spec(lifecycle="session"), chat_id="c1")
+    req = make_request(tmp_path, make_spec(lifecycle="session"), session_id="c1")
     first = await manager.acquire(req)
     await manager.release(first)
     second = await manager.acquire(req)
-    assert first.ref.name == _name(Lifecycle.SESSION, chat_id="c1") and first.created
+    assert first.ref.name == _name(Lifecycle.SESSION, session_id="c1") and first.created
     assert second.ref.id == first.ref.id and not second.created
     labels = backend.boxes[first.ref.id].ref.labels
     assert labels[SANDBOX] == first.ref.name and labels[LIFECYCLE] == "session"
@@ -94,14 +94,14 @@ async def test_stopped_box_is_started_on_reuse(
 async def test_hash_change_recreates_and_keeps_the_workspace(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path
 ) -> None:
-    first = await manager.acquire(make_request(tmp_path, make_spec(lifecycle="session"), chat_id="c1"))
+    first = await manager.acquire(make_request(tmp_path, make_spec(lifecycle="session"), session_id="c1"))
     await backend.put_files(first.ref, "/workspace", [])
     from orchestrator.sandbox.backend import FileEntry
 
     await backend.put_files(first.ref, "/workspace", [FileEntry(path="notes.txt", content=b"keep me")])
     await manager.release(first)
     changed = make_spec(lifecycle="session", environment={"MODE": "new"})
-    second = await manager.acquire(make_request(tmp_path, changed, chat_id="c1"))
+    second = await manager.acquire(make_request(tmp_path, changed, session_id="c1"))
     assert second.ref.id != first.ref.id and second.created
     assert first.ref.id not in backend.boxes
     assert second.config_hash != first.config_hash
@@ -149,7 +149,7 @@ async def test_oneshot_names_are_fresh(manager: SandboxManager, tmp_path: Path) 
 async def test_concurrent_first_acquires_create_one_container(tmp_path: Path) -> None:
     backend = FakeBackend(create_delay=0.05)
     manager = SandboxManager(backend, FakeImageBuilder(), Settings())
-    req = make_request(tmp_path, make_spec(lifecycle="session"), chat_id="c1")
+    req = make_request(tmp_path, make_spec(lifecycle="session"), session_id="c1")
     ids: list[str] = []
 
     async def one() -> None:
@@ -160,7 +160,7 @@ async def test_concurrent_first_acquires_create_one_container(tmp_path: Path) ->
             tg.start_soon(one)
     assert len(ids) == 200 and len(set(ids)) == 1
     assert backend.created == 1 and len(backend.boxes) == 1
-    box = manager.registry.get(_name(Lifecycle.SESSION, chat_id="c1"))
+    box = manager.registry.get(_name(Lifecycle.SESSION, session_id="c1"))
     assert box is not None and box.busy == 200
     assert len(manager.locks) == 0
 
@@ -169,15 +169,15 @@ async def test_per_owner_cap_refuses_without_creating(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path
 ) -> None:
     spec = make_spec(lifecycle="session")
-    for chat in ("a", "b", "c"):
-        await manager.acquire(make_request(tmp_path, spec, chat_id=chat))
+    for session in ("a", "b", "c"):
+        await manager.acquire(make_request(tmp_path, spec, session_id=session))
     with pytest.raises(CapacityError) as info:
-        await manager.acquire(make_request(tmp_path, spec, chat_id="d"))
+        await manager.acquire(make_request(tmp_path, spec, session_id="d"))
     assert info.value.limit == 3 and "alice" in info.value.scope
     assert backend.created == 3
     # reusing an existing box is not a new sandbox
-    assert (await manager.acquire(make_request(tmp_path, spec, chat_id="a"))).ref.name == _name(
-        Lifecycle.SESSION, chat_id="a"
+    assert (await manager.acquire(make_request(tmp_path, spec, session_id="a"))).ref.name == _name(
+        Lifecycle.SESSION, session_id="a"
     )
 
 
@@ -187,9 +187,9 @@ async def test_global_cap_under_concurrency(
     spec = make_spec(lifecycle="session")
     results: list[str] = []
 
-    async def one(owner: str, chat: str) -> None:
+    async def one(owner: str, session: str) -> None:
         try:
-            await manager.acquire(make_request(tmp_path, spec, owner=owner, chat_id=chat))
+            await manager.acquire(make_request(tmp_path, spec, owner=owner, session_id=session))
             results.append("ok")
         except CapacityError:
             results.append("cap")
@@ -203,18 +203,18 @@ async def test_global_cap_under_concurrency(
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("owner", "../etc"), ("assistant_id", "a b"), ("chat_id", "x" * 65), ("workspace_id", "a/b")],
+    [("owner", "../etc"), ("assistant_id", "a b"), ("session_id", "x" * 65), ("workspace_id", "a/b")],
 )
 async def test_bad_ids_are_refused(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path, field: str, value: str
 ) -> None:
-    req = make_request(tmp_path, make_spec(lifecycle="session"), **{"chat_id": "c1", field: value})
+    req = make_request(tmp_path, make_spec(lifecycle="session"), **{"session_id": "c1", field: value})
     with pytest.raises(WorkspaceError):
         await manager.acquire(req)
     assert backend.created == 0
 
 
-async def test_session_without_chat_is_a_usage_error(manager: SandboxManager, tmp_path: Path) -> None:
+async def test_session_without_session_is_a_usage_error(manager: SandboxManager, tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         await manager.acquire(make_request(tmp_path, make_spec(lifecycle="session")))
 
@@ -229,7 +229,7 @@ async def test_hardening_defaults_and_overrides(
     assert spec.limits.memory_bytes == 2 * 2**30 and spec.limits.pids == 512 and spec.limits.nano_cpus == 2 * 10**9
     assert spec.egress == EgressPolicy(mode="bridge") and spec.extra_hosts == {}  # isolated by default
     assert spec.mounts[0].kind == "volume" and spec.mounts[0].source == volume_name(
-        identity_for(Lifecycle.ONESHOT, owner="alice", assistant_id="tests.echo", chat_id=None, workspace_id=None)
+        identity_for(Lifecycle.ONESHOT, owner="alice", assistant_id="tests.echo", session_id=None, workspace_id=None)
     )
     custom = make_spec(
         computer={"memory": "512m", "cpus": 1.5, "pids": 64, "network": "none", "read_only": True}
@@ -281,7 +281,7 @@ async def test_release_is_idempotent_and_starts_the_idle_clock(tmp_path: Path) -
     now = [100.0]
     backend = FakeBackend()
     manager = SandboxManager(backend, FakeImageBuilder(), Settings(), clock=lambda: now[0])
-    lease = await manager.acquire(make_request(tmp_path, make_spec(lifecycle="session"), chat_id="c"))
+    lease = await manager.acquire(make_request(tmp_path, make_spec(lifecycle="session"), session_id="c"))
     box = manager.registry.get(lease.ref.name)
     assert box is not None and box.busy == 1 and box.idle_for(500.0) == 0.0
     now[0] = 150.0

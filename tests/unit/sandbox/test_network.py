@@ -293,7 +293,7 @@ async def test_a_box_whose_relay_points_at_another_gateway_is_recreated(tmp_path
             assistant_id="tests.net",
             assistant_dir=tmp_path,
             spec=spec,
-            chat_id="c1",
+            session_id="c1",
             gateway_port=port,
         )
 

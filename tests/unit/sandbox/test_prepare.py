@@ -39,7 +39,7 @@ def req(tmp_path: Path, prepare: list[dict[str, Any]], **kw: Any) -> SandboxRequ
         owner="o",
         assistant_id="a.b",
         assistant_dir=tmp_path,
-        chat_id="c",
+        session_id="c",
         spec=SandboxSpec.model_validate(data),
     )
 

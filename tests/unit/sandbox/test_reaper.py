@@ -11,7 +11,15 @@ import pytest
 from orchestrator.dsl.sandbox import Lifecycle, SandboxSpec
 from orchestrator.sandbox.backend import CreateSpec, SandboxRef
 from orchestrator.sandbox.identity import identity_for
-from orchestrator.sandbox.labels import RUN, STALE_RUN_AFTER, SandboxLabels, sandbox_labels
+from orchestrator.sandbox.labels import (
+    LEGACY_SESSION,
+    RUN,
+    SESSION,
+    STALE_RUN_AFTER,
+    SandboxLabels,
+    sandbox_labels,
+    session_label,
+)
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
 from orchestrator.sandbox.reaper import ReapAction, Reaper, decide
 from orchestrator.sandbox.reconcile import reconcile
@@ -66,12 +74,12 @@ async def test_sweep_removes_idle_session_but_not_a_busy_one(tmp_path: Path) -> 
     manager = SandboxManager(backend, FakeImageBuilder(), Settings(), clock=lambda: now[0])
     reaper = Reaper(manager, interval=0.2)
 
-    def request(chat: str) -> SandboxRequest:
+    def request(session: str) -> SandboxRequest:
         return SandboxRequest(
             owner="o",
             assistant_id="a",
             assistant_dir=tmp_path,
-            chat_id=chat,
+            session_id=session,
             spec=spec("session", idle_timeout="2s"),
         )
 
@@ -110,16 +118,16 @@ async def test_reconcile_adopts_known_and_removes_orphans(tmp_path: Path) -> Non
     extra = {"cage.test-run": "r1"}
 
     async def make(
-        lifecycle: Lifecycle, assistant: str, chat: str | None = None, idle: float | None = 7.0
+        lifecycle: Lifecycle, assistant: str, session: str | None = None, idle: float | None = 7.0
     ) -> SandboxRef:
-        ident = identity_for(lifecycle, owner="o", assistant_id=assistant, chat_id=chat, workspace_id=None)
+        ident = identity_for(lifecycle, owner="o", assistant_id=assistant, session_id=session, workspace_id=None)
         labels = sandbox_labels(
             ident, config_hash="h" * 64, idle_timeout=idle, max_lifetime=None, extra=extra
         )
         return await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))
 
-    kept = await make(Lifecycle.SESSION, "known", chat="c")
-    gone = await make(Lifecycle.SESSION, "gone", chat="c")
+    kept = await make(Lifecycle.SESSION, "known", session="c")
+    gone = await make(Lifecycle.SESSION, "gone", session="c")
     persistent = await make(Lifecycle.PERSISTENT, "gone-too", idle=None)
     await make(Lifecycle.ONESHOT, "known")
     await backend.create(
@@ -161,7 +169,7 @@ async def test_reconcile_leaves_a_cage_run_jobs_box_to_that_job_unless_it_is_a_d
 
     async def make(assistant: str) -> SandboxRef:
         ident = identity_for(
-            Lifecycle.ONESHOT, owner="local", assistant_id=assistant, chat_id=None, workspace_id=None
+            Lifecycle.ONESHOT, owner="local", assistant_id=assistant, session_id=None, workspace_id=None
         )
         labels = sandbox_labels(
             ident, config_hash="h" * 64, idle_timeout=None, max_lifetime=None, extra={**extra, RUN: "job"}
@@ -179,7 +187,7 @@ async def test_reconcile_leaves_a_cage_run_jobs_box_to_that_job_unless_it_is_a_d
 
 
 def test_labels_round_trip() -> None:
-    ident = identity_for(Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", chat_id=None, workspace_id="w")
+    ident = identity_for(Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", session_id=None, workspace_id="w")
     labels = sandbox_labels(
         ident, config_hash="f" * 64, idle_timeout=7200.0, max_lifetime=86400.0, extra={"cage.owner": "evil"}
     )
@@ -195,11 +203,23 @@ def test_labels_round_trip() -> None:
     assert SandboxLabels.parse({**labels, "cage.lifecycle": "bogus"}) is None
 
 
+def test_a_session_box_labelled_before_the_rename_is_read_as_that_session() -> None:
+    """Boxes and volumes made before 2026-12 carry `cage.chat`: still parsed (so adopted, matched to
+    their session's turns and reaped), while new ones carry only `cage.session`."""
+    ident = identity_for(Lifecycle.SESSION, owner="o", assistant_id="a.b", session_id="s-1", workspace_id=None)
+    labels = sandbox_labels(ident, config_hash="f" * 64, idle_timeout=60.0, max_lifetime=None)
+    assert labels[SESSION] == "s-1" and LEGACY_SESSION not in labels
+    old = {k: v for k, v in labels.items() if k != SESSION} | {LEGACY_SESSION: "s-1"}
+    parsed = SandboxLabels.parse(old)
+    assert parsed is not None and parsed.session_id == "s-1"
+    assert session_label(old) == session_label(labels) == "s-1" and session_label({}) is None
+
+
 async def test_reconcile_removes_nothing_with_an_assistant_when_the_assistants_could_not_be_listed() -> None:
     backend = FakeBackend()
     extra = {"cage.test-run": "r3"}
     ident = identity_for(
-        Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", chat_id=None, workspace_id=None
+        Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", session_id=None, workspace_id=None
     )
     labels = sandbox_labels(ident, config_hash="h" * 64, idle_timeout=None, max_lifetime=None, extra=extra)
     box = await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))
@@ -217,9 +237,9 @@ async def test_after_a_crash_the_turns_processes_in_an_adopted_box_are_killed(tm
     backend = FakeBackend()
     extra = {"cage.test-run": "r4"}
     boxes = {}
-    for chat in ("crashed", "quiet"):
+    for session in ("crashed", "quiet"):
         ident = identity_for(
-            Lifecycle.SESSION, owner="o", assistant_id="a.b", chat_id=chat, workspace_id=None
+            Lifecycle.SESSION, owner="o", assistant_id="a.b", session_id=session, workspace_id=None
         )
         labels = sandbox_labels(
             ident, config_hash="h" * 64, idle_timeout=60.0, max_lifetime=None, extra=extra
@@ -232,7 +252,7 @@ async def test_after_a_crash_the_turns_processes_in_an_adopted_box_are_killed(tm
             ProcessInfo(pid=40, ppid=0, start=50, argv=("claude", "-p")),  # the dead turn's CLI (docker exec)
             ProcessInfo(pid=41, ppid=40, start=51, argv=("bash", "-c", "make test")),
         ]
-        boxes[chat] = ref
+        boxes[session] = ref
     manager = SandboxManager(backend, FakeImageBuilder(), Settings(), extra_labels=extra)
     report = await reconcile(manager, lambda assistant: assistant == "a.b")
     assert len(report.adopted) == 2
@@ -240,4 +260,4 @@ async def test_after_a_crash_the_turns_processes_in_an_adopted_box_are_killed(tm
     swept = await kill_orphaned_turns(manager, [("o", "a.b", "crashed")])
     assert swept == [boxes["crashed"].name]
     assert [p.pid for p in backend.processes[boxes["crashed"].id]] == [1, 7]  # no CLI left to run twice
-    assert [p.pid for p in backend.processes[boxes["quiet"].id]] == [1, 7, 40, 41]  # other chats untouched
+    assert [p.pid for p in backend.processes[boxes["quiet"].id]] == [1, 7, 40, 41]  # other sessions untouched

@@ -37,7 +37,7 @@ async def test_a_box_another_replica_uses_is_spared_and_its_idle_clock_follows_t
         return dict(uses)
 
     reaper = Reaper(manager, fleet=fleet)
-    req = SandboxRequest(owner="o", assistant_id="a", assistant_dir=tmp_path, chat_id="c", spec=spec())
+    req = SandboxRequest(owner="o", assistant_id="a", assistant_dir=tmp_path, session_id="c", spec=spec())
     lease = await manager.acquire(req)
     await manager.release(lease)
     name = lease.ref.name
@@ -61,8 +61,8 @@ async def test_adopt_only_adopts_reapable_boxes_and_never_removes(tmp_path: Path
     backend = FakeBackend()
     extra = {"cage.test-run": "r1"}
 
-    async def make(lifecycle: Lifecycle, assistant: str, chat: str | None) -> str:
-        ident = identity_for(lifecycle, owner="o", assistant_id=assistant, chat_id=chat, workspace_id=None)
+    async def make(lifecycle: Lifecycle, assistant: str, session: str | None) -> str:
+        ident = identity_for(lifecycle, owner="o", assistant_id=assistant, session_id=session, workspace_id=None)
         labels = sandbox_labels(ident, config_hash="h" * 64, idle_timeout=5.0, max_lifetime=None, extra=extra)
         return (await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))).name
 

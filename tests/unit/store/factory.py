@@ -11,7 +11,7 @@ def turn_events(
     """stream_start, thinking, a tool run, the answer, usage and stream_end, stamped by `emitter`."""
     ticks = iter(range(1_000, 10_000))
     b = TurnBuilder(CountingIds(), runner="claude", clock=lambda: next(ticks))
-    events = b.stream_start("tests.echo", chat_id=emitter.session_id)
+    events = b.stream_start("tests.echo", session_id=emitter.session_id)
     events += b.thinking("let me look")
     events += b.tool_started("tool-1", "Bash", {"command": "ls -la"})
     events += b.tool_finished("tool-1", "total 0\n")

@@ -9,17 +9,17 @@ from orchestrator.stream import SessionEmitter
 from tests.unit.store.factory import turn_events
 
 
-async def test_concurrent_turns_on_many_chats_all_land(store: Store) -> None:
-    chats = [await store.chats.create("alice", "tests.echo", chat_id=f"c{i}") for i in range(8)]
+async def test_concurrent_turns_on_many_sessions_all_land(store: Store) -> None:
+    sessions = [await store.sessions.create("alice", "tests.echo", session_id=f"c{i}") for i in range(8)]
 
-    async def run_chat(chat_id: str) -> None:
-        emitter = SessionEmitter(chat_id)
+    async def run_session(session_id: str) -> None:
+        emitter = SessionEmitter(session_id)
         for n in range(3):
-            turn_id = f"{chat_id}-t{n}"
-            await store.memory.set("chat", chat_id, "last_turn", turn_id)
+            turn_id = f"{session_id}-t{n}"
+            await store.memory.set("chat", session_id, "last_turn", turn_id)
             await store.persist_turn(
                 FinishedTurn(
-                    chat_id=chat_id,
+                    session_id=session_id,
                     turn_id=turn_id,
                     assistant_id="tests.echo",
                     status="completed",
@@ -29,27 +29,27 @@ async def test_concurrent_turns_on_many_chats_all_land(store: Store) -> None:
             )
 
     async with anyio.create_task_group() as tg:
-        for chat in chats:
-            tg.start_soon(run_chat, chat.id)
+        for session in sessions:
+            tg.start_soon(run_session, session.id)
 
-    for chat in chats:
-        events = await store.events.after(chat.id, limit=1000)
+    for session in sessions:
+        events = await store.events.after(session.id, limit=1000)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
-        assert [m.content for m in await store.messages.history(chat.id)] == [
-            f"{chat.id}-t{n}" for n in range(3)
+        assert [m.content for m in await store.messages.history(session.id)] == [
+            f"{session.id}-t{n}" for n in range(3)
         ]
-        assert await store.memory.get("chat", chat.id, "last_turn") == f"{chat.id}-t2"
+        assert await store.memory.get("chat", session.id, "last_turn") == f"{session.id}-t2"
 
 
-async def test_concurrent_messages_on_one_chat_get_distinct_sequences(store: Store) -> None:
-    chat = await store.chats.create("alice", "tests.echo")
+async def test_concurrent_messages_on_one_session_get_distinct_sequences(store: Store) -> None:
+    session = await store.sessions.create("alice", "tests.echo")
 
     async def add(i: int) -> None:
-        await store.messages.add(chat.id, f"t{i}", [NewMessage(id=f"m{i}", role="user", content=i)])
+        await store.messages.add(session.id, f"t{i}", [NewMessage(id=f"m{i}", role="user", content=i)])
 
     async with anyio.create_task_group() as tg:
         for i in range(12):
             tg.start_soon(add, i)
-    history = await store.messages.history(chat.id, limit=100)
+    history = await store.messages.history(session.id, limit=100)
     assert [m.sequence for m in history] == list(range(1, 13))
     assert sorted(m.content for m in history if isinstance(m.content, int)) == list(range(12))

@@ -11,8 +11,8 @@ from orchestrator.stream import Event, SessionEmitter, TextEvent, TextProps, dum
 from tests.unit.store.factory import turn_events
 
 
-async def _session(store: Store, chat_id: str = "chat-1") -> str:
-    return (await store.chats.create("alice", "tests.echo", chat_id=chat_id)).id
+async def _session(store: Store, session_id: str = "chat-1") -> str:
+    return (await store.sessions.create("alice", "tests.echo", session_id=session_id)).id
 
 
 async def test_append_then_after_replays_every_event_in_seq_order(store: Store) -> None:
@@ -28,7 +28,7 @@ async def test_append_then_after_replays_every_event_in_seq_order(store: Store) 
     assert [e.seq for e in replay] == list(range(1, len(first) + len(second) + 1))
     assert [dump_event(e) for e in replay] == [dump_event(e) for e in first + second]
     assert await store.events.last_seq(sid) == len(first) + len(second)
-    assert (await store.chats.require(sid)).last_seq == len(first) + len(second)
+    assert (await store.sessions.require(sid)).last_seq == len(first) + len(second)
 
 
 async def test_after_seq_returns_only_the_rest_and_pages_with_limit(store: Store) -> None:
@@ -151,12 +151,12 @@ async def test_unknown_session_and_bad_arguments(store: Store) -> None:
         await store.events.after(sid, after_seq=-1)
 
 
-async def test_deleting_the_chat_deletes_its_log(store: Store) -> None:
+async def test_deleting_the_session_deletes_its_log(store: Store) -> None:
     sid = await _session(store)
     await store.events.append(sid, turn_events(SessionEmitter(sid), "t1", "bye"))
-    assert await store.chats.delete(sid) is True
+    assert await store.sessions.delete(sid) is True
     assert await store.events.after(sid) == []
-    await store.chats.create("alice", "tests.echo", chat_id=sid)
+    await store.sessions.create("alice", "tests.echo", session_id=sid)
     assert await store.events.last_seq(sid) == 0
 
 
@@ -168,4 +168,4 @@ async def test_tail_is_the_last_seq_and_its_ts(store: Store) -> None:
     await store.events.append(sid, events)
     assert await store.events.tail(sid) == (events[-1].seq, events[-1].ts)
     with pytest.raises(RecordNotFound):
-        await store.events.tail("no-such-chat")
+        await store.events.tail("no-such-session")

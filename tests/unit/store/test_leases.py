@@ -17,39 +17,39 @@ from tests.unit.store.conftest import FakeClock
 LEASE = 3.0
 
 
-async def _chat(store: Store) -> str:
-    return (await store.chats.create("alice", "tests.echo")).id
+async def _session(store: Store) -> str:
+    return (await store.sessions.create("alice", "tests.echo")).id
 
 
-async def test_a_chat_runs_one_turn_across_replicas(store: Store, other: Store) -> None:
+async def test_a_session_runs_one_turn_across_replicas(store: Store, other: Store) -> None:
     store.leases.bind(lease_seconds=LEASE)
     other.leases.bind(lease_seconds=LEASE)
-    chat = await _chat(store)
-    await store.turns.begin(chat, "t1", "tests.echo", ())
+    session = await _session(store)
+    await store.turns.begin(session, "t1", "tests.echo", ())
     with pytest.raises(TurnRunning) as refused:
-        await other.turns.begin(chat, "t2", "tests.echo", ())
+        await other.turns.begin(session, "t2", "tests.echo", ())
     assert refused.value.turn_id == "t1" and refused.value.replica_id == store.leases.replica_id
     assert "already running" in str(refused.value)
-    lease = await other.leases.turn_of_chat(chat)
+    lease = await other.leases.turn_of_session(session)
     assert lease is not None and lease.replica_id == store.leases.replica_id and lease.turn_id == "t1"
 
     await store.turns.persist(
-        FinishedTurn(chat_id=chat, turn_id="t1", assistant_id="tests.echo", status="completed")
+        FinishedTurn(session_id=session, turn_id="t1", assistant_id="tests.echo", status="completed")
     )
-    assert await other.leases.turn_of_chat(chat) is None
-    await other.turns.begin(chat, "t2", "tests.echo", ())
-    lease = await store.leases.turn_of_chat(chat)
+    assert await other.leases.turn_of_session(session) is None
+    await other.turns.begin(session, "t2", "tests.echo", ())
+    lease = await store.leases.turn_of_session(session)
     assert lease is not None and lease.replica_id == other.leases.replica_id
 
 
-async def test_concurrent_first_turns_of_one_chat_make_one(store: Store, other: Store) -> None:
-    chat = await _chat(store)
+async def test_concurrent_first_turns_of_one_session_make_one(store: Store, other: Store) -> None:
+    session = await _session(store)
     won: list[str] = []
     refused: list[str] = []
 
     async def begin(st: Store, turn_id: str) -> None:
         try:
-            await st.turns.begin(chat, turn_id, "tests.echo", ())
+            await st.turns.begin(session, turn_id, "tests.echo", ())
             won.append(turn_id)
         except TurnRunning:
             refused.append(turn_id)
@@ -66,8 +66,8 @@ async def test_a_dead_replicas_turns_are_orphaned_once_its_lease_runs_out(
 ) -> None:
     store.leases.bind(lease_seconds=LEASE)
     await store.leases.join("host-a", 1)
-    chat = await _chat(store)
-    await store.turns.begin(chat, "t1", "tests.echo", ())
+    session = await _session(store)
+    await store.turns.begin(session, "t1", "tests.echo", ())
     clock.advance(LEASE - 1)
     assert await other.leases.orphaned(unheld=False) == set()
     assert await store.leases.heartbeat()  # renewed: alive for another lease
@@ -83,20 +83,20 @@ async def test_a_dead_replicas_turns_are_orphaned_once_its_lease_runs_out(
 
 
 async def test_turns_no_heartbeat_keeps_are_left_to_start_up_recovery(store: Store, other: Store) -> None:
-    chat = await _chat(store)  # `store` never bound: a `cage run` process
-    await store.turns.begin(chat, "t1", "tests.echo", ())
-    lease = await other.leases.turn_of_chat(chat)
+    session = await _session(store)  # `store` never bound: a `cage run` process
+    await store.turns.begin(session, "t1", "tests.echo", ())
+    lease = await other.leases.turn_of_session(session)
     assert lease is not None and lease.expires_at is None
     assert await other.leases.orphaned(unheld=False) == set()
     assert await other.leases.orphaned(unheld=True) == {"t1"}
 
 
 async def test_close_unfinished_ends_the_lease(store: Store) -> None:
-    chat = await _chat(store)
-    await store.turns.begin(chat, "t1", "tests.echo", ())
-    assert await store.turns.close_unfinished(chat, "t1", [])
-    assert await store.leases.turn_of_chat(chat) is None
-    await store.turns.begin(chat, "t2", "tests.echo", ())
+    session = await _session(store)
+    await store.turns.begin(session, "t1", "tests.echo", ())
+    assert await store.turns.close_unfinished(session, "t1", [])
+    assert await store.leases.turn_of_session(session) is None
+    await store.turns.begin(session, "t2", "tests.echo", ())
 
 
 async def test_one_leader_until_its_lease_runs_out(store: Store, other: Store, clock: FakeClock) -> None:
@@ -161,18 +161,18 @@ async def test_hold_excludes_the_other_replica_until_released(store: Store, othe
         )
 
 
-async def test_activity_sees_other_replicas_turns_by_chat_and_owner(
+async def test_activity_sees_other_replicas_turns_by_session_and_owner(
     store: Store, other: Store, clock: FakeClock
 ) -> None:
-    chat = await _chat(store)
-    child = (await store.chats.create("alice", "tests.sub", parent_id=chat)).id
-    quiet = (await store.chats.create("bob", "tests.echo")).id
+    session = await _session(store)
+    child = (await store.sessions.create("alice", "tests.sub", parent_id=session)).id
+    quiet = (await store.sessions.create("bob", "tests.echo")).id
     clock.advance(5)
-    await store.turns.begin(child, "t1", "tests.sub", ())  # a sub-agent turn under `chat`
-    seen = await other.leases.activity({"alice", "bob", "carol"}, {chat, quiet})
+    await store.turns.begin(child, "t1", "tests.sub", ())  # a sub-agent turn under `session`
+    seen = await other.leases.activity({"alice", "bob", "carol"}, {session, quiet})
     assert seen.busy_owners == {"alice"}
-    assert chat in seen.busy_chats and quiet not in seen.busy_chats
-    assert seen.chat_active[chat] == clock.now  # its child chat's turn began just now
+    assert session in seen.busy_sessions and quiet not in seen.busy_sessions
+    assert seen.session_active[session] == clock.now  # its child session's turn began just now
     assert seen.owner_active["alice"] == clock.now
     assert seen.owner_active["bob"] < clock.now and "carol" not in seen.owner_active
     assert await other.leases.activity(set(), set()) == type(seen)()
@@ -181,27 +181,27 @@ async def test_activity_sees_other_replicas_turns_by_chat_and_owner(
 async def test_an_owners_running_turns_are_capped_over_every_replica(store: Store, other: Store) -> None:
     for st in (store, other):
         st.leases.bind(lease_seconds=LEASE, max_turns_per_owner=3)
-    chats = [await _chat(store) for _ in range(8)]
-    bob = (await store.chats.create("bob", "tests.echo")).id
+    sessions = [await _session(store) for _ in range(8)]
+    bob = (await store.sessions.create("bob", "tests.echo")).id
     won: list[str] = []
     capped: list[str] = []
 
-    async def begin(st: Store, chat: str, turn_id: str) -> None:
+    async def begin(st: Store, session: str, turn_id: str) -> None:
         try:
-            await st.turns.begin(chat, turn_id, "tests.echo", ())
-            won.append(chat)
+            await st.turns.begin(session, turn_id, "tests.echo", ())
+            won.append(session)
         except OwnerTurnsRunning as exc:
             assert "at most 3" in str(exc) and exc.code == "owner_turns_running"
-            capped.append(chat)
+            capped.append(session)
 
     async with anyio.create_task_group() as tg:
-        for i, chat in enumerate(chats):
-            tg.start_soon(begin, store if i % 2 else other, chat, f"t{i}")
+        for i, session in enumerate(sessions):
+            tg.start_soon(begin, store if i % 2 else other, session, f"t{i}")
     assert len(won) == 3 and len(capped) == 5
     await other.turns.begin(bob, "t-bob", "tests.echo", ())  # another owner: its own count
     await store.turns.persist(
         FinishedTurn(
-            chat_id=won[0], turn_id=f"t{chats.index(won[0])}", assistant_id="tests.echo", status="completed"
+            session_id=won[0], turn_id=f"t{sessions.index(won[0])}", assistant_id="tests.echo", status="completed"
         )
     )
     await other.turns.begin(capped[0], "t-again", "tests.echo", ())  # one ended: room for one more

@@ -63,18 +63,18 @@ async def test_ttl_expires_on_read_and_purge_removes_only_expired(store: Store, 
 
 
 async def test_setting_again_refreshes_or_clears_the_ttl(store: Store, clock: FakeClock) -> None:
-    chat = store.memory.scope("chat", "c1")
-    await chat.set("k", "v1", ttl=5)
+    session = store.memory.scope("chat", "c1")
+    await session.set("k", "v1", ttl=5)
     clock.advance(4)
-    await chat.set("k", "v2")  # no ttl now: lives forever
+    await session.set("k", "v2")  # no ttl now: lives forever
     clock.advance(100)
-    assert await chat.get("k") == "v2"
-    await chat.set("k", "v3", ttl=1)
+    assert await session.get("k") == "v2"
+    await session.set("k", "v3", ttl=1)
     clock.advance(2)
-    assert await chat.get("k") is None
+    assert await session.get("k") is None
     # an expired key can be set again
-    await chat.set("k", "v4")
-    assert await chat.get("k") == "v4"
+    await session.set("k", "v4")
+    assert await session.get("k") == "v4"
 
 
 async def test_keys_with_prefix_and_clear(store: Store) -> None:

@@ -15,7 +15,7 @@ from orchestrator.store import Store, StoreError
 from orchestrator.store.migration import MIGRATIONS_DIR, current_revision, head_revision, schema_diff
 from orchestrator.store.tables import Base
 
-TABLES = {"chats", "turns", "messages", "events", "checkpoints", "assistants", "memory", "api_keys", "audit"}
+TABLES = {"sessions", "turns", "messages", "events", "checkpoints", "assistants", "memory", "api_keys", "audit"}
 TABLES |= {"team_members", "turn_commands", "replicas", "turn_leases", "leader_leases", "rate_buckets"}
 TABLES |= {"ws_tickets"}
 
@@ -34,10 +34,10 @@ async def test_migrate_creates_every_table_and_is_idempotent(database_url: str) 
     assert await current_revision(url) is None
     async with Store.from_url(database_url) as store:
         await store.migrate()
-        chat = await store.chats.create("alice", "tests.echo")
+        session = await store.sessions.create("alice", "tests.echo")
         await store.migrate()  # the second run changes nothing and loses nothing
-        assert await store.chats.get(chat.id) == chat
-    assert await current_revision(url) == head_revision() == "0007_ws_tickets"
+        assert await store.sessions.get(session.id) == session
+    assert await current_revision(url) == head_revision() == "0008_sessions"
     assert await _tables(database_url) == TABLES | {"alembic_version"}
     assert set(Base.metadata.tables) == TABLES
 
@@ -64,6 +64,7 @@ def test_migrations_ship_inside_the_package() -> None:
         "0005_replica_leases.py",
         "0006_rate_buckets.py",
         "0007_ws_tickets.py",
+        "0008_sessions.py",
     ]
     assert not list(Path(MIGRATIONS_DIR).rglob("alembic.ini"))
 
@@ -73,10 +74,10 @@ async def test_from_settings_uses_a_sqlite_file_under_the_data_dir(tmp_path: Pat
     async with Store.from_settings(settings) as store:
         assert store.dialect == "sqlite"
         await store.migrate()
-        await store.chats.create("alice", "tests.echo", chat_id="c")
+        await store.sessions.create("alice", "tests.echo", session_id="c")
     assert (tmp_path / "nested" / "data" / "cage.db").is_file()
     async with Store.from_settings(settings) as again:
-        assert (await again.chats.require("c")).owner == "alice"
+        assert (await again.sessions.require("c")).owner == "alice"
 
 
 async def test_an_unreachable_database_is_a_store_error_without_the_password() -> None:
@@ -86,7 +87,7 @@ async def test_an_unreachable_database_is_a_store_error_without_the_password() -
             await store.migrate()
         assert "hunter2" not in str(err.value)
         with pytest.raises(StoreError) as err2:
-            await store.chats.get("x")
+            await store.sessions.get("x")
         assert "hunter2" not in str(err2.value) and "unavailable" in str(err2.value)
     finally:
         await store.aclose()

@@ -15,35 +15,35 @@ from orchestrator.store.migration import current_revision, schema_diff, upgrade
 from orchestrator.store.schema_version import HEAD_REVISION
 
 WHEN = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-OLD_CHATS = [("alice", "shared-name"), ("bob", "bob-1"), ("alice", "a" * 64)]
+OLD_SESSIONS = [("alice", "shared-name"), ("bob", "bob-1"), ("alice", "a" * 64)]
 
 
 async def _fill_at_0002(url: str) -> None:
     engine = create_async_engine(url, poolclass=NullPool)
     try:
         async with engine.begin() as conn:
-            for owner, chat_id in OLD_CHATS:
+            for owner, session_id in OLD_SESSIONS:
                 await conn.execute(
                     text(
                         "INSERT INTO chats (id, owner, assistant_id, title, created_at, updated_at, last_seq,"
                         " metadata, resume) VALUES (:id, :owner, 'tests.echo', 'old', :when, :when, 2, '{}',"
                         ' \'{"claude": "s-1"}\')'
                     ),
-                    {"id": chat_id, "owner": owner, "when": WHEN},
+                    {"id": session_id, "owner": owner, "when": WHEN},
                 )
                 await conn.execute(
                     text(
                         "INSERT INTO turns (id, chat_id, assistant_id, status, usage, created_at)"
                         " VALUES (:turn, :id, 'tests.echo', 'completed', '{}', :when)"
                     ),
-                    {"turn": f"t-{chat_id[:20]}", "id": chat_id, "when": WHEN},
+                    {"turn": f"t-{session_id[:20]}", "id": session_id, "when": WHEN},
                 )
                 await conn.execute(
                     text(
                         "INSERT INTO messages (id, chat_id, turn_id, role, content, assistant_id, created_at,"
                         " sequence) VALUES (:msg, :id, :turn, 'user', '\"hi\"', NULL, :when, 1)"
                     ),
-                    {"msg": f"m-{chat_id[:20]}", "id": chat_id, "turn": f"t-{chat_id[:20]}", "when": WHEN},
+                    {"msg": f"m-{session_id[:20]}", "id": session_id, "turn": f"t-{session_id[:20]}", "when": WHEN},
                 )
                 for seq in (1, 2):
                     await conn.execute(
@@ -51,7 +51,7 @@ async def _fill_at_0002(url: str) -> None:
                             "INSERT INTO events (session_id, seq, turn_id, type, payload, ts)"
                             " VALUES (:id, :seq, :turn, 'stream_start', '{}', 0)"
                         ),
-                        {"id": chat_id, "seq": seq, "turn": f"t-{chat_id[:20]}"},
+                        {"id": session_id, "seq": seq, "turn": f"t-{session_id[:20]}"},
                     )
     finally:
         await engine.dispose()
@@ -66,7 +66,7 @@ async def _count(url: str, table: str) -> int:
         await engine.dispose()
 
 
-async def test_a_0002_database_keeps_every_chat_under_its_old_id(database_url: str) -> None:
+async def test_a_0002_database_keeps_every_session_under_its_old_id(database_url: str) -> None:
     url = make_url(database_url)
     await upgrade(url, "0002_teams")
     await _fill_at_0002(database_url)
@@ -75,24 +75,24 @@ async def test_a_0002_database_keeps_every_chat_under_its_old_id(database_url: s
         await store.migrate()
         assert await current_revision(url) == HEAD_REVISION  # 0003 and every revision after it
         assert await schema_diff(url) == []
-        for owner, chat_id in OLD_CHATS:
-            chat = await store.chats.require(chat_id)
-            assert (chat.owner, chat.client_id, chat.parent_id) == (owner, chat_id, None)
-            assert (chat.title, chat.last_seq, chat.resume) == ("old", 2, {"claude": "s-1"})
-            assert await store.events.last_seq(chat_id) == 2
-            assert [m.content for m in await store.messages.history(chat_id)] == ["hi"]
-            assert [t.status for t in await store.turns.of_chat(chat_id)] == ["completed"]
-        assert await _count(database_url, "events") == 2 * len(OLD_CHATS)
+        for owner, session_id in OLD_SESSIONS:
+            session = await store.sessions.require(session_id)
+            assert (session.owner, session.client_id, session.parent_id) == (owner, session_id, None)
+            assert (session.title, session.last_seq, session.resume) == ("old", 2, {"claude": "s-1"})
+            assert await store.events.last_seq(session_id) == 2
+            assert [m.content for m in await store.messages.history(session_id)] == ["hi"]
+            assert [t.status for t in await store.turns.of_session(session_id)] == ["completed"]
+        assert await _count(database_url, "events") == 2 * len(OLD_SESSIONS)
 
         # the children still reference the rebuilt table: deleting a chat cascades into its log
-        assert await store.chats.delete("bob-1")
-        assert await _count(database_url, "events") == 2 * (len(OLD_CHATS) - 1)
-        assert await _count(database_url, "messages") == len(OLD_CHATS) - 1
+        assert await store.sessions.delete("bob-1")
+        assert await _count(database_url, "events") == 2 * (len(OLD_SESSIONS) - 1)
+        assert await _count(database_url, "messages") == len(OLD_SESSIONS) - 1
 
 
-async def test_a_child_chat_goes_with_its_parent(store: Store) -> None:
-    parent = await store.chats.create("alice", "tests.echo", chat_id="parent")
-    child = await store.chats.create("alice", "tests.echo", parent_id=parent.id)
+async def test_a_child_session_goes_with_its_parent(store: Store) -> None:
+    parent = await store.sessions.create("alice", "tests.echo", session_id="parent")
+    child = await store.sessions.create("alice", "tests.echo", parent_id=parent.id)
     assert child.parent_id == parent.id
-    assert await store.chats.delete(parent.id)
-    assert await store.chats.get(child.id) is None
+    assert await store.sessions.delete(parent.id)
+    assert await store.sessions.get(child.id) is None

@@ -29,9 +29,9 @@ async def other(store: Store) -> AsyncIterator[Store]:
 
 
 def test_an_events_notice_names_the_session_and_its_last_seq() -> None:
-    assert parse_notice(notice("chat 1", 42)) == ("chat 1", 42)
+    assert parse_notice(notice("session 1", 42)) == ("session 1", 42)
     assert parse_notice("no-seq") is None
-    assert parse_notice("chat x") is None
+    assert parse_notice("session x") is None
 
 
 @pytest.mark.databases("sqlite")
@@ -39,8 +39,8 @@ async def test_sqlite_has_no_listener(store: Store) -> None:
     heard: list[str] = []
     store.notices.listen(EVENTS_CHANNEL, heard.append)
     assert not store.notices.enabled
-    chat = await store.chats.create("alice", "tests.echo")
-    await store.events.append(chat.id, turn_events(SessionEmitter(chat.id), "t1", "hello"))
+    session = await store.sessions.create("alice", "tests.echo")
+    await store.events.append(session.id, turn_events(SessionEmitter(session.id), "t1", "hello"))
     assert heard == []
 
 
@@ -54,36 +54,36 @@ async def _listening(store: Store, channel: str) -> asyncio.Queue[str]:
 @pytest.mark.databases("postgres")
 async def test_every_append_wakes_the_other_replica_after_its_commit(store: Store, other: Store) -> None:
     heard = await _listening(other, EVENTS_CHANNEL)
-    chat = await store.chats.create("alice", "tests.echo")
-    emitter = SessionEmitter(chat.id)
+    session = await store.sessions.create("alice", "tests.echo")
+    emitter = SessionEmitter(session.id)
     first = turn_events(emitter, "t1", "hello")
     second = turn_events(emitter, "t2", "again")
-    await store.events.append(chat.id, first)
-    await store.events.append(chat.id, second)
+    await store.events.append(session.id, first)
+    await store.events.append(session.id, second)
     got = [parse_notice(await asyncio.wait_for(heard.get(), 30)) for _ in range(2)]
-    assert got == [(chat.id, first[-1].seq), (chat.id, second[-1].seq)]
+    assert got == [(session.id, first[-1].seq), (session.id, second[-1].seq)]
     # Delivered after the commit: the other replica reads every event the notice names.
-    assert [e.seq for e in await other.events.after(chat.id, 0)] == list(range(1, second[-1].seq + 1))
+    assert [e.seq for e in await other.events.after(session.id, 0)] == list(range(1, second[-1].seq + 1))
 
 
 @pytest.mark.databases("postgres")
-async def test_a_batch_of_several_chats_sends_one_notice_per_chat(store: Store, other: Store) -> None:
+async def test_a_batch_of_several_sessions_sends_one_notice_per_session(store: Store, other: Store) -> None:
     heard = await _listening(other, EVENTS_CHANNEL)
-    chats = [await store.chats.create("alice", "tests.echo") for _ in range(3)]
-    batches = [turn_events(SessionEmitter(c.id), "t", "x") for c in chats]
-    await asyncio.gather(*(store.events.append(c.id, b) for c, b in zip(chats, batches, strict=True)))
-    got = {parse_notice(await asyncio.wait_for(heard.get(), 30)) for _ in chats}
-    assert got == {(c.id, b[-1].seq) for c, b in zip(chats, batches, strict=True)}
+    sessions = [await store.sessions.create("alice", "tests.echo") for _ in range(3)]
+    batches = [turn_events(SessionEmitter(c.id), "t", "x") for c in sessions]
+    await asyncio.gather(*(store.events.append(c.id, b) for c, b in zip(sessions, batches, strict=True)))
+    got = {parse_notice(await asyncio.wait_for(heard.get(), 30)) for _ in sessions}
+    assert got == {(c.id, b[-1].seq) for c, b in zip(sessions, batches, strict=True)}
 
 
 async def test_a_command_is_claimed_once_and_its_outcome_reaches_the_sender(
     store: Store, other: Store
 ) -> None:
-    chat = await store.chats.create("alice", "tests.echo")
+    session = await store.sessions.create("alice", "tests.echo")
     if store.dialect == "postgresql":
         commands = await _listening(other, COMMANDS_CHANNEL)
         outcomes = await _listening(store, OUTCOMES_CHANNEL)
-    command_id = await store.commands.send(chat.id, "interrupt", {"force": True})
+    command_id = await store.commands.send(session.id, "interrupt", {"force": True})
     if store.dialect == "postgresql":
         assert await asyncio.wait_for(commands.get(), 30) == str(command_id)
     assert [c.id for c in await other.commands.unclaimed()] == [command_id]
@@ -101,8 +101,8 @@ async def test_a_command_is_claimed_once_and_its_outcome_reaches_the_sender(
 
 
 async def test_a_withdrawn_command_is_never_claimed(store: Store) -> None:
-    chat = await store.chats.create("alice", "tests.echo")
-    command_id = await store.commands.send(chat.id, "permission", {"request_id": "r1"})
+    session = await store.sessions.create("alice", "tests.echo")
+    command_id = await store.commands.send(session.id, "permission", {"request_id": "r1"})
     assert await store.commands.withdraw(command_id, {"error": "not_found"})
     assert not await store.commands.claim(command_id, "late-replica")
     assert await store.commands.unclaimed() == []

@@ -63,8 +63,8 @@ async def test_a_bucket_refills_from_the_database_clock_up_to_its_burst(stores: 
     for _ in range(2):
         assert (await a.rate_buckets.take("key:k", per_minute=60.0, burst=2)).granted
     assert not (await b.rate_buckets.take("key:k", per_minute=60.0, burst=2)).granted
-    async with a._db.write() as session:  # one minute passes for the row: 60 tokens, capped at 2
-        await session.execute(text("UPDATE rate_buckets SET updated_at = updated_at - interval '60 seconds'"))
+    async with a._db.write() as tx:  # one minute passes for the row: 60 tokens, capped at 2
+        await tx.execute(text("UPDATE rate_buckets SET updated_at = updated_at - interval '60 seconds'"))
     first = await b.rate_buckets.take("key:k", per_minute=60.0, burst=2)
     assert first.granted
     assert first.tokens == pytest.approx(1.0, abs=0.2)

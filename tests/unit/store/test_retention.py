@@ -14,23 +14,23 @@ from orchestrator.stream import LifecycleEvent, SessionEmitter, StreamStart
 from tests.unit.store.conftest import FakeClock
 
 
-async def _log(store: Store, chat_id: str, clock: FakeClock) -> None:
+async def _log(store: Store, session_id: str, clock: FakeClock) -> None:
     emitter = SessionEmitter.resume(
-        chat_id, await store.events.last_seq(chat_id), clock=lambda: int(clock().timestamp() * 1000)
+        session_id, await store.events.last_seq(session_id), clock=lambda: int(clock().timestamp() * 1000)
     )
     await store.events.append(
-        chat_id, emitter.stamp_all([LifecycleEvent(props=StreamStart(assistant_id="a"))], turn_id="t")
+        session_id, emitter.stamp_all([LifecycleEvent(props=StreamStart(assistant_id="a"))], turn_id="t")
     )
 
 
 async def test_sweep_removes_idle_sessions_old_events_and_audit(store: Store, clock: FakeClock) -> None:
-    old = await store.chats.create("alice", "a", chat_id="old")
+    old = await store.sessions.create("alice", "a", session_id="old")
     await store.audit.record("k", "session.delete", "x")
     await _log(store, "old", clock)
-    running = await store.chats.create("alice", "a", chat_id="running")
+    running = await store.sessions.create("alice", "a", session_id="running")
     await store.turns.begin("running", "turn-r", "a", ())
     clock.advance(8 * 86400)
-    fresh = await store.chats.create("alice", "a", chat_id="fresh")
+    fresh = await store.sessions.create("alice", "a", session_id="fresh")
     await _log(store, "fresh", clock)
     await store.audit.record("k", "session.delete", "y")
 
@@ -40,9 +40,9 @@ async def test_sweep_removes_idle_sessions_old_events_and_audit(store: Store, cl
     week = timedelta(days=7)
     swept = await store.retention.sweep(RetentionPolicy(session_ttl=week, event_ttl=week, audit_ttl=week))
     assert (swept.sessions, swept.audit) == (1, 1)
-    assert await store.chats.get(old.id) is None  # with its log
-    assert await store.chats.get(running.id) is not None  # a running turn keeps its session
-    assert await store.chats.get(fresh.id) is not None and len(await store.events.after("fresh")) == 1
+    assert await store.sessions.get(old.id) is None  # with its log
+    assert await store.sessions.get(running.id) is not None  # a running turn keeps its session
+    assert await store.sessions.get(fresh.id) is not None and len(await store.events.after("fresh")) == 1
     assert [a.target for a in await store.audit.list()] == ["y"]
 
 
@@ -64,13 +64,13 @@ async def test_sweep_deletes_in_batches(
 ) -> None:
     monkeypatch.setattr("orchestrator.store.retention.BATCH", 2)
     for n in range(5):
-        await store.chats.create("alice", "a", chat_id=f"c{n}")
+        await store.sessions.create("alice", "a", session_id=f"c{n}")
         await _log(store, f"c{n}", clock)
         await store.audit.record("k", "session.delete", f"t{n}")
     clock.advance(86400)
-    await store.chats.create("alice", "a", chat_id="keep")
+    await store.sessions.create("alice", "a", session_id="keep")
     day = timedelta(hours=1)
     only_events = await store.retention.sweep(RetentionPolicy(event_ttl=day, audit_ttl=day))
     assert (only_events.events, only_events.audit) == (5, 5)
     swept = await store.retention.sweep(RetentionPolicy(session_ttl=day))
-    assert swept.sessions == 5 and [c.id for c in await store.chats.list("alice")] == ["keep"]
+    assert swept.sessions == 5 and [c.id for c in await store.sessions.list("alice")] == ["keep"]

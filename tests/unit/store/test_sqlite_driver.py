@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from orchestrator.store import Store
 from orchestrator.store.database import sqlite_path
 from orchestrator.store.sqlite_driver import OneHopConnection
-from orchestrator.store.tables import ChatRow
+from orchestrator.store.tables import SessionRow
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 async def test_a_write_waits_for_another_process_lock_while_the_loop_goes_on(sqlite_store: Store) -> None:
-    chat = await sqlite_store.chats.create("alice", "tests.echo")
+    session = await sqlite_store.sessions.create("alice", "tests.echo")
     path = sqlite_path(sqlite_store.url)
     assert path is not None
     locked, release = threading.Event(), threading.Event()
@@ -47,7 +47,7 @@ async def test_a_write_waits_for_another_process_lock_while_the_loop_goes_on(sql
     holder.start()
     try:
         await asyncio.to_thread(locked.wait, 30)
-        write = asyncio.create_task(sqlite_store.chats.update(chat.id, title="waited"))
+        write = asyncio.create_task(sqlite_store.sessions.update(session.id, title="waited"))
         ticks = 0
         while ticks < 20:  # the loop runs while the write waits: it is not waiting on the loop
             await asyncio.sleep(0.01)
@@ -58,51 +58,51 @@ async def test_a_write_waits_for_another_process_lock_while_the_loop_goes_on(sql
     finally:
         release.set()
         await asyncio.to_thread(holder.join)
-    got = await sqlite_store.chats.get(chat.id)
+    got = await sqlite_store.sessions.get(session.id)
     assert got is not None and got.title == "waited"
 
 
 async def test_a_write_in_a_read_transaction_commits(sqlite_store: Store) -> None:
-    chat = await sqlite_store.chats.create("alice", "tests.echo")
-    async with sqlite_store._db.read() as session:
-        before = await session.scalar(select(ChatRow.title).where(ChatRow.id == chat.id))
-        await session.execute(update(ChatRow.__table__).where(ChatRow.id == chat.id).values(title="in a read"))
+    session = await sqlite_store.sessions.create("alice", "tests.echo")
+    async with sqlite_store._db.read() as tx:
+        before = await tx.scalar(select(SessionRow.title).where(SessionRow.id == session.id))
+        await tx.execute(update(SessionRow.__table__).where(SessionRow.id == session.id).values(title="in a read"))
     assert before == ""
-    got = await sqlite_store.chats.get(chat.id)
+    got = await sqlite_store.sessions.get(session.id)
     assert got is not None and got.title == "in a read"
 
 
 async def test_a_failed_write_rolls_back_and_the_connection_serves_the_next(sqlite_store: Store) -> None:
-    chat = await sqlite_store.chats.create("alice", "tests.echo")
+    session = await sqlite_store.sessions.create("alice", "tests.echo")
     row = {
-        "id": chat.id,  # taken: the insert fails after the update went in
+        "id": session.id,  # taken: the insert fails after the update went in
         "owner": "bob",
         "client_id": "x",
         "assistant_id": "tests.echo",
         "title": "",
-        "created_at": chat.created_at,
-        "updated_at": chat.updated_at,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
         "last_seq": 0,
         "metadata": {},
         "resume": {},
     }
     for _ in range(3):  # the pool hands the same connections out again
         with pytest.raises(IntegrityError):
-            async with sqlite_store._db.write() as session:
-                await session.execute(update(ChatRow.__table__).where(ChatRow.id == chat.id).values(title="lost"))
-                await session.execute(insert(ChatRow.__table__).values(**row))
-        got = await sqlite_store.chats.get(chat.id)
+            async with sqlite_store._db.write() as tx:
+                await tx.execute(update(SessionRow.__table__).where(SessionRow.id == session.id).values(title="lost"))
+                await tx.execute(insert(SessionRow.__table__).values(**row))
+        got = await sqlite_store.sessions.get(session.id)
         assert got is not None and got.title == ""
-    await sqlite_store.chats.update(chat.id, title="kept")
-    got = await sqlite_store.chats.get(chat.id)
+    await sqlite_store.sessions.update(session.id, title="kept")
+    got = await sqlite_store.sessions.get(session.id)
     assert got is not None and got.title == "kept"
 
 
 async def test_reads_see_each_commit_and_many_run_at_once(sqlite_store: Store) -> None:
-    chats = [await sqlite_store.chats.create("alice", "tests.echo") for _ in range(5)]
-    for n, chat in enumerate(chats):
-        await sqlite_store.chats.update(chat.id, title=f"t{n}")
-    got = await asyncio.gather(*(sqlite_store.chats.get(chat.id) for chat in chats * 10))
+    sessions = [await sqlite_store.sessions.create("alice", "tests.echo") for _ in range(5)]
+    for n, session in enumerate(sessions):
+        await sqlite_store.sessions.update(session.id, title=f"t{n}")
+    got = await asyncio.gather(*(sqlite_store.sessions.get(session.id) for session in sessions * 10))
     assert [g.title if g else None for g in got] == [f"t{n}" for n in range(5)] * 10
 
 

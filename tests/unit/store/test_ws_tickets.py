@@ -33,8 +33,8 @@ async def stores(database_url: str) -> AsyncIterator[tuple[Store, Store]]:
 
 
 async def _rows(store: Store) -> list[tuple[str, ...]]:
-    async with store._db.read() as session:
-        result = await session.execute(text("SELECT hash, key_id, name, owner, role FROM ws_tickets"))
+    async with store._db.read() as tx:
+        result = await tx.execute(text("SELECT hash, key_id, name, owner, role FROM ws_tickets"))
         return [tuple(str(v) for v in row) for row in result.all()]
 
 
@@ -81,8 +81,8 @@ async def test_concurrent_redeems_on_two_replicas_one_wins(stores: tuple[Store, 
 async def test_an_expired_ticket_fails_and_is_pruned_on_the_next_issue(stores: tuple[Store, Store]) -> None:
     a, b = (SharedTickets(s.ws_tickets, TTL) for s in stores)
     old = await a.issue(ALICE)
-    async with stores[0]._db.write() as session:  # its time passes, by the database's clock
-        await session.execute(text("UPDATE ws_tickets SET expires_at = now() - interval '1 second'"))
+    async with stores[0]._db.write() as tx:  # its time passes, by the database's clock
+        await tx.execute(text("UPDATE ws_tickets SET expires_at = now() - interval '1 second'"))
     assert await b.redeem(old) is None
     assert len(await _rows(stores[0])) == 1  # a failed redeem deletes nothing
     fresh = await b.issue(ALICE)

@@ -54,7 +54,7 @@ def _replay(case: Path) -> list[Event]:
     runner = case.parts[-3]
     lifecycle = "session" if case.name.startswith("serve_") else "oneshot"
     turn = TurnRequest(
-        assistant_id="t.a", owner="o", chat_id="c", turn_id="t", prompt="", lifecycle=lifecycle
+        assistant_id="t.a", owner="o", session_id="c", turn_id="t", prompt="", lifecycle=lifecycle
     )
     builder = TurnBuilder(CountingIds(), runner=runner, clock=lambda: 0)
     translator = adapter_for(runner).translator(builder, turn)

@@ -8,7 +8,7 @@ instead of awaitables):
   `mcp_servers`, `locale`, `metadata`, `uses`) or `{"delegate": {"agent_id", "messages"?,
   "options"?}}`, which hands the turn to another assistant without calling the model.
   `locale` picks the turn's prompt translations (`locales/<lang>.yml`); of `uses`, only
-  `uses.title` is read (the chat's title assistant). `connector`, `temperature`, `max_tokens`,
+  `uses.title` is read (the session's title assistant). `connector`, `temperature`, `max_tokens`,
   `prompt_preset`, `disable_global_prompts` (drops `agent/prompts.yml`) and `mcp_servers` shape an
   LLM-mode turn; a sandbox assistant's runner takes its own from `package.yao` and `sandbox.yao`.
   Yao's `search`, `force_uses`, `audio`, `theme` and `route` are accepted and reported in a
@@ -16,11 +16,11 @@ instead of awaitables):
 * `next(ctx, payload, options)` gets `payload = {messages, completion, tools, error}`
   (`completion` is None in pure-hook mode) and may return `{"delegate": ...}` or `{"data": ...}`.
 
-`ctx`: `send(text | {"type", "props"})`; `memory.user|team|chat|context` with
+`ctx`: `send(text | {"type", "props"})`; `memory.user|team|session|context` with
 `get/set(key, value, ttl=None)/delete/has/keys` (`context` ends with the turn);
 `agent.call(id, messages, options)` and `agent.all|any|race([{agent_id, messages, options}])`,
 returning `{agent_id, content, response, error}`; `sandbox.exec/read_file/write_file` when the
-assistant has a sandbox; `assistant_id`, `owner`, `chat_id`, `turn_id`, `thread_id`, `metadata`,
+assistant has a sandbox; `assistant_id`, `owner`, `session_id`, `turn_id`, `thread_id`, `metadata`,
 `locale`. An exception in a hook becomes an `error` event naming the assistant and the hook.
 """
 

@@ -24,7 +24,7 @@ async def list_sessions(
     owner: Annotated[str, Query(min_length=1, description="Whose sessions.")],
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> list[SessionView]:
-    return await session_views(sessions, await sessions.sessions(principal, owner, limit))
+    return await session_views(sessions, await sessions.recent(principal, owner, limit))
 
 
 def any_owners_sessions(principal: AdminDep, owner: Owner) -> Whose:

@@ -1,4 +1,4 @@
-// The page's router: #/key (enter a key), #/sessions, #/s/<chat id>[?assistant=<id>], #/admin.
+// The page's router: #/key (enter a key), #/sessions, #/s/<session id>[?assistant=<id>], #/admin.
 // Without a key in this tab every route shows the key page first.
 
 import { clear } from "./dom.js";
@@ -50,7 +50,7 @@ async function route() {
   adminLink.hidden = !admin;
   if (name === "s" && arg) {
     document.title = `Cage: ${arg}`;
-    leave = sessionPage(main, { chatId: arg, assistantId: query.get("assistant"), notice });
+    leave = sessionPage(main, { sessionId: arg, assistantId: query.get("assistant"), notice });
   } else if (name === "admin" && admin) {
     document.title = "Cage: admin";
     leave = adminPage(main, { notice });

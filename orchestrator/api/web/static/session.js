@@ -9,8 +9,8 @@ import { SessionConnection } from "./socket.js";
 
 const MAX_ATTACHMENT_BYTES = 12 * 1024 * 1024; // base64 grows it by 4/3, under the 16 MiB body limit
 
-function said(chatId) {
-  const key = `cage.said.${chatId}`;
+function said(sessionId) {
+  const key = `cage.said.${sessionId}`;
   let map = {};
   try { map = JSON.parse(sessionStorage.getItem(key) || "{}"); } catch { map = {}; }
   return {
@@ -28,8 +28,8 @@ function readFile(file) {
   });
 }
 
-export function sessionPage(main, { chatId, assistantId, notice }) {
-  const memory = said(chatId);
+export function sessionPage(main, { sessionId, assistantId, notice }) {
+  const memory = said(sessionId);
   const sent = new Map(); // client_id -> text, until session.accepted names the turn
   const state = h("span", { class: "conn", role: "status", "aria-live": "polite" }, "connecting");
   const assistantLabel = h("span", { class: "meta" }, assistantId || "");
@@ -50,7 +50,7 @@ export function sessionPage(main, { chatId, assistantId, notice }) {
 
   main.append(
     h("div", { class: "session-head" },
-      h("h1", {}, chatId), assistantLabel, turnState, state),
+      h("h1", {}, sessionId), assistantLabel, turnState, state),
     log, status, composer);
 
   let running = null;
@@ -73,7 +73,7 @@ export function sessionPage(main, { chatId, assistantId, notice }) {
     userText: (turnId) => memory.get(turnId),
   });
 
-  const connection = new SessionConnection(chatId, assistantId, {
+  const connection = new SessionConnection(sessionId, assistantId, {
     lastSeq: () => timeline.lastSeq,
     onState: (s, detail) => {
       state.textContent = s;
@@ -153,8 +153,8 @@ export function sessionPage(main, { chatId, assistantId, notice }) {
   interruptButton.addEventListener("click", () => connection.send({ type: "interrupt" }));
   cancelButton.addEventListener("click", () => connection.send({ type: "cancel" }));
 
-  get(`/v1/sessions/${encodeURIComponent(chatId)}`).catch((err) => {
-    if (err.status === 404 && !assistantId) notice(`No session ${chatId}: start one from the sessions page.`);
+  get(`/v1/sessions/${encodeURIComponent(sessionId)}`).catch((err) => {
+    if (err.status === 404 && !assistantId) notice(`No session ${sessionId}: start one from the sessions page.`);
   });
   text.focus();
   return () => { connection.close(); clear(main); delete window.cage; };

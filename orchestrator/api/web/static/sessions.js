@@ -18,15 +18,15 @@ export function sessionsPage(main, { notice }) {
   const updated = h("p", { class: "meta", "aria-live": "off" });
 
   const assistant = h("select", { id: "new-assistant", name: "assistant", required: true });
-  const chatId = h("input", { id: "new-chat", name: "chat", pattern: "[A-Za-z0-9_\\-][A-Za-z0-9_.\\-]{0,63}", placeholder: "generated if empty", autocomplete: "off" });
+  const sessionId = h("input", { id: "new-session", name: "session", pattern: "[A-Za-z0-9_\\-][A-Za-z0-9_.\\-]{0,63}", placeholder: "generated if empty", autocomplete: "off" });
   const form = h("form", { class: "new-session", "aria-labelledby": "new-title" },
     h("h2", { id: "new-title" }, "Start a session"),
     h("div", { class: "field" }, h("label", { for: "new-assistant" }, "Assistant"), assistant),
-    h("div", { class: "field" }, h("label", { for: "new-chat" }, "Session id"), chatId),
+    h("div", { class: "field" }, h("label", { for: "new-session" }, "Session id"), sessionId),
     h("button", { type: "submit" }, "Start"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const id = chatId.value.trim() || `web-${crypto.randomUUID().slice(0, 8)}`;
+    const id = sessionId.value.trim() || `web-${crypto.randomUUID().slice(0, 8)}`;
     location.hash = `#/s/${encodeURIComponent(id)}?assistant=${encodeURIComponent(assistant.value)}`;
   });
 
@@ -47,7 +47,7 @@ export function sessionsPage(main, { notice }) {
       clear(rows);
       for (const s of sessions) {
         const href = `#/s/${encodeURIComponent(s.id)}`;
-        rows.append(h("tr", { dataset: { chatId: s.id } },
+        rows.append(h("tr", { dataset: { sessionId: s.id } },
           h("td", {}, h("a", { href }, s.title || s.id), s.title && s.title !== s.id ? h("span", { class: "meta" }, ` ${s.id}`) : null),
           h("td", {}, s.assistant_id),
           h("td", {}, h("span", { class: `badge ${s.running_turn_id ? "running" : "idle"}` }, s.running_turn_id ? "running" : "idle")),

@@ -9,13 +9,13 @@ const FINAL = new Set([4400, 4401, 4403, 4404]);
 
 export class SessionConnection {
   /**
-   * @param {string} chatId
+   * @param {string} sessionId
    * @param {string | null} assistantId needed the first time (the session is created on first use)
    * @param {{lastSeq: () => number, onEvent: (e: object) => void, onControl: (f: object) => void,
    *          onState: (state: string, detail?: string) => void}} hooks
    */
-  constructor(chatId, assistantId, hooks) {
-    this.chatId = chatId;
+  constructor(sessionId, assistantId, hooks) {
+    this.sessionId = sessionId;
     this.assistantId = assistantId;
     this.hooks = hooks;
     this.ws = null;
@@ -40,7 +40,7 @@ export class SessionConnection {
     const params = new URLSearchParams({ ticket, after_seq: String(this.hooks.lastSeq()) });
     if (this.assistantId) params.set("assistant_id", this.assistantId);
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(`${scheme}//${location.host}/v1/sessions/${encodeURIComponent(this.chatId)}/ws?${params}`);
+    const ws = new WebSocket(`${scheme}//${location.host}/v1/sessions/${encodeURIComponent(this.sessionId)}/ws?${params}`);
     this.ws = ws;
     let refusal = "";
     ws.onmessage = (message) => {

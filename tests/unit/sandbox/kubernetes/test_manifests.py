@@ -91,7 +91,7 @@ def test_pod_names_are_dns_labels_and_injective_on_rewrites(name: str) -> None:
         assert made != pod_name(name + "x")
 
 
-@given(st.dictionaries(st.sampled_from(["cage.owner", "cage.chat", "x"]), st.text(max_size=200)))
+@given(st.dictionaries(st.sampled_from(["cage.owner", "cage.session", "x"]), st.text(max_size=200)))
 def test_label_values_are_valid_and_read_back_exactly(labels: dict[str, str]) -> None:
     made = k8s_labels(labels)
     assert all(LABEL_VALUE.fullmatch(v) for v in made.values())

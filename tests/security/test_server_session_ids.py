@@ -1,8 +1,8 @@
-"""Chat (session) ids are per owner: another owner's id can be neither detected nor squatted.
+"""Session (session) ids are per owner: another owner's id can be neither detected nor squatted.
 
 A real server (uvicorn) running the real pipeline with the `hooks.memory` assistant, driven by real
-websocket, SSE and HTTP clients. Alice and bob both use the chat id `shared`: two independent
-sessions, with their own logs, histories and chat memory; what bob gets for an id alice uses is
+websocket, SSE and HTTP clients. Alice and bob both use the session id `shared`: two independent
+sessions, with their own logs, histories and session memory; what bob gets for an id alice uses is
 what he gets for a free one (the lookup searches bob's sessions only, so it never even reads
 alice's row); an admin sees both, each with its owner. The internal id (a digest of owner and
 client id) never reaches a client.
@@ -22,13 +22,13 @@ from websockets.exceptions import ConnectionClosed
 
 from orchestrator.api import create_app
 from orchestrator.settings import Settings
-from orchestrator.store.chats import internal_chat_id
+from orchestrator.store.sessions import internal_session_id
 from tests.fakes.assistants import make_app
 from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, pipeline_services
 from tests.unit.api.wsclient import SessionClient
 
 ASSISTANT = "hooks.memory"
-INTERNAL = {internal_chat_id(owner, chat) for owner in ("alice", "bob") for chat in ("shared", "taken")}
+INTERNAL = {internal_session_id(owner, session) for owner in ("alice", "bob") for session in ("shared", "taken")}
 
 
 class Server:
@@ -70,9 +70,9 @@ def set_note(value: str) -> str:
 GET_NOTE = ops({"op": "get", "space": "chat", "key": "note"})
 
 
-async def completion(client: httpx.AsyncClient, chat: str, content: str) -> httpx.Response:
+async def completion(client: httpx.AsyncClient, session: str, content: str) -> httpx.Response:
     body = {"model": ASSISTANT, "messages": [{"role": "user", "content": content}]}
-    return await client.post("/v1/chat/completions", json=body, headers={"X-Cage-Chat-Id": chat})
+    return await client.post("/v1/chat/completions", json=body, headers={"X-Cage-Session-Id": session})
 
 
 def answer(response: httpx.Response) -> Any:
@@ -80,9 +80,9 @@ def answer(response: httpx.Response) -> Any:
     return json.loads(response.json()["choices"][0]["message"]["content"])
 
 
-async def sse_turn(client: httpx.AsyncClient, chat: str, content: str) -> tuple[httpx.Response, list[Any]]:
+async def sse_turn(client: httpx.AsyncClient, session: str, content: str) -> tuple[httpx.Response, list[Any]]:
     """One turn over `POST /v1/assistants/{id}/stream`; the response and its events."""
-    body = {"messages": [{"content": content}], "chat_id": chat}
+    body = {"messages": [{"content": content}], "session_id": session}
     async with client.stream("POST", f"/v1/assistants/{ASSISTANT}/stream", json=body) as response:
         lines = [line async for line in response.aiter_lines()]
     events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
@@ -93,9 +93,9 @@ def texts(events: list[dict[str, Any]]) -> str:
     return "".join(str(e["props"]["content"]) for e in events if e.get("type") == "text")
 
 
-async def ws_turn(server: Server, who: str, chat: str, content: str) -> tuple[dict[str, Any], list[Any]]:
+async def ws_turn(server: Server, who: str, session: str, content: str) -> tuple[dict[str, Any], list[Any]]:
     """One turn over the session websocket; the `session.ready` frame and the turn's events."""
-    ws = await SessionClient.open(server.thread.ws_url, chat, server.keys[who], assistant_id=ASSISTANT)
+    ws = await SessionClient.open(server.thread.ws_url, session, server.keys[who], assistant_id=ASSISTANT)
     try:
         ready = await ws.control("session.ready")
         await ws.send(type="user_message", text=content)
@@ -114,19 +114,19 @@ def no_internal_id(*texts: str) -> None:
 
 async def test_the_same_id_under_two_owners_is_two_independent_sessions(server: Server) -> None:
     async with server.client("alice") as alice, server.client("bob") as bob, server.client("admin") as admin:
-        # alice, over the OpenAI route, keeps a note in the chat memory of her `shared`
+        # alice, over the OpenAI route, keeps a note in the session memory of her `shared`
         first = await completion(alice, "shared", set_note("alice's plan"))
-        assert answer(first) == [True] and first.headers["x-cage-chat-id"] == "shared"
+        assert answer(first) == [True] and first.headers["x-cage-session-id"] == "shared"
 
         # bob opens his own `shared` over the websocket: a fresh session, not alice's log
         ready, ws_events = await ws_turn(server, "bob", "shared", GET_NOTE)
-        assert ready["chat_id"] == "shared" and ready["last_seq"] == 0
-        assert texts(ws_events) == "[null]"  # alice's chat memory is not his
+        assert ready["session_id"] == "shared" and ready["last_seq"] == 0
+        assert texts(ws_events) == "[null]"  # alice's session memory is not his
         assert {e["session_id"] for e in ws_events} == {"shared"}
 
         # and writes his own note over SSE
         streamed, sse_events = await sse_turn(bob, "shared", set_note("bob's plan"))
-        assert streamed.status_code == 200 and streamed.headers["x-cage-chat-id"] == "shared"
+        assert streamed.status_code == 200 and streamed.headers["x-cage-session-id"] == "shared"
         assert texts(sse_events) == "[true]" and {e["session_id"] for e in sse_events} == {"shared"}
 
         # neither affected the other
@@ -182,28 +182,28 @@ async def test_the_same_id_under_two_owners_is_two_independent_sessions(server: 
         )
 
 
-async def _probe(server: Server, client: httpx.AsyncClient, chat: str) -> list[Any]:
-    """Everything bob can ask about `chat` without creating it, with the id itself blanked out."""
+async def _probe(server: Server, client: httpx.AsyncClient, session: str) -> list[Any]:
+    """Everything bob can ask about `session` without creating it, with the id itself blanked out."""
     answers: list[Any] = []
     for method, path in (
-        ("GET", f"/v1/sessions/{chat}"),
-        ("GET", f"/v1/sessions/{chat}/events"),
-        ("GET", f"/v1/sessions/{chat}/stream"),
-        ("GET", f"/v1/sessions/{chat}/memory"),
-        ("DELETE", f"/v1/sessions/{chat}"),
+        ("GET", f"/v1/sessions/{session}"),
+        ("GET", f"/v1/sessions/{session}/events"),
+        ("GET", f"/v1/sessions/{session}/stream"),
+        ("GET", f"/v1/sessions/{session}/memory"),
+        ("DELETE", f"/v1/sessions/{session}"),
     ):
         response = await client.request(method, path)
         answers.append(
-            (method, path.replace(chat, "ID"), response.status_code, response.text.replace(chat, "ID"))
+            (method, path.replace(session, "ID"), response.status_code, response.text.replace(session, "ID"))
         )
     # the websocket without assistant_id: refused the same way
-    url = f"{server.thread.ws_url}/v1/sessions/{chat}/ws"
+    url = f"{server.thread.ws_url}/v1/sessions/{session}/ws"
     async with connect(url, additional_headers=server.auth("bob")) as conn:
         frame = json.loads(await conn.recv())
         with pytest.raises(ConnectionClosed) as closed:
             await conn.recv()
     assert closed.value.rcvd is not None
-    answers.append(("ws", json.dumps(frame).replace(chat, "ID"), closed.value.rcvd.code))
+    answers.append(("ws", json.dumps(frame).replace(session, "ID"), closed.value.rcvd.code))
     return answers
 
 
@@ -217,9 +217,9 @@ async def test_an_id_another_owner_uses_answers_like_a_free_one(server: Server) 
         assert taken[0][2] == 404 and taken[-1][2] == 4404
 
         # bob may use either id (nothing to squat): each becomes a new session of his own
-        for chat in ("taken", "free-1"):
-            ready, events = await ws_turn(server, "bob", chat, GET_NOTE)
-            assert (ready["chat_id"], ready["last_seq"]) == (chat, 0) and texts(events) == "[null]"
+        for session in ("taken", "free-1"):
+            ready, events = await ws_turn(server, "bob", session, GET_NOTE)
+            assert (ready["session_id"], ready["last_seq"]) == (session, 0) and texts(events) == "[null]"
         assert answer(await completion(alice, "taken", GET_NOTE)) == ["mine"]
         assert [s["id"] for s in (await alice.get("/v1/sessions")).json()] == ["taken"]
         assert sorted(s["id"] for s in (await bob.get("/v1/sessions")).json()) == ["free-1", "taken"]

@@ -5,16 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from orchestrator.api.sessions import SessionView, client_json, for_client, for_client_one
-from orchestrator.store import ChatRecord
-from orchestrator.store.chats import internal_chat_id
+from orchestrator.store import SessionRecord
+from orchestrator.store.sessions import internal_session_id
 from orchestrator.stream import LifecycleEvent, StreamStart, TextEvent, TextProps, WebSocketEncoder
 
 WHEN = datetime(2026, 12, 1, tzinfo=UTC)
 
 
-def chat(owner: str, client_id: str, internal: str | None = None) -> ChatRecord:
-    return ChatRecord(
-        id=internal or internal_chat_id(owner, client_id),
+def session(owner: str, client_id: str, internal: str | None = None) -> SessionRecord:
+    return SessionRecord(
+        id=internal or internal_session_id(owner, client_id),
         owner=owner,
         client_id=client_id,
         assistant_id="tests.echo",
@@ -28,7 +28,7 @@ def chat(owner: str, client_id: str, internal: str | None = None) -> ChatRecord:
 
 
 def test_events_carry_the_client_id_wherever_the_internal_one_was() -> None:
-    mine = chat("alice", "shared")
+    mine = session("alice", "shared")
     start = LifecycleEvent(
         seq=1, ts=1, session_id=mine.id, turn_id="t", props=StreamStart(assistant_id="a", chat_id=mine.id)
     )
@@ -45,7 +45,7 @@ def test_events_carry_the_client_id_wherever_the_internal_one_was() -> None:
 
 def test_a_websocket_frame_is_the_client_events_json_encoded_once() -> None:
     encoder = WebSocketEncoder()
-    for record in (chat("alice", "shared"), chat("alice", "legacy", internal="legacy")):
+    for record in (session("alice", "shared"), session("alice", "legacy", internal="legacy")):
         start = LifecycleEvent(
             seq=1, ts=1, session_id=record.id, turn_id="t", props=StreamStart(assistant_id="a", chat_id=record.id)
         )
@@ -55,12 +55,12 @@ def test_a_websocket_frame_is_the_client_events_json_encoded_once() -> None:
             assert client_json(record, event) == encoder.encode(for_client_one(record, event))
 
 
-def test_a_chat_whose_ids_agree_passes_events_through_unchanged() -> None:
-    old = chat("alice", "legacy", internal="legacy")  # made before ids were per owner
+def test_a_session_whose_ids_agree_passes_events_through_unchanged() -> None:
+    old = session("alice", "legacy", internal="legacy")  # made before ids were per owner
     text = TextEvent(seq=1, ts=1, session_id="legacy", turn_id="t", props=TextProps(content="hi"))
     assert for_client_one(old, text) is text
 
 
 def test_the_session_view_shows_the_client_id_and_the_owner() -> None:
-    view = SessionView.of(chat("bob", "shared"))
+    view = SessionView.of(session("bob", "shared"))
     assert (view.id, view.owner) == ("shared", "bob")
