@@ -1,7 +1,7 @@
 """The sandbox backend contract against a real cluster: `KUBECONFIG=... make test-k8s`.
 
-Without KUBECONFIG every test here is skipped with that reason (no cluster can run where the
-rest of the suite runs). Knobs: CAGE_K8S_NAMESPACE (must exist; default `cage-test`),
+`make test` leaves this folder out (no cluster runs where the rest of the suite runs); a plain
+`pytest` without KUBECONFIG skips every test here with that reason. Knobs: CAGE_K8S_NAMESPACE (must exist; default `cage-test`),
 CAGE_K8S_TEST_IMAGE (an image the cluster can pull with sh, setsid, tar and base64; default
 `debian:bookworm-slim`), CAGE_K8S_STORAGE_CLASS, CAGE_K8S_RUNTIME_CLASS; for the egress test
 CAGE_K8S_EGRESS_IMAGE (the cage/egress image `cage images push` pushed; it runs as the chart's
