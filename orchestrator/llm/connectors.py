@@ -93,7 +93,7 @@ def package_model(connector: ConnectorSpec, package: PackageOptions | None) -> C
 
 
 def client_for(connector: ConnectorSpec | ClientSettings) -> ModelClient:
-    """The `ModelClient` for a connector (`anthropic` -> Messages API, `openai` -> Session Completions)."""
+    """The `ModelClient` for a connector (`anthropic` -> Messages API, `openai` -> Chat Completions)."""
     settings = connector if isinstance(connector, ClientSettings) else client_settings(connector)
     # Each SDK is imported when a connector of its kind is used, never on start-up (issue 14).
     if settings.provider == ConnectorType.ANTHROPIC.value:

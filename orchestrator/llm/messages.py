@@ -1,6 +1,6 @@
 """The provider-neutral conversation: messages, content blocks, tool specs and the model request.
 
-Connectors translate these to the Anthropic Messages or OpenAI Session shapes; the loop engine,
+Connectors translate these to the Anthropic Messages or OpenAI Chat shapes; the loop engine,
 checkpoints and compaction only ever see these models.
 """
 

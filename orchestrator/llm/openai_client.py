@@ -1,4 +1,4 @@
-"""`OpenAIClient`: Session Completions through the official `openai` SDK, streamed.
+"""`OpenAIClient`: Chat Completions through the official `openai` SDK, streamed.
 
 Works with OpenAI and the many OpenAI-compatible servers; `reasoning_content` (DeepSeek, vLLM,
 ...) becomes thinking. A connector `base_url` without a path gets `/v1` appended.
@@ -119,7 +119,7 @@ def request_body(request: ModelRequest, model: str) -> dict[str, Any]:
 
 
 def wire_body(request: ModelRequest, model: str) -> dict[str, Any]:
-    """The JSON body of the streamed Session Completions request: `request_body`'s keyword arguments
+    """The JSON body of the streamed Chat Completions request: `request_body`'s keyword arguments
     with `extra_body` merged in, as the SDK's `create` would send them."""
     body = request_body(request, model)
     body.update(body.pop("extra_body", None) or {})
@@ -139,7 +139,7 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
 
 
 class OpenAIClient:
-    """`ModelClient` on OpenAI Session Completions."""
+    """`ModelClient` on OpenAI Chat Completions."""
 
     def __init__(self, settings: ClientSettings) -> None:
         self._settings = settings

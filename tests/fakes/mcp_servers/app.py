@@ -1,7 +1,7 @@
 """`LlmApp`: a small application directory for LLM-mode tests, wired to the fake model server.
 
 Connectors: `main` (Anthropic Messages, model `fake@main`) for the assistants under test and
-`fallback` (OpenAI Session Completions, model `fake@fallback`), which `agent.yml` makes
+`fallback` (OpenAI Chat Completions, model `fake@fallback`), which `agent.yml` makes
 `roles.default`, so the built-in `__yao.loop_fallback` (`use::default`) answers from the
 `fallback` scenario. MCP servers are written as `mcps/*.mcp.yao`.
 """

@@ -1,4 +1,4 @@
-"""A scripted fake model API (Anthropic Messages, Session Completions, Responses) for tests.
+"""A scripted fake model API (Anthropic Messages, Chat Completions, Responses) for tests.
 
 The real agent CLIs and Cage's own connectors talk to it instead of a model provider; see
 `tests/fakes/README.md`.

@@ -1,4 +1,4 @@
-"""What every wire API (Anthropic Messages, Session Completions, Responses) provides to the app."""
+"""What every wire API (Anthropic Messages, Chat Completions, Responses) provides to the app."""
 
 from __future__ import annotations
 

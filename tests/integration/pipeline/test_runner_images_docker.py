@@ -1,7 +1,7 @@
 """An attached image reaches codex, opencode, yaocode and tai and goes on to the model: the real
 CLI in its real image (yaocode: the native loop on the host, tools in the box; tai: `cage-tai`
 reads the file in the box), the pipeline on the real Docker backend, the fake model server
-recording what each sends (codex: a Responses `input_image`; the others: a Session Completions
+recording what each sends (codex: a Responses `input_image`; the others: a Chat Completions
 `image_url`). opencode runs both drives: `run --file` (oneshot) and the serve driver's file part
 (session).
 
