@@ -34,7 +34,7 @@ from orchestrator.errors import CageError, ErrorKind, Forbidden, Unauthorized
 PRINCIPAL_SCOPE_KEY = "cage.principal"
 """Where the gate leaves the authenticated `Principal` in the ASGI scope."""
 
-_ATTACHMENT_ROUTES = re.compile(r"^/v1/(assistants/[^/]+/stream|session/completions)$")
+_ATTACHMENT_ROUTES = re.compile(r"^/v1/(assistants/[^/]+/stream|chat/completions)$")
 _PUBLIC = ("/healthz", "/readyz", "/metrics")
 
 

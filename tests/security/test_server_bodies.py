@@ -136,3 +136,22 @@ def test_failed_requests_from_one_address_are_bucketed_and_a_valid_key_still_wor
     assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
     assert "too many failed requests" in limited.json()["detail"]
     assert valid.status_code == 200  # the bucket never refuses a valid key (clients behind one proxy)
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/assistants/tests.echo/stream"])
+def test_the_routes_that_carry_attachments_take_bodies_past_the_small_limit(
+    server: tuple[ServerThread, str], path: str
+) -> None:
+    """2 MiB (past `max_body_bytes`, within `max_attachment_body_bytes`) reaches the two routes that
+    carry attachments; the same body on a small-body route is refused."""
+    served, token = server
+    text = "a" * (2 * 2**20)
+    body = {"messages": [{"role": "user", "content": text}]}
+    if path == "/v1/chat/completions":
+        body["model"] = "tests.echo"
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=served.base_url, headers=auth, timeout=60) as http:
+        taken = http.post(path, json=body)
+        small = http.put("/v1/memory/k", json={"value": text})
+    assert taken.status_code == 200, taken.text[:300]
+    assert small.status_code == 413 and "limit for this route is" in small.text

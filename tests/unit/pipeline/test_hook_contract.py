@@ -27,7 +27,7 @@ PROMPTS = "- role: system\n  content: You are terse.\n"
 YAO_CREATE = (
     "async def create(ctx, messages, options):\n"
     "    return {'max_completion_tokens': 77, 'search': {'web': True}, 'force_uses': True,\n"
-    "            'audio': {'voice': 'alloy'}, 'theme': 'dark', 'route': '/session/x'}\n"
+    "            'audio': {'voice': 'alloy'}, 'theme': 'dark', 'route': '/chat/x'}\n"
     "async def next(ctx, payload, options):\n"
     "    return {'data': {'answer': payload['completion']['content']},\n"
     "            'metadata': {'ticket': 'T-7', 'score': 3}}\n"
