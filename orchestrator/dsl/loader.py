@@ -58,6 +58,25 @@ class LoadReport:
         return [a.id for a in self.assistants]
 
 
+_Stamp = tuple[tuple[str, int, int], ...]
+"""Every file under an assistant's directory: (path, mtime in ns, size)."""
+
+
+def _stamp(directory: Path) -> _Stamp:
+    """What an assistant's load depends on, on disk: a changed, added or removed file changes it."""
+    found: list[tuple[str, int, int]] = []
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(root, name)
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            found.append((str(path), info.st_mtime_ns, info.st_size))
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class _App:
     ctx: AppContext
@@ -86,6 +105,10 @@ class AppLoader:
         self._builtin_dir = builtin_dir
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Assistant] = OrderedDict()
+        self._failed: dict[str, tuple[_Stamp, ConfigError]] = {}
+        """Assistants whose files did not load, with the files' stamp then: asked again with the
+        files unchanged, the same error, without reading them again (a title assistant with no
+        connector is asked after every turn of every untitled session)."""
         self._dirs: dict[str, Path] | None = None
         self._dir_errors: list[ConfigError] = []
         self._app: _App | None = None
@@ -153,8 +176,18 @@ class AppLoader:
                 directory = self._discover().get(assistant_id)
             if directory is None:
                 raise NotFound(f"assistant {assistant_id!r} not found")
+            stamp = _stamp(directory)
+            failed = self._failed.get(assistant_id)
+            if failed is not None and failed[0] == stamp:
+                raise failed[1].with_traceback(None)
             ctx = self._state().ctx
-            assistant = load_assistant(AssistantSource.of_directory(directory, ctx.rel), assistant_id, ctx)
+            try:
+                source = AssistantSource.of_directory(directory, ctx.rel)
+                assistant = load_assistant(source, assistant_id, ctx)
+            except ConfigError as exc:
+                self._failed[assistant_id] = (stamp, exc)
+                raise
+            self._failed.pop(assistant_id, None)
             self._cache[assistant_id] = assistant
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -212,10 +245,12 @@ class AppLoader:
         with self._lock:
             if assistant_id is None:
                 self._cache.clear()
+                self._failed.clear()
                 self._dirs = None
                 self._app = None
             else:
                 self._cache.pop(assistant_id, None)
+                self._failed.pop(assistant_id, None)
                 self._dirs = None
 
     def load_all(self) -> LoadReport:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import orchestrator.dsl as dsl
+import orchestrator.dsl.loader as loader_module
 from orchestrator.dsl import AppLoader, AssistantMode, Lifecycle
 from orchestrator.errors import ConfigError, Forbidden, NotFound
 from orchestrator.redaction import redact
@@ -190,6 +191,47 @@ def test_lru_eviction_and_reload(write_app: AppWriter) -> None:
     loader.reload()
     assert loader.cached_ids() == []
     assert loader.get("n2").history_size == 2
+
+
+def test_a_broken_assistant_is_read_again_only_once_its_files_change(
+    write_app: AppWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A title assistant with no connector is asked for after every turn of an untitled session:
+    while its files stay as they are, the loader answers with the same error without reading them."""
+    app = _app(write_app, {"assistants/broken/package.yao": '{"name": "B", "connector": "nope"}'})
+    (app / "assistants/broken/prompts.yml").write_text(CHAT_PROMPTS)
+    loader = AppLoader(app, environ=ENV, builtin_dir=None)
+    loads: list[str] = []
+    real = loader_module.load_assistant
+
+    def counted(*args: object, **kwargs: object) -> object:
+        loads.append(str(args[1]))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loader_module, "load_assistant", counted)
+    for _ in range(3):
+        with pytest.raises(ConfigError, match="nope") as failed:
+            loader.get("broken")
+    assert loads == ["broken"]
+    assert failed.value.__traceback__ is not None and len(list(_frames(failed.value))) < 10  # no growth
+    (app / "assistants/broken/package.yao").write_text('{"name": "Fixed", "connector": "main"}')
+    assert loader.get("broken").name == "Fixed" and loads == ["broken", "broken"]
+    (app / "assistants/broken/package.yao").write_text('{"name": "B", "connector": "nope"}')
+    loader.reload("broken")
+    with pytest.raises(ConfigError):
+        loader.get("broken")
+    loader.reload()  # forgets failures too
+    with pytest.raises(ConfigError):
+        loader.get("broken")
+    assert loads == ["broken"] * 4
+
+
+def _frames(exc: BaseException) -> list[object]:
+    tb, frames = exc.__traceback__, []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
 
 
 def test_unknown_id_and_new_directories(write_app: AppWriter) -> None:
