@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -77,6 +78,18 @@ def _stamp(directory: Path) -> _Stamp:
     return tuple(found)
 
 
+RECHECK_SECONDS = 1.0
+"""How long a broken assistant's error is given again before its files are looked at (stat'ed)."""
+
+
+@dataclass
+class _Failure:
+    stamp: _Stamp
+    error: ConfigError
+    recheck_at: float
+    """`time.monotonic()` after which the files are looked at again."""
+
+
 @dataclass(frozen=True)
 class _App:
     ctx: AppContext
@@ -105,10 +118,11 @@ class AppLoader:
         self._builtin_dir = builtin_dir
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Assistant] = OrderedDict()
-        self._failed: dict[str, tuple[_Stamp, ConfigError]] = {}
-        """Assistants whose files did not load, with the files' stamp then: asked again with the
-        files unchanged, the same error, without reading them again (a title assistant with no
-        connector is asked after every turn of every untitled session)."""
+        self._failed: dict[str, _Failure] = {}
+        """Assistants whose files did not load, with the files' stamp then: asked again, the same
+        error without reading them, while the files stay as they were (looked at once a second at
+        most). A title assistant with no connector is asked after every turn of every untitled
+        session."""
         self._dirs: dict[str, Path] | None = None
         self._dir_errors: list[ConfigError] = []
         self._app: _App | None = None
@@ -176,16 +190,20 @@ class AppLoader:
                 directory = self._discover().get(assistant_id)
             if directory is None:
                 raise NotFound(f"assistant {assistant_id!r} not found")
-            stamp = _stamp(directory)
             failed = self._failed.get(assistant_id)
-            if failed is not None and failed[0] == stamp:
-                raise failed[1].with_traceback(None)
+            now = time.monotonic()
+            if failed is not None and now < failed.recheck_at:
+                raise failed.error.with_traceback(None)
+            stamp = _stamp(directory)
+            if failed is not None and failed.stamp == stamp:
+                failed.recheck_at = now + RECHECK_SECONDS
+                raise failed.error.with_traceback(None)
             ctx = self._state().ctx
             try:
                 source = AssistantSource.of_directory(directory, ctx.rel)
                 assistant = load_assistant(source, assistant_id, ctx)
             except ConfigError as exc:
-                self._failed[assistant_id] = (stamp, exc)
+                self._failed[assistant_id] = _Failure(stamp, exc, now + RECHECK_SECONDS)
                 raise
             self._failed.pop(assistant_id, None)
             self._cache[assistant_id] = assistant

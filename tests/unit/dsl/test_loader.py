@@ -208,13 +208,19 @@ def test_a_broken_assistant_is_read_again_only_once_its_files_change(
         loads.append(str(args[1]))
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
+    clock = [100.0]
     monkeypatch.setattr(loader_module, "load_assistant", counted)
-    for _ in range(3):
+    monkeypatch.setattr(loader_module.time, "monotonic", lambda: clock[0])
+    for step in (0, 5, 0):  # 5: past the recheck, so the files are looked at, and are the same
+        clock[0] += step
         with pytest.raises(ConfigError, match="nope") as failed:
             loader.get("broken")
     assert loads == ["broken"]
     assert failed.value.__traceback__ is not None and len(list(_frames(failed.value))) < 10  # no growth
     (app / "assistants/broken/package.yao").write_text('{"name": "Fixed", "connector": "main"}')
+    with pytest.raises(ConfigError, match="nope"):
+        loader.get("broken")  # within a second of the last look: not looked at yet
+    clock[0] += loader_module.RECHECK_SECONDS
     assert loader.get("broken").name == "Fixed" and loads == ["broken", "broken"]
     (app / "assistants/broken/package.yao").write_text('{"name": "B", "connector": "nope"}')
     loader.reload("broken")
