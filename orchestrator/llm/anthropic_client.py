@@ -9,6 +9,7 @@ import anthropic
 
 from orchestrator.errors import ModelError
 from orchestrator.llm.client import ClientSettings, guarded, model_errors, shared_tls
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.llm.deltas import (
     ModelDelta,
     StopDelta,
@@ -121,18 +122,25 @@ def _usage(raw: Any, previous: Usage) -> Usage:
     )
 
 
+def _pool() -> anthropic.DefaultAsyncHttpxClient:
+    return anthropic.DefaultAsyncHttpxClient(verify=shared_tls())
+
+
 class AnthropicClient:
     """`ModelClient` on the Anthropic Messages API."""
 
-    def __init__(self, settings: ClientSettings) -> None:
+    def __init__(self, settings: ClientSettings, connections: ModelConnections | None = None) -> None:
+        """`connections`: the pool to share (left open by `aclose`); without one, a pool of its own."""
         self._settings = settings
+        shared = connections.pool("anthropic", _pool) if connections is not None else None
+        self._owns_pool = shared is None
         self._sdk = anthropic.AsyncAnthropic(
             api_key=settings.secret_key() or "unset",
             base_url=settings.base_url,
             timeout=settings.timeout,
             max_retries=settings.max_retries,
             default_headers=settings.header_values() or None,
-            http_client=anthropic.DefaultAsyncHttpxClient(verify=shared_tls()),
+            http_client=shared or _pool(),
         )
 
     @property
@@ -140,7 +148,8 @@ class AnthropicClient:
         return self._settings.model
 
     async def aclose(self) -> None:
-        await self._sdk.close()
+        if self._owns_pool:
+            await self._sdk.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
         provider, timeout = "anthropic", self._settings.timeout

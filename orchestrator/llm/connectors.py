@@ -6,6 +6,7 @@ from orchestrator.dsl.connectors import ConnectorSpec, ConnectorType
 from orchestrator.dsl.package import CompactionSettings, PackageOptions
 from orchestrator.llm.client import DEFAULT_RETRIES, DEFAULT_TIMEOUT, ClientSettings, ModelClient
 from orchestrator.llm.compaction import CompactionPolicy
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.llm.messages import ModelOptions, Sampling
 
 EFFORT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
@@ -92,14 +93,17 @@ def package_model(connector: ConnectorSpec, package: PackageOptions | None) -> C
     return connector.model_copy(update={"model": package.model})
 
 
-def client_for(connector: ConnectorSpec | ClientSettings) -> ModelClient:
-    """The `ModelClient` for a connector (`anthropic` -> Messages API, `openai` -> Chat Completions)."""
+def client_for(
+    connector: ConnectorSpec | ClientSettings, connections: ModelConnections | None = None
+) -> ModelClient:
+    """The `ModelClient` for a connector (`anthropic` -> Messages API, `openai` -> Chat Completions),
+    on the shared `connections` when given."""
     settings = connector if isinstance(connector, ClientSettings) else client_settings(connector)
     # Each SDK is imported when a connector of its kind is used, never on start-up (issue 14).
     if settings.provider == ConnectorType.ANTHROPIC.value:
         from orchestrator.llm.anthropic_client import AnthropicClient
 
-        return AnthropicClient(settings)
+        return AnthropicClient(settings, connections)
     from orchestrator.llm.openai_client import OpenAIClient
 
-    return OpenAIClient(settings)
+    return OpenAIClient(settings, connections)

@@ -15,6 +15,7 @@ import openai
 
 from orchestrator.errors import ModelError
 from orchestrator.llm.client import ClientSettings, guarded, model_errors, shared_tls
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.llm.deltas import (
     ModelDelta,
     StopDelta,
@@ -138,18 +139,25 @@ def _usage(raw: Mapping[str, Any]) -> Usage:
     )
 
 
+def _pool() -> openai.DefaultAsyncHttpxClient:
+    return openai.DefaultAsyncHttpxClient(verify=shared_tls())
+
+
 class OpenAIClient:
     """`ModelClient` on OpenAI Chat Completions."""
 
-    def __init__(self, settings: ClientSettings) -> None:
+    def __init__(self, settings: ClientSettings, connections: ModelConnections | None = None) -> None:
+        """`connections`: the pool to share (left open by `aclose`); without one, a pool of its own."""
         self._settings = settings
+        shared = connections.pool("openai", _pool) if connections is not None else None
+        self._owns_pool = shared is None
         self._sdk = openai.AsyncOpenAI(
             api_key=settings.secret_key() or "unset",
             base_url=api_root(settings.base_url),
             timeout=settings.timeout,
             max_retries=settings.max_retries,
             default_headers=settings.header_values() or None,
-            http_client=openai.DefaultAsyncHttpxClient(verify=shared_tls()),
+            http_client=shared or _pool(),
         )
 
     @property
@@ -157,7 +165,8 @@ class OpenAIClient:
         return self._settings.model
 
     async def aclose(self) -> None:
-        await self._sdk.close()
+        if self._owns_pool:
+            await self._sdk.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
         """The streamed answer. The request goes through the SDK (its retries, errors, headers),

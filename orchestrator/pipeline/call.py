@@ -10,6 +10,7 @@ from pydantic import JsonValue
 
 from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.gateway import ModelGateway
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.permissions import PermissionGate
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.callstack import CallStack
@@ -55,6 +56,8 @@ class TurnScope:
     """LLM-mode stdio MCP servers may run on the orchestrator host (`Settings.allow_host_mcp`)."""
     permissions: Permissions | None = None
     """Makes each runner call's permission broker and takes the clients' answers."""
+    connections: ModelConnections | None = None
+    """The model connections LLM-mode calls share (the pipeline's)."""
 
 
 @dataclass

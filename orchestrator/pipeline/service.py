@@ -27,6 +27,7 @@ from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader, Assistant
 from orchestrator.errors import CageError, Conflict, NotFound, ProtocolError, UsageError
 from orchestrator.gateway import ModelGateway
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.pipeline.call import Call, TurnScope
 from orchestrator.pipeline.call_result import CallResult
 from orchestrator.pipeline.call_runner import CallRunner, Finish
@@ -148,6 +149,8 @@ class PipelineService:
         self._allow_host_mcp = allow_host_mcp
         self.gateway = gateway or ModelGateway()
         """Closed with the service; runner turns get their model access through it."""
+        self.connections = ModelConnections()
+        """The model connections of LLM-mode turns and title jobs; closed with the service."""
         self.assistants = assistants or AssistantRegistry(loader, store, env_prefix=api_env_prefix)
         """Where `authorize` finds assistants: files, system and stored ones."""
         self.manager = manager
@@ -280,6 +283,7 @@ class PipelineService:
         if pending:
             await _ended(pending, FORCE_GRACE)
             log.warning("pipeline.turns_cancelled_on_close", count=len(pending))
+        await self.connections.aclose()
         await self.gateway.aclose()
 
     # -- stages before the turn ------------------------------------------------------------------
@@ -370,6 +374,7 @@ class PipelineService:
             allow_host_mcp=self._allow_host_mcp,
             attachments=turn.attachments,
             permissions=self.permissions,
+            connections=self.connections,
         )
         runner = assistant.sandbox.runner.name if assistant.sandbox is not None else None
         call = Call(
@@ -428,6 +433,7 @@ class PipelineService:
                     question=last_user_text(turn.messages),
                     answer=result.content,
                     stop=stop,
+                    connections=self.connections,
                 )
             except CageError as exc:  # a title is never worth more than a log line
                 log.warning("titles.crashed", session_id=turn.session_id, error=type(exc).__name__)

@@ -19,6 +19,7 @@ import structlog
 
 from orchestrator.dsl import AppLoader, Assistant, AssistantMode
 from orchestrator.errors import CageError
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.store import Store
 from orchestrator.stream import Event, RandomIds, TurnBuilder
@@ -56,6 +57,7 @@ async def make_title(
     title_id: str,
     question: str,
     answer: str,
+    connections: ModelConnections | None = None,
     stop: anyio.Event | None = None,
 ) -> str | None:
     """Name the session from its first exchange, unless it has a title; the title, or None.
@@ -91,7 +93,12 @@ async def make_title(
     error: str | None = "timed out"
     with anyio.move_on_after(TITLE_TIMEOUT):
         result = await run_llm_turn(
-            inp, loader=loader, builder=TurnBuilder(RandomIds()), emit=drop, cancel=stop
+            inp,
+            loader=loader,
+            builder=TurnBuilder(RandomIds()),
+            emit=drop,
+            cancel=stop,
+            connections=connections,
         )
         content, error = result.content, result.error
     if stop.is_set():

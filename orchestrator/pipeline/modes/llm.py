@@ -54,6 +54,7 @@ class LlmMode:
             emit=call.emit,
             cancel=call.signal.requested,
             checkpoints=StoreCheckpoints(scope.store, resumed_from=resumed_from) if root else None,
+            connections=scope.connections,
         )
         if result.fallback_used:  # the fallback assistant's answer is the call's
             call.transcript.answer = result.content

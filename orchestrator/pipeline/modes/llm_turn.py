@@ -62,6 +62,7 @@ from orchestrator.llm import (
     model_options,
     package_model,
 )
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.llm.images import has_vision, image_from_part
 from orchestrator.llm.mcp import GuardedToolBox, McpToolset, RetryGuard, StopOnTrip, handoff_digest
 from orchestrator.llm.messages import ImageBlock, TextBlock
@@ -197,8 +198,10 @@ async def run_llm_turn(
     emit: Emit,
     cancel: anyio.Event | None = None,
     checkpoints: CheckpointSink | None = None,
+    connections: ModelConnections | None = None,
 ) -> LlmTurnResult:
-    """Run one LLM-mode turn, with the fallback hand-off. Emits no root `stream_start`/`stream_end`."""
+    """Run one LLM-mode turn, with the fallback hand-off. Emits no root `stream_start`/`stream_end`.
+    `connections`: the model connections to share (the pipeline's), else the turn opens its own."""
     assistant = inp.assistant
     guard = RetryGuard(assistant.mcp_options.max_retries)
     stop = anyio.Event()
@@ -215,6 +218,7 @@ async def run_llm_turn(
             preset=inp.prompt_preset,
             global_prompts=() if inp.disable_global_prompts else inp.global_prompts,
             extra_system=inp.system,
+            connections=connections,
         )
         if not await _off_loop(loader, _vision, loader, assistant, inp.connector):
             described = await with_descriptions(inp.messages, assistant, loader, session_id=inp.session_id)
@@ -382,6 +386,7 @@ async def _prepare(
     preset: str | None = None,
     global_prompts: Sequence[Prompt] = (),
     extra_system: Sequence[str] = (),
+    connections: ModelConnections | None = None,
 ) -> _Setup:
     """System prompt, example messages, model client and options for `assistant`.
 
@@ -420,7 +425,7 @@ async def _prepare(
     if max_tokens is not None:
         updates["max_tokens"] = max_tokens
     options = options.model_copy(update=updates)
-    return _Setup(system=system, samples=samples, client=client_for(settings), options=options,
+    return _Setup(system=system, samples=samples, client=client_for(settings, connections), options=options,
                   compaction=compaction_policy(spec, options, assistant.package.compaction))
 
 

@@ -103,6 +103,7 @@ def _completion(state: ServerState, api: WireApi) -> Any:
             "headers": safe_headers(request.headers),
             "credential_sha256": credential_digest(request.headers),
             "api": api.name,
+            "peer": f"{request.client.host}:{request.client.port}" if request.client else "",
         }
         body = await _read_json(request)
         if body is None:

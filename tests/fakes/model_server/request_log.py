@@ -42,6 +42,8 @@ class RequestRecord(BaseModel):
     headers: dict[str, str]
     credential_sha256: str | None = None
     """`credential_digest` of the request's headers (model endpoints only)."""
+    peer: str = ""
+    """The client's address and port (model endpoints only): one per connection it opened."""
     body: Any = None
     api: str
     """`anthropic`, `openai-chat`, `openai-responses`, `count_tokens`, `models`, `root` (`/`) or `unknown` (no such route)."""
@@ -57,7 +59,7 @@ class RequestRecord(BaseModel):
 
     def tool_results(self) -> list[str]:
         """The text of every tool result the client sent back in this request, in order
-        (Anthropic `tool_result` blocks, Session `tool` messages, Responses `*_call_output` items)."""
+        (Anthropic `tool_result` blocks, Chat `tool` messages, Responses `*_call_output` items)."""
         body = self.body if isinstance(self.body, dict) else {}
         out: list[str] = []
         for message in body.get("messages") or []:

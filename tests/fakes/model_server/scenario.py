@@ -36,7 +36,7 @@ class TextPart(BaseModel):
 
 
 class ThinkingPart(BaseModel):
-    """A thinking / reasoning block (Anthropic `thinking`, Session `reasoning_content`, Responses reasoning)."""
+    """A thinking / reasoning block (Anthropic `thinking`, Chat `reasoning_content`, Responses reasoning)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     thinking: str

@@ -98,6 +98,22 @@ async def test_history_reaches_the_model(llm_rig: Rig, server: FakeModelServer) 
     assert first.result.content in json.dumps(messages)
 
 
+async def test_turns_share_the_model_connection_until_the_pipeline_closes(
+    llm_rig: Rig, server: FakeModelServer
+) -> None:
+    """Three LLM turns of two sessions reach the model over one connection (no TCP or TLS handshake
+    per turn); closing the pipeline closes it."""
+    for session in ("chat-c1", "chat-c2", "chat-c1"):
+        ran = await llm_rig.run("llm.plain", "a question", session_id=session)
+        assert ran.result.status == "completed", ran.result.error
+    pool = llm_rig.service.connections.pool("openai", lambda: pytest.fail("no pool was made"))
+    assert pool is not None and not pool.is_closed
+    await llm_rig.service.aclose()
+    assert pool.is_closed
+    peers = [r.peer for r in server.requests.all() if r.api == "openai-chat"]
+    assert len(peers) == 3 and len(set(peers)) == 1 and peers[0], peers
+
+
 async def test_create_hook_rewrites_what_the_model_sees(llm_rig: Rig, server: FakeModelServer) -> None:
     ran = await llm_rig.run("llm.rewriter", "original")
     await llm_rig.service.aclose()
