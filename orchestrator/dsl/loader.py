@@ -211,6 +211,18 @@ class AppLoader:
                 self._cache.popitem(last=False)
             return assistant
 
+    def broken(self, assistant_id: str) -> bool:
+        """True while `get` would give the error it gave last time without looking at the files
+        again (within a second of the last look). Never blocks: False when another thread holds
+        the loader."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            failed = self._failed.get(assistant_id)
+            return failed is not None and time.monotonic() < failed.recheck_at
+        finally:
+            self._lock.release()
+
     def cached(self, assistant_id: str) -> Assistant | None:
         """The assistant when it is loaded already (what `get` would return without reading a
         file); None when it is not, or when a load in another thread holds the loader. Never

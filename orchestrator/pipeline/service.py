@@ -422,6 +422,8 @@ class PipelineService:
         title_id = title_assistant_id(assistant, options) if self._titles_on else None
         if title_id is None or result.status != "completed" or not result.content or self._closed:
             return
+        if self.loader.broken(title_id):  # it failed to load a moment ago: a job would only log that
+            return
 
         async def job(stop: anyio.Event) -> None:
             try:

@@ -216,6 +216,11 @@ def test_a_broken_assistant_is_read_again_only_once_its_files_change(
         with pytest.raises(ConfigError, match="nope") as failed:
             loader.get("broken")
     assert loads == ["broken"]
+    assert loader.broken("broken") and not loader.broken("chat")
+    clock[0] += loader_module.RECHECK_SECONDS
+    assert not loader.broken("broken")  # past the recheck: only a `get` can tell
+    with pytest.raises(ConfigError):
+        loader.get("broken")
     assert failed.value.__traceback__ is not None and len(list(_frames(failed.value))) < 10  # no growth
     (app / "assistants/broken/package.yao").write_text('{"name": "Fixed", "connector": "main"}')
     with pytest.raises(ConfigError, match="nope"):
