@@ -89,6 +89,10 @@ class _Failure:
     recheck_at: float
     """`time.monotonic()` after which the files are looked at again."""
 
+    def standing(self, now: float) -> bool:
+        """Given again without looking at the files (the last look was under a second ago)."""
+        return now < self.recheck_at
+
 
 @dataclass(frozen=True)
 class _App:
@@ -192,7 +196,7 @@ class AppLoader:
                 raise NotFound(f"assistant {assistant_id!r} not found")
             failed = self._failed.get(assistant_id)
             now = time.monotonic()
-            if failed is not None and now < failed.recheck_at:
+            if failed is not None and failed.standing(now):
                 raise failed.error.with_traceback(None)
             stamp = _stamp(directory)
             if failed is not None and failed.stamp == stamp:
@@ -219,7 +223,7 @@ class AppLoader:
             return False
         try:
             failed = self._failed.get(assistant_id)
-            return failed is not None and time.monotonic() < failed.recheck_at
+            return failed is not None and failed.standing(time.monotonic())
         finally:
             self._lock.release()
 

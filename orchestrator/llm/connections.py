@@ -46,3 +46,12 @@ class ModelConnections:
                 await client.aclose()
             except Exception as exc:  # noqa: BLE001 - closing a pool must not stop closing the rest
                 log.warning("model_connections.close_failed", error=str(exc))
+
+
+def http_client(
+    connections: ModelConnections | None, sdk: str, make: Callable[[], httpx2.AsyncClient]
+) -> tuple[httpx2.AsyncClient, bool]:
+    """The HTTP client a model client of `sdk` runs on, and whether it is the model client's own
+    (to close with it): the shared pool of `connections` while there is one, else a new one."""
+    shared = connections.pool(sdk, make) if connections is not None else None
+    return (make(), True) if shared is None else (shared, False)

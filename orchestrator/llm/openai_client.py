@@ -15,7 +15,7 @@ import openai
 
 from orchestrator.errors import ModelError
 from orchestrator.llm.client import ClientSettings, guarded, model_errors, shared_tls
-from orchestrator.llm.connections import ModelConnections
+from orchestrator.llm.connections import ModelConnections, http_client
 from orchestrator.llm.deltas import (
     ModelDelta,
     StopDelta,
@@ -149,15 +149,14 @@ class OpenAIClient:
     def __init__(self, settings: ClientSettings, connections: ModelConnections | None = None) -> None:
         """`connections`: the pool to share (left open by `aclose`); without one, a pool of its own."""
         self._settings = settings
-        shared = connections.pool("openai", _pool) if connections is not None else None
-        self._owns_pool = shared is None
+        http, self._owns_pool = http_client(connections, "openai", _pool)
         self._sdk = openai.AsyncOpenAI(
             api_key=settings.secret_key() or "unset",
             base_url=api_root(settings.base_url),
             timeout=settings.timeout,
             max_retries=settings.max_retries,
             default_headers=settings.header_values() or None,
-            http_client=shared or _pool(),
+            http_client=http,
         )
 
     @property
