@@ -45,6 +45,7 @@ from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
 from orchestrator.sandbox.pool import PoolKey, WarmPool
 from orchestrator.settings import Settings
+from orchestrator.spawn import Work
 
 WAIT_REFILL = 60.0
 
@@ -141,7 +142,11 @@ async def main(runs: int, shared_network: bool) -> None:
                 owner="bench", assistant_id="bench.pool", assistant_dir=Path(tmp), spec=pooled
             )
             async with anyio.create_task_group() as tg:
-                pool = warm_manager.start_pool(tg.start_soon)
+
+                def spawn(work: Work) -> None:
+                    tg.start_soon(work)
+
+                pool = warm_manager.start_pool(spawn)
                 assert pool is not None
                 first = await warm_manager.acquire(warm_req)  # cold: fills the pool behind it
                 await warm_manager.release(first)

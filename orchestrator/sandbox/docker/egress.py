@@ -659,7 +659,7 @@ class DockerEgress:
     def _follow(self) -> None:
         """Read the proxy's stdout from now on; reconnect when the stream ends while this process
         still has sandboxes behind the proxy, else end (a later attach starts a new follower). A
-        proxy container that no longer exists ends it at once."""
+        proxy container that no longer exists, or is being removed, ends it at once."""
         since = int(time.time())
         while True:
             try:
@@ -678,11 +678,15 @@ class DockerEgress:
                     for line in lines:
                         self.denials.feed(line.decode("utf-8", errors="replace"))
                     since = int(time.time())
-            except docker.errors.NotFound:
-                # The proxy is gone (removed, or never started here): nothing to follow; the next
-                # sandbox attached to a proxy starts a new follower.
-                log.debug("egress.follow.gone", proxy=self._settings.egress_container)
-                return
+            except docker.errors.APIError as exc:
+                # The proxy is gone (removed, or never started here: 404) or going ("dead or marked
+                # for removal": 409): nothing to follow; the next sandbox attached to a proxy starts
+                # a new follower. Any other refusal is a hiccup, retried below.
+                if exc.status_code not in (404, 409):
+                    log.debug("egress.follow.retry", error=str(exc))
+                else:
+                    log.debug("egress.follow.gone", proxy=self._settings.egress_container)
+                    return
             except Exception as exc:  # noqa: BLE001 - a follower must survive any engine hiccup
                 log.debug("egress.follow.retry", error=str(exc))
             if not self.denials.tracking():
