@@ -221,7 +221,9 @@ async def run_llm_turn(
             connections=connections,
         )
         if not await _off_loop(loader, _vision, loader, assistant, inp.connector):
-            described = await with_descriptions(inp.messages, assistant, loader, session_id=inp.session_id)
+            described = await with_descriptions(
+                inp.messages, assistant, loader, session_id=inp.session_id, connections=connections
+            )
             inp = inp.model_copy(update={"messages": tuple(described)})
     except CageError as exc:
         return await _setup_failed(builder, sink, str(exc), inp.messages)
@@ -257,7 +259,7 @@ async def run_llm_turn(
     digest = handoff_digest(
         f"{assistant.name!r} (`{assistant.id}`)", setup.system, loop_result.messages, reason
     )
-    fallback = await _hand_off(inp, loader, builder, sink, cancel, digest, reason)
+    fallback = await _hand_off(inp, loader, builder, sink, cancel, digest, reason, connections)
     return result.model_copy(
         update={
             "content": fallback.content if fallback.error is None else result.content,
@@ -403,8 +405,9 @@ async def _prepare(
         prompts = assistant.prompts
     if assistant.package.disable_global_prompts:
         global_prompts = ()
-    every = expand_prompts((*global_prompts, *prompts), environ=loader.environ,
-                           context={"assistant_id": assistant.id})  # Yao's $SYS./$ENV./$CTX.
+    every = expand_prompts(
+        (*global_prompts, *prompts), environ=loader.environ, context={"assistant_id": assistant.id}
+    )  # Yao's $SYS./$ENV./$CTX.
     system = "\n\n".join(
         [p.content for p in every if p.role in ("system", "developer") and p.content]
         + [s for s in extra_system if s]
@@ -425,8 +428,13 @@ async def _prepare(
     if max_tokens is not None:
         updates["max_tokens"] = max_tokens
     options = options.model_copy(update=updates)
-    return _Setup(system=system, samples=samples, client=client_for(settings, connections), options=options,
-                  compaction=compaction_policy(spec, options, assistant.package.compaction))
+    return _Setup(
+        system=system,
+        samples=samples,
+        client=client_for(settings, connections),
+        options=options,
+        compaction=compaction_policy(spec, options, assistant.package.compaction),
+    )
 
 
 async def _off_loop(loader: AppLoader, fn: Callable[..., T], *args: object) -> T:
@@ -442,7 +450,7 @@ def _connector_spec(loader: AppLoader, assistant: Assistant, override: str | Non
     conn_id = override or assistant.connector
     if conn_id and conn_id.startswith(USE_PREFIX):
         try:
-            conn_id = loader.agent_config.role_connector(conn_id[len(USE_PREFIX):])
+            conn_id = loader.agent_config.role_connector(conn_id[len(USE_PREFIX) :])
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     if not conn_id:
@@ -513,8 +521,10 @@ def _session_message(item: Any) -> ChatMessage | str:
     elif isinstance(item, Mapping):
         role, content = item.get("role", "user"), item.get("content", "")
     else:
-        raise ValueError(f"a message must be a ChatMessage, an InputMessage or a {{role, content}} dict, "
-                         f"not {type(item).__name__}")
+        raise ValueError(
+            f"a message must be a ChatMessage, an InputMessage or a {{role, content}} dict, "
+            f"not {type(item).__name__}"
+        )
     text = _text_of(content)
     if role in ("system", "developer"):
         return text
@@ -578,6 +588,7 @@ async def _hand_off(
     cancel: anyio.Event | None,
     digest: str,
     reason: str,
+    connections: ModelConnections | None,
 ) -> _FallbackOutcome:
     """Run the fallback assistant on the digest in a nested thread; never raises `CageError`."""
     fallback_id = inp.assistant.fallback or DEFAULT_FALLBACK
@@ -588,7 +599,7 @@ async def _hand_off(
     outcome = _FallbackOutcome(fallback_id, error="the fallback was interrupted")
     status: StreamStatus = "cancelled"
     try:
-        outcome = await _run_fallback(fallback_id, inp, loader, child, sink, cancel, digest)
+        outcome = await _run_fallback(fallback_id, inp, loader, child, sink, cancel, digest, connections)
         status = "completed" if outcome.error is None else "error"
         if cancel is not None and cancel.is_set():
             status = "cancelled"
@@ -610,21 +621,35 @@ async def _run_fallback(
     sink: EventSink,
     cancel: anyio.Event | None,
     digest: str,
+    connections: ModelConnections | None,
 ) -> _FallbackOutcome:
     if fallback_id == inp.assistant.id:
         return _FallbackOutcome(fallback_id, error="an assistant cannot be its own fallback")
     try:
         fallback: Assistant = await anyio.to_thread.run_sync(loader.get, fallback_id)
-        setup = await _prepare(fallback, loader)
+        setup = await _prepare(fallback, loader, connections=connections)
     except CageError as exc:
         await sink(partial(child.error, str(exc), "fallback_unavailable"))
         return _FallbackOutcome(fallback_id, error=str(exc))
     try:
-        loop = AgentLoop(setup.client, ToolBox(), system=setup.system, options=setup.options, max_rounds=1,
-                         runner=RUNNER, emit_tool_calls=True)
+        loop = AgentLoop(
+            setup.client,
+            ToolBox(),
+            system=setup.system,
+            options=setup.options,
+            max_rounds=1,
+            runner=RUNNER,
+            emit_tool_calls=True,
+        )
         session = f"{inp.session_id}/fallback" if inp.session_id else ""
-        result = await loop.run([*setup.samples, ChatMessage.user(digest)], child, cancel, emit=sink,
-                                session_id=session, turn_id=inp.turn_id)
+        result = await loop.run(
+            [*setup.samples, ChatMessage.user(digest)],
+            child,
+            cancel,
+            emit=sink,
+            session_id=session,
+            turn_id=inp.turn_id,
+        )
     finally:
         with anyio.CancelScope(shield=True):
             await setup.client.aclose()

@@ -270,6 +270,7 @@ async def _run_loop(adapter: LoopAdapter, call: Call) -> TurnOutcome:
         loader=loader,
         session_id=scope.session_id,
         vision=vision,
+        connections=scope.connections,
     )
     mount = lease.mount_path.rstrip("/")
     skills_root = await deliver_skills(

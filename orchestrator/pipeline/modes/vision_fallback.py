@@ -18,6 +18,7 @@ from orchestrator.dsl import AppLoader, Assistant, AssistantMode, ConnectorSpec
 from orchestrator.dsl.agentconfig import Role
 from orchestrator.errors import CageError
 from orchestrator.llm import ModelRequest, TextDelta, client_for
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.llm.images import describe, has_vision
 from orchestrator.llm.messages import Block, ChatMessage, ImageBlock, TextBlock
 from orchestrator.stream import Event, RandomIds, TurnBuilder
@@ -51,7 +52,11 @@ def _describer(loader: AppLoader, assistant_id: str) -> Assistant | None:
 
 
 async def _description(
-    loader: AppLoader, describer: Assistant, block: ImageBlock, session_id: str
+    loader: AppLoader,
+    describer: Assistant,
+    block: ImageBlock,
+    session_id: str,
+    connections: ModelConnections | None,
 ) -> str | None:
     from orchestrator.pipeline.modes.llm_turn import LlmTurnInput, run_llm_turn  # lazy: llm_turn imports us
 
@@ -65,7 +70,9 @@ async def _description(
         return None
 
     with anyio.move_on_after(DESCRIBE_TIMEOUT):
-        result = await run_llm_turn(inp, loader=loader, builder=TurnBuilder(RandomIds()), emit=drop)
+        result = await run_llm_turn(
+            inp, loader=loader, builder=TurnBuilder(RandomIds()), emit=drop, connections=connections
+        )
         if result.error is None and result.content.strip():
             return result.content.strip()
         log.info("vision.failed", assistant=describer.id, error=result.error)
@@ -74,9 +81,11 @@ async def _description(
     return None
 
 
-async def _connector_description(connector: ConnectorSpec, block: ImageBlock) -> str | None:
+async def _connector_description(
+    connector: ConnectorSpec, block: ImageBlock, connections: ModelConnections | None
+) -> str | None:
     """One model call to a vision connector (the native loop's `runner.connectors.vision`)."""
-    client = client_for(connector)
+    client = client_for(connector, connections)
     request = ModelRequest(
         messages=(ChatMessage(role="user", content=(TextBlock(text=DESCRIBE_PROMPT), block)),),
         max_tokens=1024,
@@ -105,10 +114,12 @@ async def with_descriptions(
     *,
     session_id: str = "",
     vision: ConnectorSpec | None = None,
+    connections: ModelConnections | None = None,
 ) -> list[ChatMessage]:
     """`messages` with every image replaced by text: a description of it (by the `vision`
     connector when given and it has vision, else by the `uses.vision` assistant), or the line
-    naming it (nothing can describe it, or describing it failed)."""
+    naming it (nothing can describe it, or describing it failed). Model calls go over `connections`
+    (the pipeline's) when given."""
     describer: Assistant | None = None
     by_role = vision if vision is not None and has_vision(vision) else None
     wanted = vision_assistant_id(assistant)
@@ -129,9 +140,11 @@ async def with_descriptions(
                 continue
             text, by = None, ""
             if by_role is not None:
-                text, by = await _connector_description(by_role, block), f"connector {by_role.id}"
+                by = f"connector {by_role.id}"
+                text = await _connector_description(by_role, block, connections)
             elif describer is not None:
-                text, by = await _description(loader, describer, block, session_id), describer.id
+                by = describer.id
+                text = await _description(loader, describer, block, session_id, connections)
             what = block.name or block.url or block.media_type
             blocks.append(
                 TextBlock(text=f"[image {what}, described by {by}: {text}]")
@@ -151,6 +164,7 @@ async def native_prompt(
     loader: AppLoader,
     session_id: str = "",
     vision: ConnectorSpec | None = None,
+    connections: ModelConnections | None = None,
 ) -> ChatMessage:
     """The native loop's user message: the prompt with the attached images as image parts for a
     connector with vision, else with each image described (`with_descriptions`; `vision` is the
@@ -162,7 +176,9 @@ async def native_prompt(
     message = message.model_copy(update={"content": (*message.content, *blocks)})
     if has_vision(connector):
         return message
-    [described] = await with_descriptions([message], assistant, loader, session_id=session_id, vision=vision)
+    [described] = await with_descriptions(
+        [message], assistant, loader, session_id=session_id, vision=vision, connections=connections
+    )
     return described
 
 

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from orchestrator.errors import ConfigError
+from orchestrator.llm.connections import ModelConnections
 from orchestrator.pipeline.modes.llm_turn import LlmTurnInput, LlmTurnResult, run_llm_turn
 from orchestrator.stream import (
     CountingIds,
@@ -73,6 +74,7 @@ async def run_turn(
     *,
     environ: dict[str, str] | None = None,
     cancel: anyio.Event | None = None,
+    connections: ModelConnections | None = None,
     **overrides: Any,
 ) -> Turn:
     loader = app.loader(environ)
@@ -86,7 +88,9 @@ async def run_turn(
     events.extend(builder.stream_start(assistant_id))
     overrides.setdefault("allow_host_mcp", True)  # these tests drive the calc server on this host
     inp = LlmTurnInput(assistant=assistant, messages=messages, session_id="s-1", turn_id="t-1", **overrides)
-    result = await run_llm_turn(inp, loader=loader, builder=builder, emit=emit, cancel=cancel)
+    result = await run_llm_turn(
+        inp, loader=loader, builder=builder, emit=emit, cancel=cancel, connections=connections
+    )
     events.extend(builder.stream_end(result.status, error=result.error, usage=result.usage))
     problems = validate_stream(events, stamped=False)
     assert problems == [], problems
@@ -292,6 +296,27 @@ async def test_max_turn_exhaustion_hands_off_to_the_fallback_in_a_nested_thread(
     assert fallback_usage is not None
     digest = json.dumps(requests_for(model, "fallback")[0].body["messages"])
     assert "calc__add" in digest and "used all 2 rounds" in digest
+
+
+async def test_the_fallback_reaches_the_model_over_the_turns_connections(
+    app: LlmApp, model: FakeModelServer
+) -> None:
+    """The hand-off's model call goes over the shared pools, as the turn's own calls do: two turns
+    that both hand off reach the main model (Anthropic) over one connection, and the fallback's
+    (OpenAI) over another one."""
+    steps = [{"tool": "calc__add", "args": {"a": n, "b": n}} for n in range(1, 4)]
+    model.add_scenario("main", [*steps, {"text": "unreachable"}, *steps, {"text": "unreachable"}])
+    connections = ModelConnections()
+    try:
+        for _ in range(2):
+            turn = await run_turn(app, app.assistant(options={"max_turn": 2}), connections=connections)
+            assert turn.result.fallback_used and turn.result.content == FALLBACK_ANSWER
+    finally:
+        await connections.aclose()
+    main = {r.peer for r in requests_for(model, "main")}
+    fallback = [r.peer for r in requests_for(model, "fallback")]
+    assert len(main) == 1 and None not in main, main
+    assert len(fallback) == 2 and len(set(fallback)) == 1 and fallback[0], fallback
 
 
 async def test_a_failing_fallback_ends_the_turn_in_error(app: LlmApp, model: FakeModelServer) -> None:

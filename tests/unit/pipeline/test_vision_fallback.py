@@ -58,6 +58,7 @@ async def test_a_model_without_vision_gets_the_vision_assistants_description(
     assert DATA not in body and "image_url" not in body
     assert "[image shot.png, described by llm.eyes: " in body
     assert "remember the milk" in body
+    assert describe.peer == answer.peer, "the description did not go over the pipeline's model connection"
 
 
 async def test_a_vision_assistant_without_vision_is_not_used(
