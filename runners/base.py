@@ -214,7 +214,10 @@ class Translator(Protocol):
 
     @property
     def resume_state(self) -> dict[str, str]:
-        """What the next turn needs to continue this conversation (session / thread ids)."""
+        """What the next turn needs to continue this conversation (session / thread ids).
+
+        The bridge reads it after every line: a translator may hand out the same dict while the
+        state is unchanged (the bridge then skips comparing it), so callers do not change it."""
         ...
 
 

@@ -101,13 +101,18 @@ class CodexTranslator(OutcomeOnClose):
     def resume_state(self) -> dict[str, str]:
         """`thread_id` and codex's cumulative counters after this turn (for the next subtraction).
 
-        Made again only when what it is made from changed: the bridge asks after every line, and
-        most lines change none of it."""
-        basis = (self._lost_thread, self._thread_id, self._totals, self._previous)
+        Made again only when what it is made from changed (the same objects: each is immutable
+        and replaced when it changes): the bridge asks after every line, and most lines change
+        none of it. Each read is the reader's own copy."""
+        lost, thread, totals, previous = self._lost_thread, self._thread_id, self._totals, self._previous
         cached = self._resume
-        if cached is None or cached[0] != basis:
-            cached = self._resume = (basis, self._make_resume_state())
-        return dict(cached[1])
+        if cached is not None:
+            basis = cached[0]
+            if basis[0] is lost and basis[1] is thread and basis[2] is totals and basis[3] is previous:
+                return dict(cached[1])
+        state = self._make_resume_state()
+        self._resume = ((lost, thread, totals, previous), state)
+        return dict(state)
 
     def _make_resume_state(self) -> dict[str, str]:
         if self._lost_thread:

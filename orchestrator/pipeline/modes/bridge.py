@@ -133,6 +133,10 @@ class _Turn:
         self.on_resume = on_resume
         self.resume_saved: dict[str, str] = dict(resumed)
         """The resume state last persisted (the turn's own at start): only a change is written."""
+        self.resume_seen: object = None
+        """The `resume_state` object read last: the same object again (a translator may keep it
+        while the state is unchanged) is not compared again. A mid-turn write that failed is so
+        retried when the state changes again, or at the turn's end."""
         self.stopped: StopReason | None = None
         self.stdin_open = rexec.keep_stdin_open
         self.watchdog = TurnWatchdog(limits, cancel, held=lambda: bool(self.waiting))
@@ -188,11 +192,12 @@ class _Turn:
                     await emit(pending)
                     pending = []
             requests = source.take_requests() if source is not None else None
+            resume = False
             if saves:
                 state = translator.resume_state
-                resume = bool(state) and state != self.resume_saved
-            else:
-                resume = False
+                if state is not self.resume_seen:
+                    self.resume_seen = state
+                    resume = bool(state) and state != self.resume_saved
             finished = not self.finished and translator.finished
             if not (requests or resume or finished):
                 continue
@@ -281,7 +286,7 @@ class _Turn:
         state = self.translator.resume_state
         if not state or state == self.resume_saved or self.on_resume is None:
             return
-        await self.on_resume(state)
+        await self.on_resume(dict(state))  # the translator's may be the one it keeps
         self.resume_saved = dict(state)
 
     async def _close_stdin(self) -> None:
