@@ -191,6 +191,18 @@ class ControlSource(Protocol):
         ...
 
 
+@runtime_checkable
+class ResumeRevisions(Protocol):
+    """A translator whose `resume_state` costs something to read: it counts the changes of what the
+    state is made from, and the bridge reads the state only after a line that moved the count
+    (otherwise after every line). A change the count missed is still saved at the turn's end."""
+
+    @property
+    def resume_revision(self) -> int:
+        """Moves (never back) whenever `resume_state` may have changed."""
+        ...
+
+
 class Translator(Protocol):
     """CLI output lines -> protocol events, through the turn's builder. Holds turn state, no I/O."""
 

@@ -89,13 +89,20 @@ class CodexTranslator(OutcomeOnClose):
         self._usage: Usage | None = None
         self._lost_thread = False
         self._resume: tuple[tuple[object, ...], dict[str, str]] | None = None
-        """`resume_state` and what it was made from: the bridge reads it after every line."""
+        """`resume_state` and what it was made from."""
+        self._resume_revision = 0
+        """Moved by each change of what `resume_state` is made from (`ResumeRevisions`): the bridge
+        reads the state after the lines that move it, not after every line."""
 
     # -- the Translator protocol -------------------------------------------------------------
 
     @property
     def finished(self) -> bool:
         return self._state != "running"
+
+    @property
+    def resume_revision(self) -> int:
+        return self._resume_revision
 
     @property
     def resume_state(self) -> dict[str, str]:
@@ -177,6 +184,7 @@ class CodexTranslator(OutcomeOnClose):
             self._thread_id = thread_id
             if thread_id != self._resumed:
                 self._previous = ThreadTotals()
+            self._resume_revision += 1
         return []
 
     # -- items -------------------------------------------------------------------------------
@@ -244,6 +252,7 @@ class CodexTranslator(OutcomeOnClose):
         totals = ThreadTotals.from_codex(raw_usage if isinstance(raw_usage, dict) else {})
         usage = totals.since(self._previous)
         self._totals, self._usage, self._state = totals, usage, "completed"
+        self._resume_revision += 1
         events: list[Event] = []
         for tool_id in list(self._tools):  # a todo list "completes when the turn ends"
             events += self._finish_tool(tool_id)
@@ -281,6 +290,7 @@ class CodexTranslator(OutcomeOnClose):
         """Message and code for a codex that exited without reporting the end of its turn."""
         if _LOST_THREAD in stderr and self._resumed:
             self._lost_thread = True
+            self._resume_revision += 1
             return (
                 f"codex could not resume thread {self._resumed}: its session files are gone; "
                 "the next turn starts a new thread",
