@@ -191,6 +191,18 @@ class ControlSource(Protocol):
         ...
 
 
+@runtime_checkable
+class ResumeRevisions(Protocol):
+    """A translator whose `resume_state` costs something to read: it counts the changes of what the
+    state is made from, and the bridge reads the state only after a line that moved the count
+    (otherwise after every line). A change the count missed is still saved at the turn's end."""
+
+    @property
+    def resume_revision(self) -> int:
+        """Moves (never back) whenever `resume_state` may have changed."""
+        ...
+
+
 class Translator(Protocol):
     """CLI output lines -> protocol events, through the turn's builder. Holds turn state, no I/O."""
 
@@ -214,7 +226,10 @@ class Translator(Protocol):
 
     @property
     def resume_state(self) -> dict[str, str]:
-        """What the next turn needs to continue this conversation (session / thread ids)."""
+        """What the next turn needs to continue this conversation (session / thread ids).
+
+        The bridge reads it after every line: a translator may hand out the same dict while the
+        state is unchanged (the bridge then skips comparing it), so callers do not change it."""
         ...
 
 

@@ -11,14 +11,15 @@ repeats the rules of the protocol:
 
 Events come out unstamped (`seq` 0); the `SessionEmitter` stamps them. The builder makes several
 events per line a CLI prints, from values it already knows to be valid, so it builds them with
-`trusted()` instead of validating them again; what comes from a caller's data (tool inputs, raw
-messages, usage, permission requests) is still validated.
+`trusted()` (or constructors `maker()` compiled once, on the paths every line takes) instead of
+validating them again; what comes from a caller's data (tool inputs, raw messages, usage,
+permission requests) is still validated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal, cast
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 from pydantic import JsonValue
 
@@ -65,9 +66,31 @@ from orchestrator.stream.lifecycle import (
     TokenUsage,
     TurnStalled,
 )
-from orchestrator.stream.trusted import checked_json, trusted, trusted_copy
+from orchestrator.stream.trusted import checked_json, maker, trusted_copy
 from orchestrator.stream.usage import Usage
 from orchestrator.stream.window import Clock, Message, Window, monotonic_ms, settled
+
+# The constructors of what the builder makes for every line, compiled once (`maker`): arguments
+# in the order named.
+_lifecycle = maker(LifecycleEvent, "thread_id", "props")
+_message_start = maker(MessageStart, "message_id", "type")
+_message_end = maker(MessageEnd, "message_id", "type", "status", "content", "duration_ms", "chunk_count")
+_deltas: dict[type[Event], Callable[..., Event]] = {
+    cls: maker(cls, "thread_id", "message_id", "chunk_id", "delta_action", "props", delta=True)
+    for cls in (TextEvent, ThinkingEvent, ToolCallEvent, LoadingEvent)
+}
+_execute_delta = maker(
+    ExecuteEvent, "type", "thread_id", "message_id", "chunk_id", "props", delta=True, delta_action="merge"
+)
+_text = maker(TextProps, "content")
+_thinking = maker(ThinkingProps, "content")
+_tool_running = maker(
+    ExecuteProps, "tool_id", "tool", "input", "summary", "runner", "parent_tool_use_id", status="running"
+)
+_tool_input_delta = maker(ExecuteProps, "tool_id", "input_delta")
+_tool_update = maker(ExecuteProps, "tool_id", "tool", "input", "summary")
+_tool_unknown = maker(ExecuteProps, "tool_id", "runner")
+_raw = maker(RunnerRaw, "runner", "raw_type", "raw")
 
 
 class TurnBuilder:
@@ -256,15 +279,8 @@ class TurnBuilder:
         events = self._loading_done()
         if self._open is not None:
             events.append(self._end_open("completed"))
-        props = trusted(
-            ExecuteProps,
-            tool_id=tool_id,
-            tool=tool,
-            input=checked_json(input),
-            status="running",
-            summary=summary,
-            runner=runner or self._runner,
-            parent_tool_use_id=parent_tool_use_id,
+        props = _tool_running(
+            tool_id, tool, checked_json(input), summary, runner or self._runner, parent_tool_use_id
         )
         message = Message(self._ids.next_id(semantic_type), semantic_type, props=props)
         self._tools[tool_id] = message
@@ -288,7 +304,7 @@ class TurnBuilder:
             assert window is not None
         if fragment:
             message.input_parts.append(fragment)
-        events.append(self._execute(window, trusted(ExecuteProps, tool_id=tool_id, input_delta=fragment)))
+        events.append(self._execute(window, _tool_input_delta(tool_id, fragment)))
         return events
 
     def tool_updated(
@@ -300,10 +316,7 @@ class TurnBuilder:
         summary: str | None = None,
     ) -> list[Event]:
         """New facts about a running tool: its whole input, a summary line."""
-        return self._tool_delta(
-            tool_id,
-            trusted(ExecuteProps, tool_id=tool_id, tool=tool, input=checked_json(input), summary=summary),
-        )
+        return self._tool_delta(tool_id, _tool_update(tool_id, tool, checked_json(input), summary))
 
     def tool_finished(
         self,
@@ -329,7 +342,7 @@ class TurnBuilder:
             message = Message(
                 self._ids.next_id("execute"),
                 "execute",
-                props=trusted(ExecuteProps, tool_id=tool_id, runner=self._runner),
+                props=_tool_unknown(tool_id, self._runner),
             )
         if self._open is not None:
             events.append(self._end_open("completed"))
@@ -510,9 +523,7 @@ class TurnBuilder:
     def raw(self, raw_type: str, raw: JsonValue, *, runner: str | None = None) -> list[Event]:
         """Forward a CLI message the translator does not understand."""
         self._live()
-        props = trusted(
-            RunnerRaw, runner=runner or self._runner or "unknown", raw_type=raw_type, raw=checked_json(raw)
-        )
+        props = _raw(runner or self._runner or "unknown", raw_type, checked_json(raw))
         return [self._event(props)]
 
     # -- internals ---------------------------------------------------------------------------
@@ -528,7 +539,7 @@ class TurnBuilder:
             self._turn_usage = usage
 
     def _event(self, props: LifecycleProps) -> LifecycleEvent:
-        return trusted(LifecycleEvent, thread_id=self._thread_id, props=props)
+        return _lifecycle(self._thread_id, props)
 
     def _append(self, kind: Literal["text", "thinking"], delta: str) -> list[Event]:
         self._live()
@@ -542,9 +553,9 @@ class TurnBuilder:
             assert window is not None
         window.message.text.append(delta)
         if kind == "text":
-            events.append(self._delta(window, TextEvent, trusted(TextProps, content=delta), "append"))
+            events.append(self._delta(window, TextEvent, _text(delta), "append"))
         else:
-            events.append(self._delta(window, ThinkingEvent, trusted(ThinkingProps, content=delta), "append"))
+            events.append(self._delta(window, ThinkingEvent, _thinking(delta), "append"))
         return events
 
     def _tool_delta(self, tool_id: str, delta: ExecuteProps) -> list[Event]:
@@ -567,7 +578,7 @@ class TurnBuilder:
             return []
         events: list[Event] = [] if window is None else [self._end(window, "completed")]
         self._open = Window(message, self._clock())
-        events.append(self._event(trusted(MessageStart, message_id=message.message_id, type=message.type)))
+        events.append(_lifecycle(self._thread_id, _message_start(message.message_id, message.type)))
         return events
 
     def _close(self, status: StreamStatus) -> list[Event]:
@@ -586,16 +597,15 @@ class TurnBuilder:
         content = message.content()
         if isinstance(content, ExecuteProps):
             content = settled(content)
-        props = trusted(
-            MessageEnd,
-            message_id=message.message_id,
-            type=message.type,
-            status=status,
-            content=content,
-            duration_ms=max(0, self._clock() - window.opened_ms),
-            chunk_count=window.chunks,
+        props = _message_end(
+            message.message_id,
+            message.type,
+            status,
+            content,
+            max(0, self._clock() - window.opened_ms),
+            window.chunks,
         )
-        return self._event(props)
+        return _lifecycle(self._thread_id, props)
 
     def _delta(
         self,
@@ -605,25 +615,10 @@ class TurnBuilder:
         action: str,
     ) -> Event:
         window.chunks += 1
-        return trusted(
-            cls,
-            thread_id=self._thread_id,
-            message_id=window.message.message_id,
-            chunk_id=self._ids.next_id("c"),
-            delta=True,
-            delta_action=action,
-            props=props,
-        )
+        return _deltas[cls](self._thread_id, window.message.message_id, self._ids.next_id("c"), action, props)
 
     def _execute(self, window: Window, props: ExecuteProps) -> ExecuteEvent:
         window.chunks += 1
-        return trusted(
-            ExecuteEvent,
-            type=cast(ExecuteType, window.message.type),  # only tool messages reach here
-            thread_id=self._thread_id,
-            message_id=window.message.message_id,
-            chunk_id=self._ids.next_id("c"),
-            delta=True,
-            delta_action="merge",
-            props=props,
-        )
+        message = window.message  # only tool messages reach here: its type is an `ExecuteType`
+        chunk_id = self._ids.next_id("c")
+        return _execute_delta(message.type, self._thread_id, message.message_id, chunk_id, props)

@@ -87,6 +87,8 @@ class ClaudeTranslator(OutcomeOnClose, ControlQueue):
     def __init__(self, builder: TurnBuilder, *, session_id: str | None = None) -> None:
         self._b = builder
         self._session_id = session_id
+        self._resume: tuple[str | None, dict[str, str]] = (None, {})
+        """`resume_state` and the session id it was made from (the bridge asks after every line)."""
         self._out: list[Event] = []
         self._finished = False
         self._interrupted = False
@@ -109,7 +111,10 @@ class ClaudeTranslator(OutcomeOnClose, ControlQueue):
 
     @property
     def resume_state(self) -> dict[str, str]:
-        return {RESUME_KEY: self._session_id} if self._session_id else {}
+        session, cached = self._session_id, self._resume
+        if cached[0] is not session:
+            cached = self._resume = (session, {RESUME_KEY: session} if session else {})
+        return cached[1]
 
     def feed(self, line: str) -> list[Event]:
         """Translate one stdout line. Blank, non-JSON and non-object lines are skipped."""

@@ -40,6 +40,10 @@ class GateTranslator(ControlQueue):
         return self._inner.outcome
 
     @property
+    def resume_revision(self) -> int:
+        return self._inner.resume_revision
+
+    @property
     def resume_state(self) -> dict[str, str]:
         return self._inner.resume_state
 

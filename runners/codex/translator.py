@@ -89,7 +89,10 @@ class CodexTranslator(OutcomeOnClose):
         self._usage: Usage | None = None
         self._lost_thread = False
         self._resume: tuple[tuple[object, ...], dict[str, str]] | None = None
-        """`resume_state` and what it was made from: the bridge reads it after every line."""
+        """`resume_state` and what it was made from."""
+        self._resume_revision = 0
+        """Moved by each change of what `resume_state` is made from (`ResumeRevisions`): the bridge
+        reads the state after the lines that move it, not after every line."""
 
     # -- the Translator protocol -------------------------------------------------------------
 
@@ -98,16 +101,25 @@ class CodexTranslator(OutcomeOnClose):
         return self._state != "running"
 
     @property
+    def resume_revision(self) -> int:
+        return self._resume_revision
+
+    @property
     def resume_state(self) -> dict[str, str]:
         """`thread_id` and codex's cumulative counters after this turn (for the next subtraction).
 
-        Made again only when what it is made from changed: the bridge asks after every line, and
-        most lines change none of it."""
-        basis = (self._lost_thread, self._thread_id, self._totals, self._previous)
+        Made again only when what it is made from changed (the same objects: each is immutable
+        and replaced when it changes): the bridge asks after every line, and most lines change
+        none of it. Each read is the reader's own copy."""
+        lost, thread, totals, previous = self._lost_thread, self._thread_id, self._totals, self._previous
         cached = self._resume
-        if cached is None or cached[0] != basis:
-            cached = self._resume = (basis, self._make_resume_state())
-        return dict(cached[1])
+        if cached is not None:
+            basis = cached[0]
+            if basis[0] is lost and basis[1] is thread and basis[2] is totals and basis[3] is previous:
+                return dict(cached[1])
+        state = self._make_resume_state()
+        self._resume = ((lost, thread, totals, previous), state)
+        return dict(state)
 
     def _make_resume_state(self) -> dict[str, str]:
         if self._lost_thread:
@@ -172,6 +184,7 @@ class CodexTranslator(OutcomeOnClose):
             self._thread_id = thread_id
             if thread_id != self._resumed:
                 self._previous = ThreadTotals()
+            self._resume_revision += 1
         return []
 
     # -- items -------------------------------------------------------------------------------
@@ -239,6 +252,7 @@ class CodexTranslator(OutcomeOnClose):
         totals = ThreadTotals.from_codex(raw_usage if isinstance(raw_usage, dict) else {})
         usage = totals.since(self._previous)
         self._totals, self._usage, self._state = totals, usage, "completed"
+        self._resume_revision += 1
         events: list[Event] = []
         for tool_id in list(self._tools):  # a todo list "completes when the turn ends"
             events += self._finish_tool(tool_id)
@@ -276,6 +290,7 @@ class CodexTranslator(OutcomeOnClose):
         """Message and code for a codex that exited without reporting the end of its turn."""
         if _LOST_THREAD in stderr and self._resumed:
             self._lost_thread = True
+            self._resume_revision += 1
             return (
                 f"codex could not resume thread {self._resumed}: its session files are gone; "
                 "the next turn starts a new thread",

@@ -35,9 +35,15 @@ class TurnLedger(OutcomeOnClose):
         self.aborted = False
         self.finished = False
         self.seen_output = False
+        self._resume: tuple[str | None, dict[str, str]] = (None, {})
 
     def resume_state(self) -> dict[str, str]:
-        return {RESUME_KEY: self.session_id} if self.session_id else {}
+        """The session to resume; the same dict while the session id stays (the bridge asks after
+        every line)."""
+        session, cached = self.session_id, self._resume
+        if cached[0] is not session:
+            cached = self._resume = (session, {RESUME_KEY: session} if session else {})
+        return cached[1]
 
     def note_session(self, value: Any) -> None:
         if isinstance(value, str) and value.startswith("ses"):

@@ -12,7 +12,8 @@ The adapter (pure) says what to run and how to read it; the bridge does the I/O:
    (a CLI the bridge stopped has the `StopReason` as its `stop_reason`);
 7. reports the translator's `resume_state` to `on_resume` as soon as it first appears or changes
    (and once more after `close()` if it changed then), so a process that dies mid-turn has
-   already saved the runner's session/thread id and the next turn resumes it;
+   already saved the runner's session/thread id and the next turn resumes it (a translator that
+   counts its changes, `ResumeRevisions`, is read only after the lines that moved the count);
 8. the control channel: a translator that is a `ControlSource` surfaces `ControlRequest`s (a
    tool call the CLI holds, a question) after the line that raised them; each is put to the
    turn's `PermissionGate` in its own task (the read loop goes on), and the reply bytes the
@@ -45,6 +46,7 @@ from runners.base import (
     ControlRequest,
     ControlSource,
     PermissionAsk,
+    ResumeRevisions,
     RunnerAdapter,
     RunnerExec,
     Translator,
@@ -133,6 +135,13 @@ class _Turn:
         self.on_resume = on_resume
         self.resume_saved: dict[str, str] = dict(resumed)
         """The resume state last persisted (the turn's own at start): only a change is written."""
+        self.revisions: ResumeRevisions | None = None
+        """The translator when it counts its resume state's changes (set by `pump`)."""
+        self.revision_seen = -1
+        self.resume_seen: object = None
+        """The `resume_state` object read last: the same object again (a translator may keep it
+        while the state is unchanged) is not compared again. A mid-turn write that failed is so
+        retried when the state changes again, or at the turn's end."""
         self.stopped: StopReason | None = None
         self.stdin_open = rexec.keep_stdin_open
         self.watchdog = TurnWatchdog(limits, cancel, held=lambda: bool(self.waiting))
@@ -158,6 +167,7 @@ class _Turn:
         handle can hand them out so: `BatchedExec`)."""
         # A runtime-checkable Protocol's isinstance walks its members: once per turn, not per line.
         self.source = self.translator if isinstance(self.translator, ControlSource) else None
+        self.revisions = self.translator if isinstance(self.translator, ResumeRevisions) else None
         try:
             if isinstance(self.handle, BatchedExec):
                 async for items in self.handle.batches():
@@ -175,7 +185,7 @@ class _Turn:
         self.watchdog.touch()
         # Looked up once per read, not per line: a read holds thousands of lines.
         translator, builder, source, emit = self.translator, self.builder, self.source, self.emit
-        feed, saves = translator.feed, self.on_resume is not None
+        feed, saves, revisions = translator.feed, self.on_resume is not None, self.revisions
         pending: list[Event] = []
         for item in items:
             if isinstance(item, StreamLimitError):
@@ -188,11 +198,14 @@ class _Turn:
                     await emit(pending)
                     pending = []
             requests = source.take_requests() if source is not None else None
-            if saves:
+            resume = False
+            if saves and (revisions is None or revisions.resume_revision != self.revision_seen):
+                if revisions is not None:
+                    self.revision_seen = revisions.resume_revision
                 state = translator.resume_state
-                resume = bool(state) and state != self.resume_saved
-            else:
-                resume = False
+                if state is not self.resume_seen:
+                    self.resume_seen = state
+                    resume = bool(state) and state != self.resume_saved
             finished = not self.finished and translator.finished
             if not (requests or resume or finished):
                 continue
@@ -281,7 +294,7 @@ class _Turn:
         state = self.translator.resume_state
         if not state or state == self.resume_saved or self.on_resume is None:
             return
-        await self.on_resume(state)
+        await self.on_resume(dict(state))  # the translator's may be the one it keeps
         self.resume_saved = dict(state)
 
     async def _close_stdin(self) -> None:

@@ -342,6 +342,54 @@ async def test_resume_state_is_reported_as_it_appears_and_only_when_it_changes()
     assert seen_at == ["a"]  # while the turn ran: after the first text, before the second
 
 
+class CountedSessionTranslator(SessionTranslator):
+    """Counts its resume state's changes (`ResumeRevisions`) and the reads of it; `quiet:<id>`
+    changes the state without counting, as a translator that forgot to would."""
+
+    def __init__(self, builder: TurnBuilder) -> None:
+        super().__init__(builder)
+        self.resume_revision = 0
+        self.reads = 0
+
+    def feed(self, line: str) -> list[Event]:
+        if line.startswith("quiet:"):
+            self.session = line[6:]
+            return []
+        if line.startswith("session:"):
+            self.resume_revision += 1
+        return super().feed(line)
+
+    @property
+    def resume_state(self) -> dict[str, str]:
+        self.reads += 1
+        return {"session": self.session} if self.session else {}
+
+
+async def test_a_translator_counting_its_resume_changes_is_read_only_after_lines_that_moved_it() -> None:
+    saved: list[tuple[dict[str, str], str]] = []
+    events: list[Event] = []
+    builder = TurnBuilder(CountingIds())
+    translator = CountedSessionTranslator(builder)
+
+    class CountedAdapter(FakeAdapter):
+        def translator(self, builder: TurnBuilder, turn: TurnRequest) -> CountedSessionTranslator:
+            return translator
+
+    async def emit(batch: Sequence[Event]) -> None:
+        events.extend(batch)
+
+    async def on_resume(state: dict[str, str]) -> None:
+        saved.append((state, _texts(events)))
+
+    lines = [b"text:a", b"session:s-1", b"text:b", b"text:c", b"quiet:s-2", b"text:d", b"session:s-3"]
+    handle = FakeHandle(lines + [b"text:e"] * 50)
+    await run_runner_turn(CountedAdapter(), TURN, FakeSandbox(handle), builder, emit, on_resume=on_resume)
+    # s-2 changed nothing the bridge watches: it is not written mid-turn, s-3 replaces it
+    assert saved == [({"session": "s-1"}, "a"), ({"session": "s-3"}, "abcd")]
+    # after the first line, twice for each counted change (to see it, to save it), at the turn's end
+    assert translator.reads == 1 + 2 * 2 + 1
+
+
 async def test_a_failed_mid_turn_resume_write_is_retried_at_the_end() -> None:
     calls: list[dict[str, str]] = []
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.errors import ProtocolError
 from orchestrator.stream import CountingIds, TurnBuilder, dump_event, validate_stream
-from runners.base import TurnOutcome, TurnRequest
+from runners.base import ResumeRevisions, TurnOutcome, TurnRequest
 from runners.codex import CodexAdapter, CodexTranslator
 from runners.codex.items import OUTPUT_CHARS, one_line, tool_view, unwrap_shell
 from runners.codex.usage import ThreadTotals
@@ -356,3 +359,26 @@ def test_a_command_reads_the_same_started_and_completed(size: int) -> None:
     assert started is not None and completed is not None
     assert started.input == completed.input == {"command": script}
     assert started.summary == completed.summary == "cat > notes.txt <<EOF"
+
+
+@pytest.mark.parametrize(
+    "case", sorted((Path(__file__).parents[2] / "golden" / "codex").glob("*/*.in.jsonl")), ids=lambda p: p.name
+)
+def test_the_resume_revision_moves_with_every_change_of_the_resume_state(case: Path) -> None:
+    """The bridge reads `resume_state` only after a line that moved `resume_revision`
+    (`ResumeRevisions`): a change it does not count would be saved only at the turn's end."""
+    resume = {"thread_id": THREAD, **ThreadTotals(1000, 200, 50, 5).to_resume()}
+    for given in ({}, resume):
+        turn = TurnRequest(assistant_id="a", owner="o", session_id="c", turn_id="t", prompt="p", resume=given)
+        translator = CodexAdapter().translator(TurnBuilder(CountingIds(), runner="codex"), turn)
+        assert isinstance(translator, ResumeRevisions)
+        state, revision = translator.resume_state, translator.resume_revision
+        lines = case.read_text(encoding="utf-8").splitlines()
+        steps: list[Callable[[], object]] = [functools.partial(translator.feed, text) for text in lines]
+        steps.append(functools.partial(translator.close, 1, f"no rollout found for thread id {THREAD}"))
+        for step in steps:
+            step()
+            if translator.resume_state != state:
+                assert translator.resume_revision > revision
+            assert translator.resume_revision >= revision
+            state, revision = translator.resume_state, translator.resume_revision

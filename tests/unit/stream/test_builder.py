@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import threading
+
 import pytest
 
 from orchestrator.errors import ProtocolError
@@ -245,3 +248,19 @@ def test_random_ids_are_unique_and_prefixed() -> None:
     ids = RandomIds()
     made = {ids.next_id("text") for _ in range(200)}
     assert len(made) == 200 and all(i.startswith("text-") for i in made)
+
+
+def test_random_ids_drawn_in_batches_stay_unique_across_draws_and_threads() -> None:
+    ids = RandomIds()
+    made: list[str] = []
+
+    def take() -> None:
+        made.extend(ids.next_id("c") for _ in range(2000))  # several draws of 256 each
+
+    workers = [threading.Thread(target=take) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(set(made)) == len(made) == 8000
+    assert all(re.fullmatch(r"c-[0-9a-f]{12}", i) for i in made)

@@ -28,7 +28,7 @@ from orchestrator.stream import (
     event_json,
     parse_event,
 )
-from orchestrator.stream.trusted import trusted, trusted_copy
+from orchestrator.stream.trusted import maker, trusted, trusted_copy
 from runners.base import TurnRequest
 from runners.registry import adapter_for
 
@@ -126,6 +126,31 @@ def test_a_trusted_model_is_a_frozen_model_like_any_other() -> None:
         event.message_id = "other"  # type: ignore[misc]
     assert event.model_copy(update={"seq": 3}).seq == 3
     assert trusted(MessageEnd, message_id="m", type="text").content is None
+
+
+def test_a_maker_makes_what_trusted_makes() -> None:
+    make = maker(ExecuteProps, "tool_id", "input_delta", status="running")
+    made, reference = make("t1", "{"), trusted(ExecuteProps, tool_id="t1", input_delta="{", status="running")
+    assert list(made.__dict__.items()) == list(reference.__dict__.items())
+    assert made.model_fields_set == reference.model_fields_set == {"tool_id", "input_delta", "status"}
+    assert made.model_fields_set is not make("t2", "").model_fields_set  # model_copy updates its own
+    assert made.model_copy(update={"output": "x"}).model_fields_set == {
+        "tool_id",
+        "input_delta",
+        "status",
+        "output",
+    }
+    assert_as_validated(made)
+
+
+@pytest.mark.parametrize(
+    ("names", "fixed"),
+    [(("input_delta",), {}), (("tool_id", "nope"), {}), (("tool_id",), {"tool_id": "x"})],
+    ids=["a required field missing", "an unknown field", "a field twice"],
+)
+def test_a_maker_refuses_what_would_not_validate(names: tuple[str, ...], fixed: dict[str, str]) -> None:
+    with pytest.raises(TypeError):
+        maker(ExecuteProps, *names, **fixed)
 
 
 def test_a_forgotten_required_field_cannot_pass_for_valid() -> None:
