@@ -40,6 +40,7 @@ from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.settings import Settings
 from orchestrator.stream import CountingIds, Event, JSONLEncoder, TurnBuilder
 from runners.base import CancelPolicy, RunnerAdapter, RunnerExec, Supports, Translator, TurnRequest
+from runners.loop_adapter import LoopAdapter
 from runners.registry import adapter_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,8 +75,20 @@ def transcript(runner: str, min_lines: int) -> list[str]:
     out: list[str] = []
     for rep in range(math.ceil(min_lines / len(body))):
         suffix = f"r{rep}"
-        out.extend(_IDS.sub(lambda m, sfx=suffix: m.group(1) + sfx, line) for line in body)
+
+        def renamed(m: re.Match[str], sfx: str = suffix) -> str:
+            return m.group(1) + sfx
+
+        out.extend(_IDS.sub(renamed, line) for line in body)
     return out + tail
+
+
+def cli_adapter(runner: str) -> RunnerAdapter:
+    """The adapter of a CLI runner (one with a translator; the loop runners have none)."""
+    adapter = adapter_for(runner)
+    if isinstance(adapter, LoopAdapter):
+        raise SystemExit(f"{runner} is not a CLI runner")
+    return adapter
 
 
 def turn_for(runner: str, lifecycle: str = "oneshot") -> TurnRequest:
@@ -94,7 +107,7 @@ def turn_for(runner: str, lifecycle: str = "oneshot") -> TurnRequest:
         turn_id="t",
         prompt="hi",
         connector=connector,
-        lifecycle=lifecycle,  # type: ignore[arg-type]
+        lifecycle=lifecycle,
     )
 
 
@@ -107,7 +120,7 @@ def translate(runner: str, lines: Sequence[str], *, encode: bool = False) -> tup
     """
     turn = turn_for(runner, "session" if runner == "opencode" else "oneshot")
     builder = TurnBuilder(CountingIds(), runner=runner)
-    translator = adapter_for(runner).translator(builder, turn)
+    translator = cli_adapter(runner).translator(builder, turn)
     encoder = JSONLEncoder()
     started = time.process_time()
     count = len(builder.stream_start("bench.a"))
@@ -130,7 +143,7 @@ class ReplayAdapter:
     def __init__(self, runner: str, path: str) -> None:
         self.name = runner
         self.image = "tools"
-        self._inner: RunnerAdapter = adapter_for(runner)
+        self._inner = cli_adapter(runner)
         self._path = path
 
     def build_exec(self, turn: TurnRequest) -> RunnerExec:
