@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -152,6 +152,17 @@ SELECT (SELECT ok FROM checked) AS ok,
 `checked` division fail, which aborts all of it (rows, moves and notices). The sessions' rows are
 locked in id order first, so two processes' batches wait for each other instead of deadlocking.
 Each moved session's notice (`<session> <last seq>`, as `events.notice`) goes out on commit."""
+
+
+async def prepare_postgres(db: Any) -> None:
+    """Run the Postgres statement once with nothing to write on the asyncpg connection `db` (locks
+    no row, inserts and notifies nothing), so the driver has it prepared, its array and `json`
+    types looked up, before a batch needs it on this connection.
+
+    Raises:
+        asyncpg.PostgresError, OSError: the database failed, or has no event log yet.
+    """
+    await db.fetchrow(_POSTGRES_WRITE, [], [], [], datetime.now(UTC), [], [], [], [], [], [])
 
 
 async def _write_postgres(db: Any, batch: Batch, now: datetime) -> None:

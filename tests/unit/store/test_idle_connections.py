@@ -12,6 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.pool import QueuePool
 
 from orchestrator.store import Store, database
+from orchestrator.stream import SessionEmitter
+from tests.unit.store.factory import turn_events
 
 
 @pytest.mark.databases("postgres")  # SQLite has no server to lose
@@ -71,3 +73,26 @@ async def test_a_read_cancelled_mid_query_leaves_a_usable_pool(store: Store) -> 
     assert cast("QueuePool", store._db.engine.pool).checkedout() == 0
     for _ in range(30):
         assert await store.events.tail(session.id) == (0, 0)
+
+
+_GROUP_COMMIT_PREPARED = text(
+    "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%WITH wanted' || ' AS%'"
+)  # the pattern split, so that this query, prepared too, is not one it counts
+
+
+@pytest.mark.databases("postgres")  # SQLite prepares in microseconds, in-process
+async def test_a_pooled_postgres_connection_comes_with_the_group_commit_prepared(store: Store) -> None:
+    """The event log's group commit statement is prepared when a connection is checked out, not by
+    the first batch written on it (which every event queued behind it waited for), and once."""
+    engine = store._db.engine
+    peak = [await engine.connect() for _ in range(3)]  # new connections, opened after the migrations
+    try:
+        for conn in peak:
+            assert await conn.scalar(_GROUP_COMMIT_PREPARED) == 1
+    finally:
+        for conn in peak:
+            await conn.close()
+    session = await store.sessions.create("alice", "tests.echo")
+    await store.events.append(session.id, turn_events(SessionEmitter(session.id), "t1", "hello"))
+    async with engine.connect() as conn:
+        assert await conn.scalar(_GROUP_COMMIT_PREPARED) == 1
