@@ -86,13 +86,16 @@ def docker_engine() -> Iterator[docker.DockerClient]:
 
 
 def _remove_orphan_networks(client: docker.DockerClient, removed: set[str]) -> None:
-    """Remove the empty sandbox networks of the boxes removed above (without the backend, which
-    would have removed them), and empty ones older than the backend's own sweep age. A young empty
-    network of another box may be another worker's, between its creation and its box's start."""
+    """Remove the empty sandbox networks of this session: those carrying its label (a box's network
+    carries the box's labels; a test that removed its box behind Cage's back leaves it) or of the
+    boxes removed above (without the backend, which would have removed them); and empty ones older
+    than the backend's own sweep age. A young empty network of another box may be another worker's,
+    between its creation and its box's start."""
     for network in client.networks.list(filters={"label": f"{EGRESS_LABEL}=network"}):
         try:  # another session on this engine may be removing the same leftovers
             network.reload()
-            mine = (network.attrs.get("Labels") or {}).get(SANDBOX_LABEL) in removed
+            labels = network.attrs.get("Labels") or {}
+            mine = labels.get(TEST_RUN_LABEL) == TEST_RUN_ID or labels.get(SANDBOX_LABEL) in removed
             if not network.attrs.get("Containers") and (
                 mine or engine_age(network.attrs.get("Created")) > SWEEP_MIN_AGE
             ):
@@ -110,9 +113,9 @@ hand its files to the next run's sandbox of the same name."""
 def remove_leftovers(
     client: docker.DockerClient, *, stale_after: float, label: str = TEST_RUN_LABEL
 ) -> list[str]:
-    """Remove what killed test sessions left behind: containers and volumes carrying `label` whose
-    value is not of this run (`of_this_run`: no worker of this run is ever touched) and older than
-    `stale_after` seconds. In CI (`stale_after=0`) no other test session runs on the engine, so
+    """Remove what killed test sessions left behind: containers, volumes and empty sandbox networks
+    carrying `label` whose value is not of this run (`of_this_run`: no worker of this run is ever
+    touched) and older than `stale_after` seconds. In CI (`stale_after=0`) no other test session runs on the engine, so
     every other run's leftover is stale. Returns the names removed."""
     gone: list[str] = []
     # another worker's container may go between the listing and its inspect: skip it then
@@ -127,6 +130,15 @@ def remove_leftovers(
             with contextlib.suppress(docker.errors.APIError):
                 volume.remove(force=True)
                 gone.append(volume.name)
+    for network in client.networks.list(filters={"label": [label, f"{EGRESS_LABEL}=network"]}):
+        with contextlib.suppress(docker.errors.APIError):  # in use, or removed meanwhile
+            network.reload()
+            labels = network.attrs.get("Labels") or {}
+            if not network.attrs.get("Containers") and _stale(
+                labels.get(label, ""), network.attrs.get("Created"), stale_after
+            ):
+                network.remove()
+                gone.append(network.name)
     return gone
 
 

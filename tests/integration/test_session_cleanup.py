@@ -1,6 +1,7 @@
 """The start-of-session sweep (`remove_leftovers`) under a fake label, so the real sweep of this
 engine's test sessions is not what runs: in CI mode (stale after 0 s) it removes another run's
-containers and volumes, never one of a worker of this run; outside CI a young leftover stays."""
+containers, volumes and empty sandbox networks, never one of a worker of this run; outside CI a
+young leftover stays."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from orchestrator.sandbox.docker.egress import EGRESS_LABEL
 from tests.integration.conftest import remove_leftovers
 from tests.run_ids import process_run_id
 
@@ -27,7 +29,8 @@ def probe() -> str:
 def made(
     docker_engine: docker.DockerClient, probe: str, test_run_labels: dict[str, str]
 ) -> Iterator[dict[str, str]]:
-    """A created container and a volume of another worker of this run, and of a dead run."""
+    """A created container, a volume and an empty sandbox network of another worker of this run,
+    and of a dead run."""
     image = os.environ.get("CAGE_BASE_IMAGE", "cage/base:bookworm")
     names: dict[str, str] = {}
     for who, run in (("worker", process_run_id()), ("dead", DEAD_RUN)):
@@ -36,12 +39,18 @@ def made(
         names[f"{who}-volume"] = docker_engine.volumes.create(
             f"cage-sweep-{uuid.uuid4().hex[:12]}", labels=labels
         ).name
+        names[f"{who}-network"] = docker_engine.networks.create(
+            f"cage-sweep-{uuid.uuid4().hex[:12]}-net",
+            internal=True,
+            labels={**labels, EGRESS_LABEL: "network"},  # as a box's network carries its labels
+        ).name
     yield names
 
 
 def _left(client: docker.DockerClient, probe: str) -> set[str]:
     containers = {c.name for c in client.containers.list(all=True, filters={"label": probe})}
-    return containers | {v.name for v in client.volumes.list(filters={"label": probe})}
+    networks = {n.name for n in client.networks.list(filters={"label": probe})}
+    return containers | networks | {v.name for v in client.volumes.list(filters={"label": probe})}
 
 
 def test_outside_ci_a_young_leftover_of_another_run_stays(
@@ -55,5 +64,9 @@ def test_in_ci_mode_only_the_other_runs_leftovers_go(
     docker_engine: docker.DockerClient, probe: str, made: dict[str, str]
 ) -> None:
     gone = remove_leftovers(docker_engine, stale_after=0.0, label=probe)
-    assert sorted(gone) == sorted([made["dead-container"], made["dead-volume"]])
-    assert _left(docker_engine, probe) == {made["worker-container"], made["worker-volume"]}
+    assert sorted(gone) == sorted([made["dead-container"], made["dead-volume"], made["dead-network"]])
+    assert _left(docker_engine, probe) == {
+        made["worker-container"],
+        made["worker-volume"],
+        made["worker-network"],
+    }

@@ -157,8 +157,14 @@ async def test_one_sandbox_cannot_reach_another(
 async def test_a_removed_sandbox_leaves_no_network(
     egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
 ) -> None:
+    """The box's network carries the box's labels (what finds one by label finds the other: a
+    `cage run`'s id, a test run's label), and goes with the box."""
     lease = await acquire(egress_manager, tmp_path, "bridge")
     name = f"{lease.identity.name}-net"
-    assert docker_engine.api.inspect_network(name)["Internal"] is True
+    network = docker_engine.api.inspect_network(name)
+    assert network["Internal"] is True
+    box_labels = dict(lease.ref.labels)  # what Cage put on the box (the image adds its own)
+    assert box_labels and box_labels.items() <= network["Labels"].items()
+    assert network["Labels"]["cage.egress.sandbox"] == lease.identity.name
     await egress_manager.release(lease)  # oneshot: removed
     assert not docker_engine.networks.list(names=[name])

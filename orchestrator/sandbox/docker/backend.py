@@ -196,7 +196,7 @@ class DockerBackend:
         policy, network = spec.egress, network_name(spec.name)
 
         async def attach() -> None:
-            await self.egress.attach(spec.name, policy, gateway=spec.gateway_relay)
+            await self.egress.attach(spec.name, policy, gateway=spec.gateway_relay, labels=spec.labels)
 
         try:
             await at_once(self._engine_info, attach)  # the engine's cores, asked meanwhile

@@ -37,7 +37,7 @@ import socket
 import tarfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -170,8 +170,19 @@ class DockerEgress:
 
     # --- public ------------------------------------------------------------------------------
 
-    async def attach(self, sandbox: str, policy: EgressPolicy, *, gateway: str | None) -> str:
+    async def attach(
+        self,
+        sandbox: str,
+        policy: EgressPolicy,
+        *,
+        gateway: str | None,
+        labels: Mapping[str, str] | None = None,
+    ) -> str:
         """Create `sandbox`'s network, labelled with its policy and gateway; the network name.
+
+        `labels`: the box's own labels, which its network carries too (under the network's own), so
+        whatever finds a box by label finds its network: a `cage run`'s id, an operator's
+        `CAGE_SANDBOX_LABELS`, a test run's label.
 
         `gateway` is `host:port` of the model gateway as the proxy reaches it (None: no relay).
         The proxy takes the policy and joins the network in `join`, as the box starts (module
@@ -195,7 +206,7 @@ class DockerEgress:
         async def network() -> None:
             async with self._lock:  # this process's creators pick free subnets one at a time
                 made["network"], made["subnet"] = await to_thread.run_sync(
-                    self._create_network, sandbox, policy, gateway
+                    self._create_network, sandbox, policy, gateway, labels or {}
                 )
 
         try:
@@ -423,10 +434,13 @@ class DockerEgress:
             if not any(candidate.overlaps(u) for u in used):
                 yield str(candidate)
 
-    def _create_network(self, sandbox: str, policy: EgressPolicy, gateway: str | None) -> tuple[str, str]:
+    def _create_network(
+        self, sandbox: str, policy: EgressPolicy, gateway: str | None, box_labels: Mapping[str, str]
+    ) -> tuple[str, str]:
         api = self._api()
         name = network_name(sandbox)
         labels = {
+            **box_labels,
             "cage.managed": "true",
             EGRESS_LABEL: "network",
             SANDBOX_LABEL: sandbox,
