@@ -130,7 +130,7 @@ def remove_leftovers(
             with contextlib.suppress(docker.errors.APIError):
                 volume.remove(force=True)
                 gone.append(volume.name)
-    for network in client.networks.list(filters={"label": [label, f"{EGRESS_LABEL}=network"]}):
+    for network in client.networks.list(filters={"label": label}):  # a box's network has its labels
         with contextlib.suppress(docker.errors.APIError):  # in use, or removed meanwhile
             network.reload()
             labels = network.attrs.get("Labels") or {}

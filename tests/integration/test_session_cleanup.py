@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from orchestrator.sandbox.docker.egress import EGRESS_LABEL
 from tests.integration.conftest import remove_leftovers
 from tests.run_ids import process_run_id
 
@@ -39,10 +38,10 @@ def made(
         names[f"{who}-volume"] = docker_engine.volumes.create(
             f"cage-sweep-{uuid.uuid4().hex[:12]}", labels=labels
         ).name
+        # a box's network carries the box's labels; no egress label here: another worker's proxy
+        # would otherwise take this network for a sandbox's and serve it
         names[f"{who}-network"] = docker_engine.networks.create(
-            f"cage-sweep-{uuid.uuid4().hex[:12]}-net",
-            internal=True,
-            labels={**labels, EGRESS_LABEL: "network"},  # as a box's network carries its labels
+            f"cage-sweep-{uuid.uuid4().hex[:12]}-net", internal=True, labels=labels
         ).name
     yield names
 

@@ -552,8 +552,8 @@ class DockerEgress:
         for net in self._api().networks(filters={"label": f"{EGRESS_LABEL}=network"}):
             labels = net.get("Labels") or {}
             configs = (net.get("IPAM") or {}).get("Config") or []
-            if not configs or not configs[0].get("Subnet"):
-                continue
+            if not labels.get(SANDBOX_LABEL) or not configs or not configs[0].get("Subnet"):
+                continue  # not a network `attach` made (no box named): not the proxy's to serve
             try:
                 policy = EgressPolicy.from_key(labels.get(POLICY_LABEL, ""))
             except ValueError:
@@ -586,6 +586,8 @@ class DockerEgress:
         with engine_errors("egress networks"):
             for net in api.networks(filters={"label": f"{EGRESS_LABEL}=network"}):
                 sandbox = (net.get("Labels") or {}).get(SANDBOX_LABEL, "")
+                if not sandbox:
+                    continue  # not a network `attach` made: no box to look for, not ours to remove
                 if engine_age(net.get("Created")) < SWEEP_MIN_AGE:
                     continue  # made for a box that is being created right now
                 try:

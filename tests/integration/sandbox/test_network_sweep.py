@@ -39,3 +39,30 @@ async def test_a_young_orphan_network_is_kept_an_old_one_removed(
     finally:
         for network in docker_engine.networks.list(names=[name]):
             network.remove()
+
+
+async def test_a_network_naming_no_box_is_neither_swept_nor_served(
+    manager: SandboxManager,
+    docker_engine: docker.DockerClient,
+    test_run_labels: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An egress-labelled network that `attach` did not make (no box named in it: another tool's,
+    a hand-made one) is not the sweep's to remove, nor a sandbox's for the proxy to serve; the
+    sweep goes on past it (once it stopped the whole sweep, asking the engine for a box named "")."""
+    foreign = docker_engine.networks.create(
+        f"cage-foreign-{uuid.uuid4().hex[:12]}",
+        internal=True,
+        labels={**test_run_labels, "cage.managed": "true", egress.EGRESS_LABEL: "network"},
+    )
+    orphan = _orphan(docker_engine, test_run_labels)
+    try:
+        monkeypatch.setattr(egress, "SWEEP_MIN_AGE", -1.0)
+        swept = await manager.backend.sweep_networks()
+        assert orphan in swept and foreign.name not in swept
+        assert docker_engine.networks.list(names=[foreign.name])
+        proxy = egress.DockerEgress(lambda: docker_engine.api, manager.settings)
+        assert foreign.name not in [net.name for net in proxy._sandbox_nets()]
+    finally:
+        for network in docker_engine.networks.list(names=[foreign.name, orphan]):
+            network.remove()
