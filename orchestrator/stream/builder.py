@@ -11,8 +11,8 @@ repeats the rules of the protocol:
 
 Events come out unstamped (`seq` 0); the `SessionEmitter` stamps them. The builder makes several
 events per line a CLI prints, from values it already knows to be valid, so it builds them with
-`trusted()` (or constructors `maker()` compiled once, on the paths every line takes) instead of
-validating them again; what comes from a caller's data (tool inputs, raw messages, usage,
+constructors compiled once (`maker()`, as `trusted()` would build them) instead of validating
+them again; what comes from a caller's data (tool inputs, raw messages, usage,
 permission requests) is still validated.
 """
 
@@ -578,7 +578,7 @@ class TurnBuilder:
             return []
         events: list[Event] = [] if window is None else [self._end(window, "completed")]
         self._open = Window(message, self._clock())
-        events.append(_lifecycle(self._thread_id, _message_start(message.message_id, message.type)))
+        events.append(self._event(_message_start(message.message_id, message.type)))
         return events
 
     def _close(self, status: StreamStatus) -> list[Event]:
@@ -605,7 +605,7 @@ class TurnBuilder:
             max(0, self._clock() - window.opened_ms),
             window.chunks,
         )
-        return _lifecycle(self._thread_id, props)
+        return self._event(props)
 
     def _delta(
         self,

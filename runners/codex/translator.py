@@ -88,8 +88,6 @@ class CodexTranslator(OutcomeOnClose):
         self._done_tools: set[str] = set()
         self._usage: Usage | None = None
         self._lost_thread = False
-        self._resume: tuple[tuple[object, ...], dict[str, str]] | None = None
-        """`resume_state` and what it was made from."""
         self._resume_revision = 0
         """Moved by each change of what `resume_state` is made from (`ResumeRevisions`): the bridge
         reads the state after the lines that move it, not after every line."""
@@ -108,20 +106,8 @@ class CodexTranslator(OutcomeOnClose):
     def resume_state(self) -> dict[str, str]:
         """`thread_id` and codex's cumulative counters after this turn (for the next subtraction).
 
-        Made again only when what it is made from changed (the same objects: each is immutable
-        and replaced when it changes): the bridge asks after every line, and most lines change
-        none of it. Each read is the reader's own copy."""
-        lost, thread, totals, previous = self._lost_thread, self._thread_id, self._totals, self._previous
-        cached = self._resume
-        if cached is not None:
-            basis = cached[0]
-            if basis[0] is lost and basis[1] is thread and basis[2] is totals and basis[3] is previous:
-                return dict(cached[1])
-        state = self._make_resume_state()
-        self._resume = ((lost, thread, totals, previous), state)
-        return dict(state)
-
-    def _make_resume_state(self) -> dict[str, str]:
+        Made at each read, the reader's own: the bridge reads it only after the lines that moved
+        `resume_revision`, not after every line."""
         if self._lost_thread:
             return {}
         if self._thread_id is None:

@@ -547,13 +547,22 @@ class DockerEgress:
                 proxies.append(container_id)
         return proxies
 
-    def _sandbox_nets(self) -> list[EgressClient]:
-        nets: list[EgressClient] = []
+    def _made_networks(self) -> Iterator[tuple[dict[str, Any], dict[str, str], str]]:
+        """Every network `attach` made on the engine: (engine row, labels, its sandbox's name). A
+        network labelled as a sandbox's that names no box is another tool's or a hand-made one:
+        neither the proxy's to serve nor the sweep's to remove."""
         for net in self._api().networks(filters={"label": f"{EGRESS_LABEL}=network"}):
             labels = net.get("Labels") or {}
+            sandbox = labels.get(SANDBOX_LABEL, "")
+            if sandbox:
+                yield net, labels, sandbox
+
+    def _sandbox_nets(self) -> list[EgressClient]:
+        nets: list[EgressClient] = []
+        for net, labels, _sandbox in self._made_networks():
             configs = (net.get("IPAM") or {}).get("Config") or []
-            if not labels.get(SANDBOX_LABEL) or not configs or not configs[0].get("Subnet"):
-                continue  # not a network `attach` made (no box named): not the proxy's to serve
+            if not configs or not configs[0].get("Subnet"):
+                continue
             try:
                 policy = EgressPolicy.from_key(labels.get(POLICY_LABEL, ""))
             except ValueError:
@@ -584,10 +593,7 @@ class DockerEgress:
         api = self._api()
         removed: list[str] = []
         with engine_errors("egress networks"):
-            for net in api.networks(filters={"label": f"{EGRESS_LABEL}=network"}):
-                sandbox = (net.get("Labels") or {}).get(SANDBOX_LABEL, "")
-                if not sandbox:
-                    continue  # not a network `attach` made: no box to look for, not ours to remove
+            for net, _labels, sandbox in self._made_networks():
                 if engine_age(net.get("Created")) < SWEEP_MIN_AGE:
                     continue  # made for a box that is being created right now
                 try:
@@ -698,11 +704,10 @@ class DockerEgress:
                 # The proxy is gone (removed, or never started here: 404) or going ("dead or marked
                 # for removal": 409): nothing to follow; the next sandbox attached to a proxy starts
                 # a new follower. Any other refusal is a hiccup, retried below.
-                if exc.status_code not in (404, 409):
-                    log.debug("egress.follow.retry", error=str(exc))
-                else:
+                if exc.status_code in (404, 409):
                     log.debug("egress.follow.gone", proxy=self._settings.egress_container)
                     return
+                log.debug("egress.follow.retry", error=str(exc))
             except Exception as exc:  # noqa: BLE001 - a follower must survive any engine hiccup
                 log.debug("egress.follow.retry", error=str(exc))
             if not self.denials.tracking():
