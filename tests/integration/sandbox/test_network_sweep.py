@@ -1,5 +1,9 @@
 """The periodic network sweep removes sandbox networks whose box is gone, but never one young
-enough to belong to a box being created right now (its network is made just before the box)."""
+enough to belong to a box being created right now (its network is made just before the box).
+
+Both tests sweep with no age guard, which removes every box-less network on the engine, another
+worker's in the making too (the egress tests attach networks for boxes they never create): they
+run alone, in the serial pass."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ def _orphan(engine: docker.DockerClient, labels: dict[str, str]) -> str:
     return str(network.name)
 
 
+@pytest.mark.serial
 async def test_a_young_orphan_network_is_kept_an_old_one_removed(
     manager: SandboxManager,
     docker_engine: docker.DockerClient,
@@ -41,6 +46,7 @@ async def test_a_young_orphan_network_is_kept_an_old_one_removed(
             network.remove()
 
 
+@pytest.mark.serial
 async def test_a_network_naming_no_box_is_neither_swept_nor_served(
     manager: SandboxManager,
     docker_engine: docker.DockerClient,
