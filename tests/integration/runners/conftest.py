@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -103,40 +105,61 @@ def _parse(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
 
 
+@contextlib.contextmanager
+def searchable_by_others(*paths: Path) -> Iterator[None]:
+    """Let other users pass through every directory above `paths` (search, not read), as long as
+    the block runs: a clone made in `mktemp -d` (mode 0700) hides this checkout's packages from the
+    non-root user a test runs `cage run` as. The modes are put back afterwards."""
+    changed: dict[Path, int] = {}
+    for path in paths:
+        for directory in [path, *path.parents]:
+            mode = directory.stat().st_mode
+            if directory not in changed and not mode & stat.S_IXOTH:
+                changed[directory] = stat.S_IMODE(mode)
+                directory.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for directory, mode in changed.items():
+            directory.chmod(mode)
+
+
 def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, session: str | None = None,
              extra: list[str] | None = None, interrupt_after: str | None = None, timeout: float = 180,
              output: str = "jsonl", env: dict[str, str] | None = None, cwd: Path | None = None,
              user: str | None = None) -> RunResult:
     """Run `cage run` as a real process; with `interrupt_after`, SIGINT it once that text appears on stdout."""
     argv = [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", prompt, "--output", output]
-    if user is not None:  # as another (non-root) user: the system python with this checkout's packages
-        argv = ["runuser", "-u", user, "--", "env", f"PYTHONPATH={REPO}:{SITE_PACKAGES}", SYSTEM_PYTHON,
-                *argv[1:]]
-    if session:
-        argv += ["--session", session]
-    argv += extra or []
-    proc = subprocess.Popen(argv, env={**app.env(), **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd)
-    if interrupt_after is None:
-        out, err = proc.communicate(timeout=timeout)
-        return RunResult(proc.returncode, _parse(out) if output == "jsonl" else [], err, out)
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    for line in proc.stdout:
-        lines.append(line)
-        if interrupt_after in line:
-            proc.send_signal(signal.SIGINT)
-            break
-        assert time.monotonic() < deadline, "interrupt marker never appeared"
-    # keep reading through the same buffered file: communicate() would skip what it already buffered
-    rest = proc.stdout.read()
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    proc.wait(timeout=timeout)
-    proc.stdout.close()
-    proc.stderr.close()
-    return RunResult(proc.returncode, _parse("".join(lines) + rest), err, "".join(lines) + rest)
+    with contextlib.ExitStack() as stack:
+        if user is not None:  # as another (non-root) user: the system python with this checkout's packages
+            stack.enter_context(searchable_by_others(REPO, Path(SITE_PACKAGES)))
+            argv = ["runuser", "-u", user, "--", "env", f"PYTHONPATH={REPO}:{SITE_PACKAGES}", SYSTEM_PYTHON,
+                    *argv[1:]]
+        if session:
+            argv += ["--session", session]
+        argv += extra or []
+        proc = subprocess.Popen(argv, env={**app.env(), **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=cwd)
+        if interrupt_after is None:
+            out, err = proc.communicate(timeout=timeout)
+            return RunResult(proc.returncode, _parse(out) if output == "jsonl" else [], err, out)
+        assert proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        for line in proc.stdout:
+            lines.append(line)
+            if interrupt_after in line:
+                proc.send_signal(signal.SIGINT)
+                break
+            assert time.monotonic() < deadline, "interrupt marker never appeared"
+        # keep reading through the same buffered file: communicate() would skip what it already buffered
+        rest = proc.stdout.read()
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        proc.wait(timeout=timeout)
+        proc.stdout.close()
+        proc.stderr.close()
+        return RunResult(proc.returncode, _parse("".join(lines) + rest), err, "".join(lines) + rest)
 
 
 @pytest.fixture
