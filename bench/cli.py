@@ -6,7 +6,9 @@
 2. **A runner turn** (the Docker engine and the claude runner image; `--no-turn` skips it): `cage run` of a
    claude turn on an app made by `cage init` against the fake model server, against `docker run`
    of the same image, CLI, prompt and model; target ≤ 1.3×. Containers carry `cage.bench=<uuid>`
-   and are removed.
+   and are removed. Beside it, the engine's floor for the isolation a Cage box has (a network of
+   its own): `docker run` of the CLI plus what an internal network adds to a `docker run` of
+   `true` (create it, run on it, remove it, less the plain run), measured in turn with the rest.
 
 Usage: `.venv/bin/python bench/cli.py [--runs 7] [--no-turn]` (`make bench` runs both parts).
 """
@@ -136,6 +138,7 @@ def runner_turn(runs: int) -> bool:
             MODEL,
         ]
         raw = timed(docker, runs=runs, env=base_env)
+        isolation = isolation_cost(tag, label, runs=runs, env=base_env)
     left = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True
     )
@@ -145,7 +148,37 @@ def runner_turn(runs: int) -> bool:
     print(f"{'docker run claude -p':32} {raw * 1000:7.0f} ms  (baseline)")
     name = "cage run app.coder (claude)"
     print(f"{name:32} {ours * 1000:7.0f} ms  {ratio:4.2f}x  (target <= {TARGET_TURN_RATIO}x)")
+    floor = raw + isolation
+    print(
+        f"{'docker run + own network':32} {floor * 1000:7.0f} ms  (the isolation floor: +"
+        f"{isolation * 1000:.0f} ms for the network)   cage run {ours / floor:4.2f}x of it"
+    )
     return ratio <= TARGET_TURN_RATIO
+
+
+def isolation_cost(tag: str, label: str, *, runs: int, env: dict[str, str]) -> float:
+    """Median seconds an internal network of its own adds to a `docker run --rm` of `true`:
+    create the network, run on it, remove the network, against the plain run (run in turn)."""
+
+    def run_true(*network: str) -> list[str]:
+        return ["docker", "run", "--rm", "--label", label, *network, "--entrypoint", "true", tag]
+
+    extra: list[float] = []
+    for i in range(runs + 1):
+        network = f"cage-bench-{label.rsplit('=', 1)[-1][:12]}-{i}"
+        start = time.perf_counter()
+        for argv in (
+            ["docker", "network", "create", "--internal", "--label", label, network],
+            run_true("--network", network),
+            ["docker", "network", "rm", network],
+        ):
+            subprocess.run(argv, capture_output=True, check=True, env=env, timeout=120)
+        isolated = time.perf_counter() - start
+        start = time.perf_counter()
+        subprocess.run(run_true(), capture_output=True, check=True, env=env, timeout=120)
+        if i:  # the first pair warms up
+            extra.append(isolated - (time.perf_counter() - start))
+    return max(0.0, statistics.median(extra))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
