@@ -61,14 +61,18 @@ TARGET_RATIO = 3.0
 """Issue 14, target 4: the whole path takes at most this many times `docker exec cat`."""
 
 
+_WRITTEN = "hello.txt"
+"""The file every golden's command writes (`echo hello > hello.txt`)."""
 _IDS = re.compile(r"\b((?:msg|toolu|call|prt|item|evt)_[A-Za-z0-9]+)")
 
 
 def transcript(runner: str, min_lines: int) -> list[str]:
     """The golden's body repeated until there are `min_lines` lines, then its last line.
 
-    Message, tool and part ids get a per-repetition suffix, so every repetition is new content
-    for the translator (the session id stays: it is one turn).
+    Message, tool and part ids get a per-repetition suffix, and so does the file the golden's
+    command writes, so every repetition is new content for the translator (the session id stays:
+    it is one turn). A command then comes twice, as in a real run (codex's `item.started` and
+    `item.completed`), and a translator's cache of parsed commands hits as often as it would there.
     """
     lines = [line for line in GOLDEN[runner].read_text().splitlines() if line.strip()]
     body, tail = lines[:-1], lines[-1:]
@@ -79,7 +83,7 @@ def transcript(runner: str, min_lines: int) -> list[str]:
         def renamed(m: re.Match[str], sfx: str = suffix) -> str:
             return m.group(1) + sfx
 
-        out.extend(_IDS.sub(renamed, line) for line in body)
+        out.extend(_IDS.sub(renamed, line).replace(_WRITTEN, f"hello-{suffix}.txt") for line in body)
     return out + tail
 
 
