@@ -30,8 +30,10 @@ are) and runs on the loop's thread what cannot wait:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import sqlite3
+import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, TypeVar, cast
@@ -43,6 +45,8 @@ READ_BEGIN = "BEGIN"
 WRITE_BEGIN = "BEGIN IMMEDIATE"
 _DEFAULT_TIMEOUT_S = 5.0
 """`sqlite3.connect`'s default busy timeout."""
+_THREAD_ENDS: object = aiosqlite.core._STOP_RUNNING_SENTINEL
+"""What an item returns to end `aiosqlite`'s worker thread."""
 
 
 class _Mode(enum.Enum):
@@ -60,6 +64,11 @@ def _is_query(sql: str) -> bool:
     return sql.lstrip()[:6].upper() == "SELECT"
 
 
+def _answer(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 def _busy(exc: sqlite3.OperationalError) -> bool:
     return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
@@ -73,9 +82,53 @@ class OneHopConnection(aiosqlite.Connection):
         """`BEGIN` or `BEGIN IMMEDIATE`, sent with the transaction's first statement."""
         self._busy_ms = round(busy_timeout_s * 1000)
         self._mode = _Mode.NONE
+        self._stopping = threading.Lock()
+        self._stopped = False
+        """The worker thread ran its last item."""
+        self._stop_waiters: list[asyncio.Future[None]] = []
 
     def cursor(self) -> OneHopCursor:  # type: ignore[override]
         return OneHopCursor(self)
+
+    def stop(self) -> asyncio.Future[None] | None:
+        """Close the connection and end the worker thread (after what is queued); the future, on
+        the running loop (None outside one), is answered when the thread is done.
+
+        `aiosqlite`'s own stop queued one item per call and the thread ended at the first: a second
+        stop's future was never answered. SQLAlchemy makes two when a call is cancelled while the
+        thread runs it (a transaction of a background job at a server's shutdown): its terminate
+        starts `close()` in a task (which stops in its `finally`) and, cancelled again, stops the
+        connection itself. `close()` then waited forever, and so did the end of the event loop
+        (`asyncio.run` waits for the tasks it cancels): the server never exited. Here every stop
+        gets its answer, and a future whose loop has closed meanwhile is skipped (the thread
+        called a closed loop and died with a traceback)."""
+        try:
+            waiter: asyncio.Future[None] | None = asyncio.get_running_loop().create_future()
+        except RuntimeError:
+            waiter = None
+        with self._stopping:
+            if self._stopped:
+                return None
+            if waiter is not None:
+                self._stop_waiters.append(waiter)
+            if self._running:  # the first stop queues the thread's last item
+                self._running = False
+                self._tx.put_nowait((None, self._close_and_stop))
+        return waiter
+
+    def _close_and_stop(self) -> object:
+        """The worker thread's last item: close, answer every stop, end the thread."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(sqlite3.Error):  # the thread ends all the same
+                connection.close()
+        with self._stopping:
+            self._stopped = True
+            waiters, self._stop_waiters = self._stop_waiters, []
+        for waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits any more
+                waiter.get_loop().call_soon_threadsafe(_answer, waiter)
+        return _THREAD_ENDS
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(connection)` on the worker thread (after the pending `BEGIN`, if any)."""

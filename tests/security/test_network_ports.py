@@ -27,6 +27,7 @@ from orchestrator.sandbox.docker.ports import relay_name
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from tests.security import egress_rig
 from tests.security.egress_rig import ALLOWED, HostServer, acquire, container_ip, probe
+from tests.serving import reserve_port
 
 pytestmark = [pytest.mark.docker]
 docker_engine, host_server, proxy_name, egress_settings, egress_manager = egress_rig.FIXTURES
@@ -40,12 +41,6 @@ SERVE = (
 def host_gateway(engine: docker.DockerClient) -> str:
     ipam = engine.networks.get("bridge").attrs["IPAM"]["Config"][0]
     return str(ipam.get("Gateway") or next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def acquire_ported(
@@ -145,7 +140,7 @@ async def test_a_published_port_serves_the_host_and_the_box_stays_isolated(
 async def test_a_fixed_host_port_is_kept_and_none_publishes_nothing(
     egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
 ) -> None:
-    fixed = free_port()
+    fixed = reserve_port()  # Docker binds it with SO_REUSEADDR
     lease = await acquire_ported(
         egress_manager, tmp_path / "fixed", "bridge", [{"port": 8000, "host_port": fixed}]
     )

@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +21,7 @@ import pytest
 
 from tests.fakes.assistants import make_app, write_assistant
 from tests.run_ids import process_run_id
+from tests.serving import ServeProcess
 
 KEY = "cage-bootstrap-crash-0123456789abcdef"
 SLEEPER = """
@@ -41,22 +39,13 @@ async def create(ctx: Any, messages: list[dict[str, Any]], options: dict[str, An
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Serve:
+class Serve(ServeProcess):
     """`cage serve` as a subprocess, restartable on the same data directory and port."""
 
     def __init__(self, tmp_path: Path) -> None:
         app = make_app(tmp_path / "app")
         write_assistant(app, "tests.sleeper", hooks=SLEEPER)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp_path / "serve.log"
-        self.env = {
+        env = {
             **os.environ,
             "CAGE_APP_DIR": str(app),
             "CAGE_DATA_DIR": str(tmp_path / "data"),
@@ -65,37 +54,7 @@ class Serve:
             "CAGE_SANDBOX_LABELS": json.dumps({"cage.test-run": process_run_id()}),
             "CAGE_LOG_LEVEL": "INFO",
         }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        cage = Path(sys.executable).with_name("cage")
-        argv = [str(cage), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("cage serve did not start:\n" + self.log.read_text()[-3000:])
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        super().__init__("serve", env, tmp_path / "serve.log")
 
 
 @pytest.fixture

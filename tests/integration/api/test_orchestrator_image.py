@@ -4,7 +4,6 @@ mounted, a named data volume, the compose environment, the socket's group added.
 from __future__ import annotations
 
 import re
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import yaml
 
 from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL
 from tests.orchestrator_image import build
+from tests.serving import reserve_port
 
 ROOT = Path(__file__).resolve().parents[3]
 _DEFAULT = re.compile(r"\$\{(\w+):-([^}]*)\}")
@@ -29,12 +29,6 @@ def compose_service() -> dict[str, Any]:
     text = _DEFAULT.sub(lambda m: m.group(2), (ROOT / "compose.yaml").read_text())
     service: dict[str, Any] = yaml.safe_load(text)["services"]["cage"]
     return service
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +55,7 @@ def test_the_image_answers_healthz_when_started_like_compose(
     volume = docker_engine.volumes.create(
         f"cage-test-data-{TEST_RUN_ID[:12]}", labels={TEST_RUN_LABEL: TEST_RUN_ID}
     )
-    port = free_port()
+    port = reserve_port()
     container = docker_engine.containers.run(
         orchestrator_image,
         detach=True,

@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from websockets.sync.client import connect
 
-from tests.serving import wait_until_healthy
+from tests.serving import reserve_port, wait_until_healthy
 from tests.subprocess_env import EGRESS_VAR, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _extensions(tmp_path: Path, labels: dict[str, str], compression: str | None) -> str | None:
@@ -33,7 +26,7 @@ def _extensions(tmp_path: Path, labels: dict[str, str], compression: str | None)
     env["CAGE_SANDBOX_LABELS"] = json.dumps(labels)
     if compression is not None:
         env["CAGE_WS_COMPRESSION"] = compression
-    port = _free_port()
+    port = reserve_port()
     log = app / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

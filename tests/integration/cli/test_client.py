@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from orchestrator.client import CageApiError, CageClient
 from orchestrator.client.session import is_turn_end
 from tests.fakes.model_server import FakeModelServer
+from tests.serving import reserve_port
 from tests.subprocess_env import EGRESS_VAR, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
@@ -33,12 +33,6 @@ ADMIN_KEY = "cage-test-bootstrap-admin-key-0123456789"
 class Server:
     url: str
     env: dict[str, str]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +74,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, test_run_labels: dict[str, 
         (box / "sandbox.yao").write_text(
             json.dumps({"version": "2.0", "runner": {"name": "claude"}, "lifecycle": "session"})
         )
-        port = _free_port()
+        port = reserve_port()
         env = {
             **base,
             "ANTHROPIC_API_KEY": "sk-fake-client-key-123456",

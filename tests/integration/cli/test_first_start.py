@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 
-from tests.serving import wait_until_healthy
+from tests.serving import reserve_port, wait_until_healthy
 from tests.subprocess_env import EGRESS_VAR, subprocess_env
 
 CAGE = [sys.executable, "-m", "orchestrator.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _serve(app: Path, port: int, labels: dict[str, str], *root_args: str) -> tuple[int, str]:
@@ -29,6 +22,7 @@ def _serve(app: Path, port: int, labels: dict[str, str], *root_args: str) -> tup
     env = subprocess_env(keep={EGRESS_VAR})
     env["CAGE_SANDBOX_LABELS"] = json.dumps(labels)
     log = app / "serve.log"
+    reserve_port(port)  # again: the second start reuses the port of the first
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [*CAGE, *root_args, "serve", "--port", str(port)],
@@ -58,7 +52,7 @@ def test_first_start_creates_one_admin_key_and_says_how_to_connect(
 ) -> None:
     subprocess.run([*CAGE, "init", "app"], cwd=tmp_path, check=True, capture_output=True)
     app = tmp_path / "app"
-    port = _free_port()
+    port = reserve_port()
     _, first = _serve(app, port, test_run_labels)
     key_file = app / ".cage" / "first-admin-key"
     assert key_file.stat().st_mode & 0o777 == 0o600

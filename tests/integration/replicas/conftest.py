@@ -22,11 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +37,7 @@ from sqlalchemy.pool import NullPool
 
 from tests.fakes.assistants import make_app, write_assistant
 from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL
+from tests.serving import ServeProcess
 from tests.unit.store.conftest import postgres_url
 
 __all__ = ["HEADERS", "KEY", "SLEEPER", "Replica", "Replicas", "postgres_url", "replicas", "stream_turn"]
@@ -69,66 +65,11 @@ async def create(ctx: Any, messages: list[dict[str, Any]], options: dict[str, An
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Replica:
-    """One `cage serve` subprocess; restartable on the same data directory and port."""
+class Replica(ServeProcess):
+    """One `cage serve` subprocess with its own data directory; restartable on it and its port."""
 
     def __init__(self, name: str, root: Path, env: dict[str, str]) -> None:
-        self.name = name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = root / f"{name}.log"
-        self.env = {**env, "CAGE_DATA_DIR": str(root / f"data-{name}")}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def launch(self) -> None:
-        """Start the process without waiting for it (`wait_ready` waits)."""
-        cage = Path(sys.executable).with_name("cage")
-        argv = [str(cage), "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"replica {self.name} exited:\n{self.log_text()[-3000:]}"
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"replica {self.name} did not start:\n{self.log_text()[-3000:]}")
-
-    def start(self) -> None:
-        self.launch()
-        self.wait_ready()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(40)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        super().__init__(name, {**env, "CAGE_DATA_DIR": str(root / f"data-{name}")}, root / f"{name}.log")
 
 
 class Replicas:

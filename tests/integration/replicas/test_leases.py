@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from orchestrator.store.server_lock import ServerLock
 from tests.fakes.assistants import make_app, write_assistant
 from tests.integration.replicas.conftest import HEADERS, KEY, SLEEPER, Replica, Replicas, stream_turn
 
@@ -122,8 +123,11 @@ def test_a_second_server_on_one_sqlite_database_is_refused(tmp_path: Path) -> No
         assert "Traceback" not in message
         assert httpx.get(f"{first.url}/healthz", timeout=10).status_code == 200  # the first goes on
 
-        first.kill9()  # the lock dies with its process: a restart right away is never refused
-        second.start()
+        first.kill9()  # returns once the server, and anything it started, is gone
+        probe = ServerLock(database.resolve())
+        probe.acquire()  # the lock died with its process (else: refused, naming the holder)
+        probe.release()
+        second.start()  # so a restart right away is never refused
     finally:
         first.stop()
         second.stop()

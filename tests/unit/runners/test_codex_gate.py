@@ -267,9 +267,17 @@ def test_driver_and_hook_allow_and_refuse_as_answered(tmp_path: Path) -> None:
         return ask.reply(ALLOW if ask.request.subject == "ls" else DENY)
 
     lines = run_driver(tmp_path, ["ls", "plan", "rm -rf /"], answer)
-    assert lines[0] == {"type": "thread.started", "thread_id": "t"}  # codex's lines pass unchanged
     requests = [m for m in lines if m.get("type") == "cage.gate.request"]
     assert [r["payload"]["tool_input"]["command"] for r in requests] == ["ls", "rm -rf /"]
+    # codex's lines pass unchanged and in order; the driver's request lines come in between, each
+    # before the line of the call it held, but codex's line printed just before a hook ran may
+    # come after that hook's request (two threads write; under load the copying one was late)
+    codex = [m for m in lines if m.get("type") != "cage.gate.request"]
+    assert codex[0] == {"type": "thread.started", "thread_id": "t"}
+    assert [m["ran"] for m in codex if "ran" in m] == ["ls", "plan", "rm -rf /"]
+    for request in requests:
+        command = request["payload"]["tool_input"]["command"]
+        assert lines.index(request) < next(n for n, m in enumerate(lines) if m.get("ran") == command)
     ran = {m["ran"]: m for m in lines if "ran" in m}
     assert ran["ls"]["code"] == 0 and ran["ls"]["stderr"] == ""
     assert ran["plan"]["code"] == 0  # allowed by the driver without a request line

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from orchestrator.store import Store
 from orchestrator.store.database import sqlite_path
-from orchestrator.store.sqlite_driver import OneHopConnection
+from orchestrator.store.sqlite_driver import OneHopConnection, connect
 from orchestrator.store.tables import SessionRow
 
 
@@ -134,3 +134,46 @@ async def test_a_call_cancelled_on_the_thread_waits_for_it_before_the_connection
     finally:
         gate.set()
         await conn.close()
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+async def test_a_close_overtaken_by_a_stop_ends(tmp_path: Path, cancelled: bool) -> None:
+    """SQLAlchemy's terminate of a connection whose call was cancelled: `close()` runs in a task and
+    the connection is stopped before that close's own stop. The close ends, also when it is
+    cancelled meanwhile (`asyncio.run` cancels what is left at the loop's end, and waits for it:
+    the close waited forever for a stop the ended thread never answered, and a server with it)."""
+    connection = await connect(str(tmp_path / "cage.db"))
+    closing = asyncio.create_task(connection.close())
+    await asyncio.sleep(0)  # the close's call is queued on the worker thread
+    assert connection.stop() is not None  # the terminate's own stop, first
+    if cancelled:
+        closing.cancel()
+    done, _ = await asyncio.wait([closing], timeout=10)
+    assert closing in done
+    await asyncio.to_thread(connection._thread.join, 10)
+    assert not connection._thread.is_alive()
+    assert connection.stop() is None  # stopped: nothing to wait for
+
+
+def test_a_stop_whose_loop_has_ended_lets_the_thread_end_quietly(tmp_path: Path) -> None:
+    """A stop nobody awaits (the terminate's), answered after its event loop closed: the worker
+    thread ends without calling the closed loop (it died with 'Event loop is closed')."""
+    gate = threading.Event()
+    failures: list[threading.ExceptHookArgs] = []
+    hook, threading.excepthook = threading.excepthook, failures.append
+
+    async def stop_and_leave() -> OneHopConnection:
+        connection = await connect(str(tmp_path / "cage.db"))
+        connection._tx.put_nowait((None, lambda: gate.wait(30)))  # the thread is busy
+        assert connection.stop() is not None
+        return connection
+
+    try:
+        connection = asyncio.run(stop_and_leave())  # the loop closes before the thread stops
+        gate.set()
+        connection._thread.join(10)
+    finally:
+        gate.set()
+        threading.excepthook = hook
+    assert not connection._thread.is_alive()
+    assert failures == []
