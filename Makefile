@@ -41,6 +41,7 @@ run: setup
 
 lint: venv
 	$(BIN)/ruff check orchestrator runners tests bench
+	$(BIN)/ruff format --check orchestrator runners tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

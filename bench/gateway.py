@@ -45,7 +45,9 @@ async def first_event(client: httpx.AsyncClient, url: str, key: str, model: str)
     started = time.perf_counter()
     first = 0.0
     async with client.stream(
-        "POST", url, json={**BODY, "model": model},
+        "POST",
+        url,
+        json={**BODY, "model": model},
         headers={"x-api-key": key, "anthropic-version": "2023-06-01"},
     ) as response:
         response.raise_for_status()
@@ -60,10 +62,17 @@ async def measure(runs: int) -> bool:
     with FakeModelServer("text") as fake:
         fake.add_scenario("slow-first", [{"text": "Hello from the fake model.", "delay": 0.05}])
         gateway = ModelGateway(host="127.0.0.1")
-        connector = ConnectorSpec(id="bench", label="bench", type=ConnectorType.ANTHROPIC, model="m",
-                                  base_url=fake.url, key=SecretStr("sk-bench-real-key"))
-        access = await gateway.grant(sandbox="bench", owner="bench", assistant_id="bench", turn_id="bench",
-                                     connector=connector)
+        connector = ConnectorSpec(
+            id="bench",
+            label="bench",
+            type=ConnectorType.ANTHROPIC,
+            model="m",
+            base_url=fake.url,
+            key=SecretStr("sk-bench-real-key"),
+        )
+        access = await gateway.grant(
+            sandbox="bench", owner="bench", assistant_id="bench", turn_id="bench", connector=connector
+        )
         assert access.connector is not None
         via = access.connector.base_url.replace("host.docker.internal", "127.0.0.1") + "/v1/messages"
         direct = fake.url + "/v1/messages"
@@ -84,8 +93,10 @@ async def measure(runs: int) -> bool:
                     medians[path] = statistics.median(firsts)
                     p90 = firsts[int(len(firsts) * 0.9)]
                     whole = statistics.median(v[1] for v in values)
-                    print(f"{label:10} {path:8} {medians[path] * 1000:13.2f} ms {p90 * 1000:5.2f} ms "
-                          f"{whole * 1000:10.2f} ms")
+                    print(
+                        f"{label:10} {path:8} {medians[path] * 1000:13.2f} ms {p90 * 1000:5.2f} ms "
+                        f"{whole * 1000:10.2f} ms"
+                    )
                 ratio = medians["gateway"] / medians["direct"]
                 overhead = (medians["gateway"] - medians["direct"]) * 1000
                 verdict = f"(target <= {TARGET_RATIO}x)" if judged else "(worst case, not judged)"

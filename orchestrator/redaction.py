@@ -32,7 +32,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Basic credentials are base64 of `user:password`: 12+ characters with a digit, `+`, `/`, `=`
     # or a capital past the first letter, so prose ("Basic Message Types") is left alone.
     (
-        re.compile(r"(?i)\b(basic)\s+(?-i:(?=[A-Za-z0-9+/]*[0-9+/=]|[A-Za-z0-9+/]+[A-Z]))[A-Za-z0-9+/]{12,}={0,2}"),
+        re.compile(
+            r"(?i)\b(basic)\s+(?-i:(?=[A-Za-z0-9+/]*[0-9+/=]|[A-Za-z0-9+/]+[A-Z]))[A-Za-z0-9+/]{12,}={0,2}"
+        ),
         rf"\1 {MASK}",
     ),
     (re.compile(rf"(?i)\b({_SENSITIVE_NAME})(\s*[=:]\s*)(?!\*\*\*)([^\s,;'\"&]+)"), rf"\1\2{MASK}"),

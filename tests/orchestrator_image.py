@@ -44,7 +44,11 @@ def build_context() -> io.BytesIO:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name in CONTEXT:
             for path in [ROOT / name, *sorted((ROOT / name).rglob("*"))]:
-                if (path.is_file() or path.is_symlink()) and not SKIP.intersection(path.parts) and path.suffix != ".pyc":
+                if (
+                    (path.is_file() or path.is_symlink())
+                    and not SKIP.intersection(path.parts)
+                    and path.suffix != ".pyc"
+                ):
                     tar.add(path, arcname=str(path.relative_to(ROOT)), recursive=False)
         ca = Settings().extra_ca_certs
         if ca is not None:

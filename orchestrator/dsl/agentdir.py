@@ -80,14 +80,20 @@ def load_locale_dir(directory: Path, read: ReadDocument) -> dict[str, Messages]:
         if doc.value is None:
             continue
         if not isinstance(doc.value, dict):
-            raise ConfigError("a locale file must map message keys to text", file=doc.file,
-                              line=doc.line_for(()))
+            raise ConfigError(
+                "a locale file must map message keys to text", file=doc.file, line=doc.line_for(())
+            )
         out[file.stem.lower()] = flatten(doc.value)
     return with_short_codes(out)
 
 
-def load_global_layer(app_dir: Path, connectors: ConnectorTable, environ: Mapping[str, str],
-                      read: ReadDocument, add_inline: Callable[[object, Document], None]) -> GlobalLayer:
+def load_global_layer(
+    app_dir: Path,
+    connectors: ConnectorTable,
+    environ: Mapping[str, str],
+    read: ReadDocument,
+    add_inline: Callable[[object, Document], None],
+) -> GlobalLayer:
     """Read the global layer. A broken `agent.yml` raises; other files record their problem.
 
     Raises:
@@ -99,8 +105,12 @@ def load_global_layer(app_dir: Path, connectors: ConnectorTable, environ: Mappin
         layer.agent = _agent_config(read(path), connectors, environ, layer, add_inline)
         root = app_dir / AGENT_FILE
         if path != root and root.is_file():
-            layer.warnings.append(ConfigWarning(file=Path(AGENT_FILE), message=(
-                f"ignored: {AGENT_DIR}/{AGENT_FILE} is the application's agent.yml")))
+            layer.warnings.append(
+                ConfigWarning(
+                    file=Path(AGENT_FILE),
+                    message=(f"ignored: {AGENT_DIR}/{AGENT_FILE} is the application's agent.yml"),
+                )
+            )
     else:
         layer.agent = _yao_defaults(AgentConfig(), uses_given=False)
     folder = app_dir / AGENT_DIR
@@ -131,8 +141,13 @@ def _yao_defaults(agent: AgentConfig, *, uses_given: bool) -> AgentConfig:
     return agent.model_copy(update={"uses": agent.uses.model_copy(update=update)})
 
 
-def _agent_config(doc: Document, connectors: ConnectorTable, environ: Mapping[str, str], layer: GlobalLayer,
-                  add_inline: Callable[[object, Document], None]) -> AgentConfig:
+def _agent_config(
+    doc: Document,
+    connectors: ConnectorTable,
+    environ: Mapping[str, str],
+    layer: GlobalLayer,
+    add_inline: Callable[[object, Document], None],
+) -> AgentConfig:
     data = {} if doc.value is None else doc.value
     if not isinstance(data, dict):
         raise ConfigError("agent.yml must hold a mapping", file=doc.file, line=doc.line_for(()))
@@ -141,8 +156,12 @@ def _agent_config(doc: Document, connectors: ConnectorTable, environ: Mapping[st
     if inline is not None:
         add_inline(inline, doc)
     if "default_connector" in data:
-        raise ConfigError("unknown key", file=doc.file, key_path="default_connector",
-                          line=doc.line_for(("default_connector",)))
+        raise ConfigError(
+            "unknown key",
+            file=doc.file,
+            key_path="default_connector",
+            line=doc.line_for(("default_connector",)),
+        )
     expander = EnvExpander(environ, doc)
     for section in ("system", "uses"):  # Yao resolves $ENV. in these two
         expander.expand_values(data, (section,))
@@ -152,14 +171,26 @@ def _agent_config(doc: Document, connectors: ConnectorTable, environ: Mapping[st
         for role in ROLES:
             conn = getattr(conn_of, role)
             if conn and conn not in connectors:
-                layer.problems.append(ConfigError(f"connector {conn!r} is not defined", file=doc.file,
-                                                  key_path=f"{section}.{role}",
-                                                  line=doc.line_for((section, role))))
+                layer.problems.append(
+                    ConfigError(
+                        f"connector {conn!r} is not defined",
+                        file=doc.file,
+                        key_path=f"{section}.{role}",
+                        line=doc.line_for((section, role)),
+                    )
+                )
     default = agent.uses.default
     if default and default in connectors:
         agent = agent.model_copy(update={"default_connector": default})
     elif default:
-        layer.warnings.append(warning(doc, ("uses", "default"), (
-            f"{default!r} is Yao's default assistant (no connector of that id); Cage requests always name "
-            "their assistant, so it has no effect")))
+        layer.warnings.append(
+            warning(
+                doc,
+                ("uses", "default"),
+                (
+                    f"{default!r} is Yao's default assistant (no connector of that id); "
+                    "Cage requests always name their assistant, so it has no effect"
+                ),
+            )
+        )
     return _yao_defaults(agent, uses_given="uses" in data)

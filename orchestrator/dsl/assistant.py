@@ -139,8 +139,10 @@ def assistant_id_for(rel_dir: Path) -> str:
     parts = rel_dir.parts
     bad = [p for p in parts if not _SEGMENT.fullmatch(p)]
     if not parts or bad:
-        raise ValueError(f"directory name {bad[0] if bad else ''!r} cannot form an assistant id "
-                         "(use letters, digits, '_' and '-')")
+        raise ValueError(
+            f"directory name {bad[0] if bad else ''!r} cannot form an assistant id "
+            "(use letters, digits, '_' and '-')"
+        )
     return ".".join(parts)
 
 
@@ -159,8 +161,15 @@ class AppContext:
     global_locales: Mapping[str, Messages] = field(default_factory=dict)
 
 
-def add_mcp_file(table: McpTable, server_id: str, path: Path, rel: Path, environ: Mapping[str, str],
-                 mapping: Path, assistants_root: Path) -> list[ConfigWarning]:
+def add_mcp_file(
+    table: McpTable,
+    server_id: str,
+    path: Path,
+    rel: Path,
+    environ: Mapping[str, str],
+    mapping: Path,
+    assistants_root: Path,
+) -> list[ConfigWarning]:
     """Load one `.mcp.yao` into `table`; the warnings it earns (inert keys, processes Cage cannot run).
 
     A `process` server's tools are resolved to the assistant scripts they name."""
@@ -178,9 +187,17 @@ def add_mcp_file(table: McpTable, server_id: str, path: Path, rel: Path, environ
     for tool in spec.process_tools:
         found = resolve_process(tool.process, assistants_root)
         if found is None:
-            notes.append(warning(doc, ("tools", tool.name), (
-                f"process {tool.process!r} has no equivalent in Cage (it runs only assistant scripts, "
-                f"{AGENT_PROCESS_PREFIX}<assistant>.<script>.<Function>); calling this tool fails")))
+            notes.append(
+                warning(
+                    doc,
+                    ("tools", tool.name),
+                    (
+                        f"process {tool.process!r} has no equivalent in Cage (it runs only assistant "
+                        f"scripts, {AGENT_PROCESS_PREFIX}<assistant>.<script>.<Function>); "
+                        "calling this tool fails"
+                    ),
+                )
+            )
             tools.append(tool)
             continue
         owner, script, function = found
@@ -188,6 +205,7 @@ def add_mcp_file(table: McpTable, server_id: str, path: Path, rel: Path, environ
     if tools:
         table.specs[server_id] = spec.model_copy(update={"process_tools": tuple(tools)})
     return notes
+
 
 class _Collector:
     def __init__(self) -> None:
@@ -238,9 +256,11 @@ def load_assistant(source: AssistantSource, assistant_id: str, ctx: AppContext) 
     errors.raise_any()
     assert package is not None  # _package either returned or recorded an error raised above
 
-    messages = merge(ctx.global_locales, _own_messages(source.folder("locales"), ctx),
-                     {"name": package.name, "description": package.description,
-                      "capabilities": package.capabilities})
+    messages = merge(
+        ctx.global_locales,
+        _own_messages(source.folder("locales"), ctx),
+        {"name": package.name, "description": package.description, "capabilities": package.capabilities},
+    )
     package = _localized(package, messages)
     connector = _resolve_connector(package.connector, pkg_doc, ctx)
     local_mcps, local_notes = _local_mcps(source.folder("mcps"), assistant_id, ctx)
@@ -250,8 +270,10 @@ def load_assistant(source: AssistantSource, assistant_id: str, ctx: AppContext) 
     mode = _mode(sandbox, all_prompts, mcp_servers, hooks_path)
     notes.extend(_vision_notes(pkg_doc, package, sandbox))
     if mode is None:
-        raise ConfigError("nothing to run: add prompts.yml, mcp servers, sandbox.yao or src/index.ts "
-                          "(or src/index.py)", file=pkg_doc.file)
+        raise ConfigError(
+            "nothing to run: add prompts.yml, mcp servers, sandbox.yao or src/index.ts (or src/index.py)",
+            file=pkg_doc.file,
+        )
     return Assistant(
         id=assistant_id,
         path=source.directory,
@@ -269,7 +291,8 @@ def load_assistant(source: AssistantSource, assistant_id: str, ctx: AppContext) 
         mcp_options=package.mcp.options if package.mcp else McpOptions(),
         connector=connector,
         uses=package.uses.merged_over(ctx.agent.uses) if package.uses else ctx.agent.uses,
-        history_size=package.history_size if package.history_size is not None
+        history_size=package.history_size
+        if package.history_size is not None
         else ctx.agent.effective_history_size(),
         fallback=ctx.agent.fallback,
         readonly=is_system_id(assistant_id) or package.readonly,
@@ -286,8 +309,9 @@ def _hooks(directory: Path | None, ctx: AppContext) -> Path | None:
         return None
     found = [directory / "src" / name for name in HOOK_FILES if (directory / "src" / name).is_file()]
     if len(found) > 1:
-        raise ConfigError("src/index.ts and src/index.py both define hooks; keep one",
-                          file=ctx.rel(directory / "src"))
+        raise ConfigError(
+            "src/index.ts and src/index.py both define hooks; keep one", file=ctx.rel(directory / "src")
+        )
     return found[0] if found else None
 
 
@@ -325,8 +349,9 @@ def _localized(package: PackageSpec, messages: Mapping[str, Messages]) -> Packag
     return PackageSpec.model_validate({**package.model_dump(exclude_unset=True, by_alias=True), **done})
 
 
-def _local_mcps(root: Path | None, assistant_id: str,
-                ctx: AppContext) -> tuple[McpTable, list[ConfigWarning]]:
+def _local_mcps(
+    root: Path | None, assistant_id: str, ctx: AppContext
+) -> tuple[McpTable, list[ConfigWarning]]:
     """The assistant's own `mcps/` folder: servers `agents.<assistant>.<name>` (for assistants outside
     the app's `assistants/`; the loader registers the app's own app-wide)."""
     table = McpTable()
@@ -342,13 +367,20 @@ def _local_mcps(root: Path | None, assistant_id: str,
         if server_id in ctx.mcps:  # the loader read the app's assistants' folders already
             continue
         mapping = root / "mapping" / name.replace(".", "/")
-        notes.extend(add_mcp_file(table, server_id, path, ctx.rel(path), ctx.environ,
-                                  mapping, ctx.app_dir / "assistants"))
+        notes.extend(
+            add_mcp_file(
+                table, server_id, path, ctx.rel(path), ctx.environ, mapping, ctx.app_dir / "assistants"
+            )
+        )
     return table, notes
 
 
-def _mode(sandbox: SandboxSpec | None, prompts: tuple[Prompt, ...], mcp: tuple[McpServerSpec, ...],
-          hooks: Path | None) -> AssistantMode | None:
+def _mode(
+    sandbox: SandboxSpec | None,
+    prompts: tuple[Prompt, ...],
+    mcp: tuple[McpServerSpec, ...],
+    hooks: Path | None,
+) -> AssistantMode | None:
     # An assistant that declares MCP servers none of which resolved still counts as LLM mode when
     # it has prompts; without prompts, servers or hooks there is nothing to run.
     if sandbox is not None:
@@ -364,20 +396,32 @@ def _embedded_v2(value: Any) -> bool:
     return isinstance(value, dict) and value.get("version") == "2.0"
 
 
-def _package(doc: Document, ctx: AppContext, notes: list[ConfigWarning], *,
-             has_sandbox_file: bool) -> PackageSpec:
+def _package(
+    doc: Document, ctx: AppContext, notes: list[ConfigWarning], *, has_sandbox_file: bool
+) -> PackageSpec:
     if not isinstance(doc.value, dict):
         raise ConfigError("package.yao must hold an object", file=doc.file, line=doc.line_for(()))
     data = dict(doc.value)
     embedded = data.pop("sandbox", None)
     if embedded is not None and not has_sandbox_file and not _embedded_v2(embedded):
         if not isinstance(embedded, dict):
-            raise ConfigError("must be an object with version \"2.0\"", file=doc.file, key_path="sandbox",
-                              line=doc.line_for(("sandbox",)))
+            raise ConfigError(
+                'must be an object with version "2.0"',
+                file=doc.file,
+                key_path="sandbox",
+                line=doc.line_for(("sandbox",)),
+            )
         # Yao's path B: only version "2.0" counts; older (V1) sandbox blocks are ignored, as in Yao.
-        notes.append(warning(doc, ("sandbox",), (
-            "has no effect: a sandbox without version \"2.0\" is Yao's deprecated V1 form, ignored by "
-            "Yao and Cage; use sandbox.yao")))
+        notes.append(
+            warning(
+                doc,
+                ("sandbox",),
+                (
+                    'has no effect: a sandbox without version "2.0" is Yao\'s deprecated V1 form, ignored by '
+                    "Yao and Cage; use sandbox.yao"
+                ),
+            )
+        )
     EnvExpander(ctx.environ, doc).expand_in(data, ("connector",))
     package = validate(PackageSpec, data, doc)
     notes.extend(inert_keys(doc, PACKAGE))
@@ -387,10 +431,19 @@ def _package(doc: Document, ctx: AppContext, notes: list[ConfigWarning], *,
         where = ("mcp", "options", key)
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
         if close:  # Yao's map takes any key, but a near miss of a key Cage reads is a typo
-            raise ConfigError(f"unknown key (did you mean {close[0]}?)", file=doc.file,
-                              key_path=format_key_path(where), line=doc.line_for(where))
-        notes.append(warning(doc, where, "has no effect in Cage: the LLM tool loop reads max_turn, "
-                                         "tool_loop and max_retries only"))
+            raise ConfigError(
+                f"unknown key (did you mean {close[0]}?)",
+                file=doc.file,
+                key_path=format_key_path(where),
+                line=doc.line_for(where),
+            )
+        notes.append(
+            warning(
+                doc,
+                where,
+                "has no effect in Cage: the LLM tool loop reads max_turn, tool_loop and max_retries only",
+            )
+        )
     return package
 
 
@@ -408,9 +461,16 @@ def _vision_notes(doc: Document, package: PackageSpec, sandbox: SandboxSpec | No
     if value.startswith("mcp:") or value == "builtin":
         return [warning(doc, where, "has no effect in Cage: only an assistant id describes images")]
     if sandbox is not None and sandbox.runner.name not in VISION_RUNNERS:
-        return [warning(doc, where, (
-            f"has no effect with the {sandbox.runner.name} runner: it sends images to its own model; "
-            "LLM mode and the yaocode runner use uses.vision"))]
+        return [
+            warning(
+                doc,
+                where,
+                (
+                    f"has no effect with the {sandbox.runner.name} runner: it sends images to its own model; "
+                    "LLM mode and the yaocode runner use uses.vision"
+                ),
+            )
+        ]
     return []
 
 
@@ -422,9 +482,16 @@ def _sandbox(doc: Document, ctx: AppContext, notes: list[ConfigWarning], prefix:
     spec = load_sandbox(doc, environ=ctx.environ, default_runner=ctx.agent.runner, prefix=prefix)
     notes.extend(sandbox_notes(doc, spec, prefix))
     if spec.computer.image and spec.computer.image.startswith(YAO_TAI_IMAGES):
-        notes.append(warning(doc, (*prefix, "computer", "image"), (
-            f"{spec.computer.image!r} is one of Yao's Tai runner images; Cage runs its own "
-            f"{spec.runner.name} runner image instead")))
+        notes.append(
+            warning(
+                doc,
+                (*prefix, "computer", "image"),
+                (
+                    f"{spec.computer.image!r} is one of Yao's Tai runner images; Cage runs its own "
+                    f"{spec.runner.name} runner image instead"
+                ),
+            )
+        )
         spec = spec.model_copy(update={"computer": spec.computer.model_copy(update={"image": None})})
     resolved = {}
     for role, choice in spec.runner.connectors.items():
@@ -508,20 +575,22 @@ def _locales(directory: Path | None, ctx: AppContext) -> dict[str, dict[str, Any
         if doc.value is None:
             continue
         if not isinstance(doc.value, dict):
-            raise ConfigError("a locale file must map message keys to text", file=doc.file,
-                              line=doc.line_for(()))
+            raise ConfigError(
+                "a locale file must map message keys to text", file=doc.file, line=doc.line_for(())
+            )
         out[file.stem.lower()] = doc.value
     return out
 
 
 def _connector_id(value: str, doc: Document, where: KeyPath, ctx: AppContext) -> str:
     """A connector id, `use::<role>` resolved; it must name a defined connector."""
+
     def error(message: str) -> ConfigError:
         return ConfigError(message, file=doc.file, key_path=format_key_path(where), line=doc.line_for(where))
 
     conn = value
     if value.startswith(USE_PREFIX):
-        role = value[len(USE_PREFIX):]
+        role = value[len(USE_PREFIX) :]
         try:
             found = ctx.agent.role_connector(role)
         except ValueError as exc:
@@ -545,8 +614,15 @@ def _resolve_connector(value: str | None, doc: Document, ctx: AppContext) -> str
     return default
 
 
-def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext, local: McpTable,
-                 notes: list[ConfigWarning], *, in_sandbox: bool = False) -> tuple[McpServerSpec, ...]:
+def _resolve_mcp(
+    package: PackageSpec,
+    doc: Document,
+    ctx: AppContext,
+    local: McpTable,
+    notes: list[ConfigWarning],
+    *,
+    in_sandbox: bool = False,
+) -> tuple[McpServerSpec, ...]:
     """The package's servers: its own `mcps/` first, then the app's. An undefined server is a
     warning (Yao loads such an assistant and fails the call); one that fails to load is an error.
 
@@ -561,14 +637,22 @@ def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext, local: Mc
         where = ("mcp", "servers", i)
 
         def error(message: str, where: KeyPath = where) -> ConfigError:
-            return ConfigError(message, file=doc.file, key_path=format_key_path(where),
-                               line=doc.line_for(where))
+            return ConfigError(
+                message, file=doc.file, key_path=format_key_path(where), line=doc.line_for(where)
+            )
 
         table = local if ref.server_id in local else ctx.mcps
         if ref.server_id not in table:
-            notes.append(warning(doc, where, (
-                f"MCP server {ref.server_id!r} is not defined (mcps/ of the app or of the assistant); "
-                "the assistant runs without it")))
+            notes.append(
+                warning(
+                    doc,
+                    where,
+                    (
+                        f"MCP server {ref.server_id!r} is not defined (mcps/ of the app or of the "
+                        "assistant); the assistant runs without it"
+                    ),
+                )
+            )
             continue
         try:
             server = table.get(ref.server_id)
@@ -576,10 +660,13 @@ def _resolve_mcp(package: PackageSpec, doc: Document, ctx: AppContext, local: Mc
             errors.errors.append(error(f"MCP server {ref.server_id!r} cannot be used: {exc}"))
             continue
         if in_sandbox and server.transport == "sse" and server.headers:
-            errors.errors.append(error(
-                f"MCP server {ref.server_id!r} uses the sse transport with credentials (headers): the "
-                "agent in the sandbox would hold them, while only streamable-HTTP servers' credentials "
-                "stay outside (added by Cage's gateway); use transport 'http' or drop the headers"))
+            errors.errors.append(
+                error(
+                    f"MCP server {ref.server_id!r} uses the sse transport with credentials (headers): the "
+                    "agent in the sandbox would hold them, while only streamable-HTTP servers' credentials "
+                    "stay outside (added by Cage's gateway); use transport 'http' or drop the headers"
+                )
+            )
             continue
         out.append(server.model_copy(update={"tools": ref.tools, "resources": ref.resources}))
     errors.raise_any()

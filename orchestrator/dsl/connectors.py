@@ -29,8 +29,9 @@ from orchestrator.errors import ConfigError
 _STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 CONNECTOR_SUFFIX = ".conn.yao"
 CONNECTOR_SUFFIXES = (".conn.yao", ".conn.jsonc", ".conn.json")
-NON_MODEL_TYPES = frozenset({"mysql", "sqlite", "sqlite3", "postgres", "hdb", "redis", "mongo", "moapi",
-                             "fastembed", "disabled"})
+NON_MODEL_TYPES = frozenset(
+    {"mysql", "sqlite", "sqlite3", "postgres", "hdb", "redis", "mongo", "moapi", "fastembed", "disabled"}
+)
 """Yao connector types that are not chat models (databases, stores, embeddings)."""
 
 
@@ -53,7 +54,10 @@ class ConnectorType(enum.StrEnum):
     ANTHROPIC = "anthropic"
 
 
-DEFAULT_HOSTS = {ConnectorType.OPENAI: "https://api.openai.com", ConnectorType.ANTHROPIC: "https://api.anthropic.com"}
+DEFAULT_HOSTS = {
+    ConnectorType.OPENAI: "https://api.openai.com",
+    ConnectorType.ANTHROPIC: "https://api.anthropic.com",
+}
 
 
 class ThinkingConfig(BaseModel):
@@ -188,8 +192,12 @@ def build_connector(
     host = strings["host"] or strings["proxy"] or DEFAULT_HOSTS[raw.type]
     if not host.startswith(("http://", "https://")):
         where = (*prefix, "options", "host" if strings["host"] else "proxy")
-        raise ConfigError("host must start with http:// or https://", file=doc.file,
-                          key_path=format_key_path(where), line=doc.line_for(where))
+        raise ConfigError(
+            "host must start with http:// or https://",
+            file=doc.file,
+            key_path=format_key_path(where),
+            line=doc.line_for(where),
+        )
     data = {
         "id": conn_id,
         "label": raw.label or raw.name or conn_id,
@@ -228,9 +236,15 @@ class ConnectorTable(SpecTable[ConnectorSpec]):
         kind = node.get("type") if isinstance(node, dict) else None
         if isinstance(kind, str) and kind in NON_MODEL_TYPES:
             where = (*prefix, "type")
-            self.fail(conn_id, ConfigError(
-                f"connector type {kind!r} is not a model connector; Cage uses only openai and anthropic",
-                file=doc.file, key_path=format_key_path(where), line=doc.line_for(where)))
+            self.fail(
+                conn_id,
+                ConfigError(
+                    f"connector type {kind!r} is not a model connector; Cage uses only openai and anthropic",
+                    file=doc.file,
+                    key_path=format_key_path(where),
+                    line=doc.line_for(where),
+                ),
+            )
             return kind
         self.load(conn_id, lambda: build_connector(conn_id, doc, environ=environ, prefix=prefix))
         return ""

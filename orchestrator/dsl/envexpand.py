@@ -23,7 +23,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def env_reference(value: object) -> str | None:
     """The variable name when `value` is `"$ENV.NAME"`, else None."""
     if isinstance(value, str) and value.startswith(ENV_PREFIX):
-        return value[len(ENV_PREFIX):]
+        return value[len(ENV_PREFIX) :]
     return None
 
 
@@ -78,5 +78,6 @@ class EnvExpander:
                 node[key] = self.expand(node[key], (*path, key), secret=secret)
 
     def _error(self, path: KeyPath, message: str) -> ConfigError:
-        return ConfigError(message, file=self._doc.file, key_path=format_key_path(path),
-                           line=self._doc.line_for(path))
+        return ConfigError(
+            message, file=self._doc.file, key_path=format_key_path(path), line=self._doc.line_for(path)
+        )

@@ -31,8 +31,10 @@ USES: Mapping[str, str] = {
     "querydsl": _NO_SEARCH,
     "rerank": _NO_SEARCH,
     "db": "Yao does not read it either; Cage has no database search",
-    **{phase: _NO_ROBOT for phase in ("inspiration", "goals", "tasks", "delivery", "learning", "host",
-                                      "validation")},
+    **{
+        phase: _NO_ROBOT
+        for phase in ("inspiration", "goals", "tasks", "delivery", "learning", "host", "validation")
+    },
 }
 """`uses.<key>` in `agent.yml` and in a package."""
 
@@ -45,8 +47,10 @@ AGENT: Mapping[KeyPath, str] = {
     ("models",): "Cage takes model capabilities from the connector's capabilities",
     ("kb",): "Cage has no knowledge bases",
     ("search",): _NO_SEARCH,
-    **{("system", key): _NO_SYSTEM_AGENT for key in ("keyword", "querydsl", "prompt", "robot_prompt",
-                                                     "needsearch", "entity")},
+    **{
+        ("system", key): _NO_SYSTEM_AGENT
+        for key in ("keyword", "querydsl", "prompt", "robot_prompt", "needsearch", "entity")
+    },
 }
 """`agent.yml` (or `agent/agent.yml`)."""
 
@@ -104,8 +108,12 @@ class ConfigWarning(BaseModel):
 
 
 def warning(doc: Document, path: KeyPath, message: str) -> ConfigWarning:
-    return ConfigWarning(file=doc.file, key_path=format_key_path(path), line=doc.line_for(path) if path
-                         else None, message=message)
+    return ConfigWarning(
+        file=doc.file,
+        key_path=format_key_path(path),
+        line=doc.line_for(path) if path else None,
+        message=message,
+    )
 
 
 def _present(data: Any, path: KeyPath) -> bool:

@@ -333,7 +333,7 @@ class AppLoader:
 
     def ensure_writable(self, assistant_id: str) -> None:
         """Raises:
-            Forbidden: the assistant is a read-only system assistant.
+        Forbidden: the assistant is a read-only system assistant.
         """
         if self.is_readonly(assistant_id):
             raise Forbidden(f"assistant {assistant_id!r} is read-only")
@@ -387,42 +387,86 @@ class AppLoader:
                 continue
             kind = connectors.add(conn_id, doc, environ=self._environ)
             if kind:
-                notes.append(warning(doc, ("type",), (
-                    f"connector {conn_id!r} ({kind}) has no effect in Cage: Cage uses only model "
-                    "connectors (openai, anthropic)")))
+                notes.append(
+                    warning(
+                        doc,
+                        ("type",),
+                        (
+                            f"connector {conn_id!r} ({kind}) has no effect in Cage: Cage uses only model "
+                            "connectors (openai, anthropic)"
+                        ),
+                    )
+                )
             elif conn_id in connectors.specs:
                 notes.extend(inert_keys(doc, CONNECTOR))
         for server_id, path in _files(self.app_dir / "mcps", MCP_SUFFIXES):
             mapping = self.app_dir / "mcps" / "mapping" / server_id.replace(".", "/")
-            notes.extend(add_mcp_file(mcps, server_id, path, self._rel(path), self._environ, mapping,
-                                      self.app_dir / "assistants"))
+            notes.extend(
+                add_mcp_file(
+                    mcps,
+                    server_id,
+                    path,
+                    self._rel(path),
+                    self._environ,
+                    mapping,
+                    self.app_dir / "assistants",
+                )
+            )
         # Assistants' own mcps/ folders: app-wide servers `agents.<assistant>.<name>`, as in Yao.
         for assistant_id, directory in sorted(self._discover().items()):
             for name, path in _files(directory / "mcps", MCP_SUFFIXES):
                 mapping = directory / "mcps" / "mapping" / name.replace(".", "/")
-                notes.extend(add_mcp_file(mcps, f"agents.{assistant_id}.{name}", path, self._rel(path),
-                                          self._environ, mapping, self.app_dir / "assistants"))
-        layer = load_global_layer(self.app_dir, connectors, self._environ,
-                                  lambda path: read_document(path, self._rel(path)),
-                                  lambda inline, doc: self._inline_connectors(inline, doc, connectors,
-                                                                              problems))
+                notes.extend(
+                    add_mcp_file(
+                        mcps,
+                        f"agents.{assistant_id}.{name}",
+                        path,
+                        self._rel(path),
+                        self._environ,
+                        mapping,
+                        self.app_dir / "assistants",
+                    )
+                )
+        layer = load_global_layer(
+            self.app_dir,
+            connectors,
+            self._environ,
+            lambda path: read_document(path, self._rel(path)),
+            lambda inline, doc: self._inline_connectors(inline, doc, connectors, problems),
+        )
         problems.extend(layer.problems)
-        ctx = AppContext(app_dir=self.app_dir, agent=layer.agent, connectors=connectors, mcps=mcps,
-                         environ=self._environ, rel=self._rel, global_prompts=layer.prompts,
-                         global_locales=layer.locales)
+        ctx = AppContext(
+            app_dir=self.app_dir,
+            agent=layer.agent,
+            connectors=connectors,
+            mcps=mcps,
+            environ=self._environ,
+            rel=self._rel,
+            global_prompts=layer.prompts,
+            global_locales=layer.locales,
+        )
         return _App(ctx=ctx, warnings=tuple(problems), notes=(*layer.warnings, *notes))
 
-    def _inline_connectors(self, inline: object, doc: Document, connectors: ConnectorTable,
-                           warnings: list[ConfigError]) -> None:
+    def _inline_connectors(
+        self, inline: object, doc: Document, connectors: ConnectorTable, warnings: list[ConfigError]
+    ) -> None:
         if not isinstance(inline, dict):
-            raise ConfigError("must map connector ids to definitions", file=doc.file, key_path="connectors",
-                              line=doc.line_for(("connectors",)))
+            raise ConfigError(
+                "must map connector ids to definitions",
+                file=doc.file,
+                key_path="connectors",
+                line=doc.line_for(("connectors",)),
+            )
         for conn_id in inline:
             if conn_id in connectors:
-                warnings.append(ConfigError(
-                    f"connector {conn_id!r} is already defined in connectors/; this entry is ignored",
-                    file=doc.file, key_path=f"connectors.{conn_id}",
-                    line=doc.line_for(("connectors", conn_id))))
+                warnings.append(
+                    ConfigError(
+                        f"connector {conn_id!r} is already defined in connectors/; this entry is ignored",
+                        file=doc.file,
+                        key_path=f"connectors.{conn_id}",
+                        line=doc.line_for(("connectors", conn_id)),
+                    )
+                )
                 continue
             connectors.add(str(conn_id), doc, environ=self._environ, prefix=("connectors", conn_id))
 

@@ -115,7 +115,7 @@ def resolve_process(process: str, assistants_root: Path) -> tuple[str, Path, str
     """
     if not process.lower().startswith(AGENT_PROCESS_PREFIX):
         return None
-    parts = process[len(AGENT_PROCESS_PREFIX):].split(".")
+    parts = process[len(AGENT_PROCESS_PREFIX) :].split(".")
     if len(parts) < 3:
         return None
     *path, function = parts
@@ -167,7 +167,7 @@ class McpServerRef(BaseModel):
         if isinstance(data, str):
             return {"server_id": data}
         if isinstance(data, dict) and "server_id" not in data and len(data) == 1:
-            (server_id, detail), = data.items()
+            ((server_id, detail),) = data.items()
             if isinstance(detail, list):
                 return {"server_id": server_id, "tools": detail}
             if isinstance(detail, dict):
@@ -210,12 +210,22 @@ def _process_tools(raw: McpFile, doc: Document, mapping: Path | None) -> tuple[P
             except (OSError, UnicodeDecodeError):
                 loaded = None
             if not isinstance(loaded, dict):
-                raise ConfigError(f"input schema of tool {name!r} must be a JSON object", file=doc.file,
-                                  key_path=f"tools.{name}", line=doc.line_for(("tools", name)))
+                raise ConfigError(
+                    f"input schema of tool {name!r} must be a JSON object",
+                    file=doc.file,
+                    key_path=f"tools.{name}",
+                    line=doc.line_for(("tools", name)),
+                )
             schema = loaded
         description = schema.get("description")
-        out.append(ProcessTool(name=name, process=process, input_schema=schema,
-                               description=description if isinstance(description, str) else ""))
+        out.append(
+            ProcessTool(
+                name=name,
+                process=process,
+                input_schema=schema,
+                description=description if isinstance(description, str) else "",
+            )
+        )
     return tuple(out)
 
 
@@ -239,8 +249,12 @@ def build_mcp_server(
         headers["Authorization"] = f"Bearer {token}"
     url = expander.expand(raw.url, ("url",))
     if url and not url.startswith(("http://", "https://")):
-        raise ConfigError("url must start with http:// or https://", file=doc.file, key_path="url",
-                          line=doc.line_for(("url",)))
+        raise ConfigError(
+            "url must start with http:// or https://",
+            file=doc.file,
+            key_path="url",
+            line=doc.line_for(("url",)),
+        )
     return McpServerSpec(
         id=server_id,
         label=raw.label or raw.name or server_id,
@@ -260,7 +274,8 @@ class McpTable(SpecTable[McpServerSpec]):
 
     what = "MCP server"
 
-    def add(self, server_id: str, doc: Document, *, environ: Mapping[str, str],
-            mapping: Path | None = None) -> None:
+    def add(
+        self, server_id: str, doc: Document, *, environ: Mapping[str, str], mapping: Path | None = None
+    ) -> None:
         """Load one file; a failure is stored against `server_id` instead of raised."""
         self.load(server_id, lambda: build_mcp_server(server_id, doc, environ=environ, mapping=mapping))

@@ -46,8 +46,11 @@ _NOT_ANTHROPIC = frozenset({"seed", "presence_penalty", "frequency_penalty"})
 
 def set_keys(options: PackageOptions) -> tuple[str, ...]:
     """The keys the package sets (typed ones given a value, and every extra key)."""
-    typed = [k for k in PackageOptions.model_fields if k in options.model_fields_set
-             and getattr(options, k) is not None]
+    typed = [
+        k
+        for k in PackageOptions.model_fields
+        if k in options.model_fields_set and getattr(options, k) is not None
+    ]
     return (*typed, *(options.model_extra or {}))
 
 
@@ -73,8 +76,10 @@ def _reason(key: str, runner: str | None, provider: str | None, *, extra: bool) 
     cli = _CLI_NAMES[runner]
     what = "provider keys" if extra else f"{key!r}"
     keys = ", ".join(sorted(supported))
-    return (f"the {runner} runner cannot apply it: {cli} has no setting for {what} (it supports "
-            f"{keys}); use runner yaocode or tai, or LLM mode, to send it")
+    return (
+        f"the {runner} runner cannot apply it: {cli} has no setting for {what} (it supports "
+        f"{keys}); use runner yaocode or tai, or LLM mode, to send it"
+    )
 
 
 def mcp_option_refusals(package: PackageSpec, runner: str | None) -> Iterator[tuple[str, str]]:
@@ -88,12 +93,22 @@ def mcp_option_refusals(package: PackageSpec, runner: str | None) -> Iterator[tu
             continue
         if runner in NATIVE_RUNNERS:
             if key != "max_turn":
-                yield key, (f"the {runner} runner cannot apply it: {key!r} drives LLM mode's tool loop; "
-                            "the native loop feeds every result back and never retries a call itself")
+                yield (
+                    key,
+                    (
+                        f"the {runner} runner cannot apply it: {key!r} drives LLM mode's tool loop; "
+                        "the native loop feeds every result back and never retries a call itself"
+                    ),
+                )
         else:
             hint = " (use runner.options.max_turns)" if runner == "claude" and key == "max_turn" else ""
-            yield key, (f"the {runner} runner cannot apply it: {_CLI_NAMES.get(runner, runner)} runs its own "
-                        f"tool loop{hint}")
+            yield (
+                key,
+                (
+                    f"the {runner} runner cannot apply it: {_CLI_NAMES.get(runner, runner)} runs its own "
+                    f"tool loop{hint}"
+                ),
+            )
 
 
 def _refusals(

@@ -109,8 +109,17 @@ class ConnectorChoice(BaseModel):
     optional: bool | None = None
     connectors: tuple[str, ...] = ()
     filters: tuple[
-        Literal["vision", "audio", "tool_calls", "reasoning", "streaming", "json", "multimodal",
-                "temperature_adjustable"], ...
+        Literal[
+            "vision",
+            "audio",
+            "tool_calls",
+            "reasoning",
+            "streaming",
+            "json",
+            "multimodal",
+            "temperature_adjustable",
+        ],
+        ...,
     ] = ()
 
 

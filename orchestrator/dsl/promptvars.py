@@ -34,8 +34,9 @@ SYSTEM: Mapping[str, Callable[[datetime], str]] = {
 }
 
 
-def expand_text(text: str, *, environ: Mapping[str, str], context: Mapping[str, str],
-                now: datetime | None = None) -> str:
+def expand_text(
+    text: str, *, environ: Mapping[str, str], context: Mapping[str, str], now: datetime | None = None
+) -> str:
     if "$" not in text:
         return text
     moment = now or datetime.now().astimezone()
@@ -49,8 +50,13 @@ def expand_text(text: str, *, environ: Mapping[str, str], context: Mapping[str, 
     return _CTX.sub(lambda m: context.get(m.group(1), ""), text)
 
 
-def expand_prompts(prompts: Sequence[Prompt], *, environ: Mapping[str, str], context: Mapping[str, str],
-                   now: datetime | None = None) -> tuple[Prompt, ...]:
+def expand_prompts(
+    prompts: Sequence[Prompt],
+    *,
+    environ: Mapping[str, str],
+    context: Mapping[str, str],
+    now: datetime | None = None,
+) -> tuple[Prompt, ...]:
     """`prompts` with `$SYS.`, `$ENV.` and `$CTX.` variables replaced in their content."""
     return tuple(
         p.model_copy(update={"content": expand_text(p.content, environ=environ, context=context, now=now)})

@@ -96,8 +96,13 @@ def _ports(value: Any) -> Any:
             # A nested ValidationError keeps its location, so the error names `ports[i]`.
             raise ValidationError.from_exception_data(
                 "ports",
-                [{"type": PydanticCustomError("mixed_ports", "cannot mix ints and objects"), "loc": (i,),
-                  "input": v}],
+                [
+                    {
+                        "type": PydanticCustomError("mixed_ports", "cannot mix ints and objects"),
+                        "loc": (i,),
+                        "input": v,
+                    }
+                ],
             )
     return [{"port": v} if _is_port_number(v) else v for v in value]
 
@@ -233,7 +238,10 @@ class RoleConnector(BaseModel):
 
 
 RUNNER_ALIASES = {
-    "yao": "yaocode", "claude/cli": "claude", "claude-code": "claude", "opencode-cli": "opencode",
+    "yao": "yaocode",
+    "claude/cli": "claude",
+    "claude-code": "claude",
+    "opencode-cli": "opencode",
 }
 KNOWN_RUNNERS = ("claude", "opencode", "codex", "yaocode", "tai")
 

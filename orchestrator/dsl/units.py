@@ -12,7 +12,14 @@ _MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _MEM_FACTOR = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _DUR_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h|d)")
 _DUR_FACTOR = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
 }
 
 
@@ -80,9 +87,15 @@ def format_duration(value: timedelta) -> str:
 MemoryBytes = Annotated[
     int,
     BeforeValidator(parse_memory),
-    WithJsonSchema({"anyOf": [{"type": "string", "pattern": r"^\d+(\.\d+)?\s*[kmgtKMGT]?(i?[bB])?$"},
-                              {"type": "integer", "minimum": 1}],
-                    "description": "Size in bytes or with a base-1024 unit: 2GB, 512m, 1024K."}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^\d+(\.\d+)?\s*[kmgtKMGT]?(i?[bB])?$"},
+                {"type": "integer", "minimum": 1},
+            ],
+            "description": "Size in bytes or with a base-1024 unit: 2GB, 512m, 1024K.",
+        }
+    ),
 ]
 """Bytes; accepts Yao's size strings."""
 
@@ -90,8 +103,14 @@ Duration = Annotated[
     timedelta,
     BeforeValidator(parse_duration),
     PlainSerializer(format_duration, return_type=str),
-    WithJsonSchema({"anyOf": [{"type": "string", "pattern": r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h|d))+$|^0$"},
-                              {"type": "number", "minimum": 0}],
-                    "description": "Go duration such as 30s, 10m, 1h30m, or seconds."}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h|d))+$|^0$"},
+                {"type": "number", "minimum": 0},
+            ],
+            "description": "Go duration such as 30s, 10m, 1h30m, or seconds.",
+        }
+    ),
 ]
 """A timedelta; accepts Go duration strings and seconds; serialises back to Go syntax."""

@@ -28,8 +28,9 @@ def parse_yaml(text: str, *, file: Path | str) -> Document:
         problem = exc.problem or exc.context or "syntax error"
         if mark is None:
             raise ConfigError(f"invalid YAML: {problem}", file=path) from exc
-        raise ConfigError(f"invalid YAML: {problem} (column {mark.column + 1})", file=path,
-                          line=mark.line + 1) from exc
+        raise ConfigError(
+            f"invalid YAML: {problem} (column {mark.column + 1})", file=path, line=mark.line + 1
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", file=path) from exc
     lines: dict[KeyPath, int] = {}

@@ -37,8 +37,13 @@ class TsHooks:
         code = self.runtime.bundler.bundle(assistant.hooks_path)
         fields = {"fields": context_fields(ctx), "sandbox": sandbox_info(ctx)}
         return await self.runtime.run(
-            code=code, filename="index.ts", function=HOOK_NAMES.get(hook, hook), args=list(args),
-            assistant_id=assistant.id, ctx=fields, handlers=handlers(ctx, assistant, self.runtime.bundler),
+            code=code,
+            filename="index.ts",
+            function=HOOK_NAMES.get(hook, hook),
+            args=list(args),
+            assistant_id=assistant.id,
+            ctx=fields,
+            handlers=handlers(ctx, assistant, self.runtime.bundler),
         )
 
     async def call_script(
@@ -54,8 +59,13 @@ class TsHooks:
             raise TsRuntimeError(f"assistant {assistant.id} has no script src/{script_id}.ts")
         bundler = self.runtime.bundler
         outcome = await self.runtime.run(
-            code=bundler.bundle(path), filename=f"{script_id}.ts", function=function, args=list(args),
-            assistant_id=assistant.id, ctx=None, handlers={"script": script_handler(assistant, bundler)},
+            code=bundler.bundle(path),
+            filename=f"{script_id}.ts",
+            function=function,
+            args=list(args),
+            assistant_id=assistant.id,
+            ctx=None,
+            handlers={"script": script_handler(assistant, bundler)},
         )
         if not outcome.defined:
             raise TsRuntimeError(f"process agents.{assistant.id}.{script_id}.{function}: no such function")

@@ -160,8 +160,10 @@ def handlers(ctx: HookContext, assistant: Assistant, bundler: Bundler) -> dict[s
         for spec in assistant.mcp_servers:
             if spec.id == server_id:
                 if spec.transport == "stdio":
-                    raise PermissionError(f"MCP server {server_id!r} is stdio (a host command); TypeScript "
-                                          "hooks use http, sse and process servers only")
+                    raise PermissionError(
+                        f"MCP server {server_id!r} is stdio (a host command); TypeScript "
+                        "hooks use http, sse and process servers only"
+                    )
                 return spec
         raise LookupError(f"assistant {assistant.id} has no MCP server {server_id!r} (mcp.servers)")
 
@@ -171,10 +173,13 @@ def handlers(ctx: HookContext, assistant: Assistant, bundler: Bundler) -> dict[s
         async with McpToolset.open([server(server_id)]) as toolset:
             (connection,) = toolset.connections
             allowed = set(connection.spec.tools)
-            return {"tools": [
-                {"name": t.name, "description": t.description or "", "inputSchema": t.input_schema}
-                for t in connection.tools if not allowed or t.name in allowed
-            ]}
+            return {
+                "tools": [
+                    {"name": t.name, "description": t.description or "", "inputSchema": t.input_schema}
+                    for t in connection.tools
+                    if not allowed or t.name in allowed
+                ]
+            }
 
     async def mcp_call_tool(server_id: str, tool: str, arguments: Mapping[str, Any] | None = None) -> Any:
         from orchestrator.llm.mcp import McpToolset

@@ -84,7 +84,7 @@ def _isolation_prefix() -> list[str]:
 
 
 def available() -> str:
-    """"" when TypeScript hooks can run here, else why not (for errors and test skips)."""
+    """ "" when TypeScript hooks can run here, else why not (for errors and test skips)."""
     if _node() is None:
         return "node is not installed (TypeScript hooks need node 20 or later)"
     if _esbuild() is None:
@@ -94,9 +94,17 @@ def available() -> str:
 
 def node_argv(node: str, script: Path, readable: Path = JS_DIR) -> list[str]:
     """The locked-down command line that runs `script` (which must sit under `readable`)."""
-    return [*_isolation_prefix(), node, "--experimental-permission", f"--allow-fs-read={readable}",
-            f"--max-old-space-size={HEAP_MB}", "--disable-proto=throw",
-            "--disallow-code-generation-from-strings", "--no-warnings", str(script)]
+    return [
+        *_isolation_prefix(),
+        node,
+        "--experimental-permission",
+        f"--allow-fs-read={readable}",
+        f"--max-old-space-size={HEAP_MB}",
+        "--disable-proto=throw",
+        "--disallow-code-generation-from-strings",
+        "--no-warnings",
+        str(script),
+    ]
 
 
 class Bundler:
@@ -122,11 +130,26 @@ class Bundler:
         esbuild = _esbuild()
         assert esbuild is not None
         entry = entry.resolve()
-        argv = [str(esbuild), str(entry), "--bundle", "--format=cjs", "--platform=neutral", "--target=es2022",
-                "--external:@yao/*", "--external:@scripts/*", "--tree-shaking=false", "--log-level=error",
-                "--charset=utf8"]
-        done = subprocess.run(argv, capture_output=True, timeout=60, cwd=entry.parent,
-                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        argv = [
+            str(esbuild),
+            str(entry),
+            "--bundle",
+            "--format=cjs",
+            "--platform=neutral",
+            "--target=es2022",
+            "--external:@yao/*",
+            "--external:@scripts/*",
+            "--tree-shaking=false",
+            "--log-level=error",
+            "--charset=utf8",
+        ]
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            timeout=60,
+            cwd=entry.parent,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
         if done.returncode != 0:
             text = done.stderr.decode("utf-8", errors="replace").replace(str(entry.parent), "src")
             raise TsRuntimeError(f"{entry.name} does not compile: {redact(text.strip())[:1500]}")
@@ -162,8 +185,16 @@ class TsRuntime:
         if node is None:
             raise TsRuntimeError(available())
         argv = node_argv(node, HOST_JS)
-        start = {"t": "start", "code": code, "filename": filename, "fn": function, "args": list(args),
-                 "assistant_id": assistant_id, "with_ctx": ctx is not None, "ctx": dict(ctx or {})}
+        start = {
+            "t": "start",
+            "code": code,
+            "filename": filename,
+            "fn": function,
+            "args": list(args),
+            "assistant_id": assistant_id,
+            "with_ctx": ctx is not None,
+            "ctx": dict(ctx or {}),
+        }
         process = await anyio.open_process(argv, cwd=JS_DIR, env={}, stderr=subprocess.PIPE)
         try:
             with anyio.fail_after(self.timeout):
@@ -195,8 +226,9 @@ class TsRuntime:
             if kind == "fail":
                 raise TsRuntimeError(redact(str(message.get("e", "failed"))))
             if kind == "log":
-                log.info("hooks_ts.log", level=str(message.get("level")),
-                         message=redact(str(message.get("msg"))))
+                log.info(
+                    "hooks_ts.log", level=str(message.get("level")), message=redact(str(message.get("msg")))
+                )
                 continue
             if kind == "call":
                 reply = await _answer(message, handlers)

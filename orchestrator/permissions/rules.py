@@ -40,8 +40,6 @@ class RuleVerdict:
         return self.rule.text() if self.rule is not None else None
 
 
-
-
 def normalise_path(path: str, workspace: str = WORKSPACE) -> str:
     """`./a/../b` -> `b`; `/workspace/b` -> `b`; other absolute paths stay absolute."""
     text = path.strip()

@@ -213,9 +213,7 @@ class CallRunner:
             reason = "Cage's hook results have no such keys"
             await call.emit(call.builder.hook_ignored(aid, hook, dropped, reason))
 
-    async def _next(
-        self, call: Call, ctx: HookContext, result: CallResult, *, completes: bool
-    ) -> CallResult:
+    async def _next(self, call: Call, ctx: HookContext, result: CallResult, *, completes: bool) -> CallResult:
         """The Next hook on the mode's result (`completion: null` when the mode ran nothing), then
         the call's result: the mode's, with the answer and usage as they stand after Next."""
         assistant = call.assistant

@@ -52,9 +52,7 @@ MAX_READ = 10_000
 """The most events one `after()` call returns; a client catching up pages with the last seq it got."""
 
 
-async def append_events(
-    tx: AsyncSession, session_id: str, events: Sequence[Event], now: datetime
-) -> int:
+async def append_events(tx: AsyncSession, session_id: str, events: Sequence[Event], now: datetime) -> int:
     """Append inside the caller's transaction; returns the new last seq.
 
     Raises:

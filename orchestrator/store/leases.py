@@ -166,9 +166,7 @@ class LeaseRepository:
     async def forget_dead(self) -> int:
         """Delete the rows of replicas whose lease ran out; returns how many."""
         async with self._db.write() as tx:
-            result = await tx.execute(
-                delete(ReplicaRow).where(ReplicaRow.expires_at <= self._db.clock())
-            )
+            result = await tx.execute(delete(ReplicaRow).where(ReplicaRow.expires_at <= self._db.clock()))
         return affected(result)
 
     # -- the leader ------------------------------------------------------------------------------
@@ -190,9 +188,7 @@ class LeaseRepository:
                     return True
                 if await tx.get(LeaderLeaseRow, name) is not None:
                     return False
-                tx.add(
-                    LeaderLeaseRow(name=name, replica_id=self.replica_id, expires_at=self._until(now))
-                )
+                tx.add(LeaderLeaseRow(name=name, replica_id=self.replica_id, expires_at=self._until(now)))
         except IntegrityError:  # another replica inserted it first
             return False
         return True

@@ -81,7 +81,9 @@ def waiting_card(browser: webdriver.Chrome, css: str, index: int) -> WebElement 
 
 
 def decision(card: WebElement) -> str | None:
-    return card.find_element(By.CSS_SELECTOR, ".decision").text if card.get_attribute("data-resolved") else None
+    return (
+        card.find_element(By.CSS_SELECTOR, ".decision").text if card.get_attribute("data-resolved") else None
+    )
 
 
 def test_deny_allow_and_answer_from_the_page(

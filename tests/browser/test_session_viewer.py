@@ -255,7 +255,9 @@ def test_watch_steer_and_administer_a_session(
 
         # -- the sessions list shows the session ----------------------------------------------
         browser.find_element(By.CSS_SELECTOR, "[data-nav=sessions]").click()
-        listed = wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, f"tr[data-session-id={SESSION}]"))[0]
+        listed = wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, f"tr[data-session-id={SESSION}]"))[
+            0
+        ]
         assert "e2e.claude" in listed.text and "idle" in listed.text
 
         # -- the admin view: the session's sandbox, stopped from the page -------------------------

@@ -65,8 +65,16 @@ import("/ui/timeline.js").then(({ Timeline }) => {
 
 
 def ev(seq: int, type_: str, props: dict[str, Any], **envelope: Any) -> dict[str, Any]:
-    return {"v": 1, "seq": seq, "ts": 1_735_689_600_000 + seq, "session_id": "s", "turn_id": "t1",
-            "type": type_, "props": props, **envelope}
+    return {
+        "v": 1,
+        "seq": seq,
+        "ts": 1_735_689_600_000 + seq,
+        "session_id": "s",
+        "turn_id": "t1",
+        "type": type_,
+        "props": props,
+        **envelope,
+    }
 
 
 def lifecycle(seq: int, name: str, **props: Any) -> dict[str, Any]:
@@ -82,22 +90,66 @@ EVENTS = [
     ev(4, "text", {"content": "world"}, message_id="m1", delta=True, delta_action="append"),  # the replay
     ev(5, "text", {"content": "!"}, message_id="m1", delta=True, delta_action="append"),
     lifecycle(6, "message_start", message_id="x1", type="execute"),
-    ev(7, "execute", {"tool_id": "u1", "tool": "Bash", "status": "running"}, message_id="x1", delta=True,
-       delta_action="merge"),
-    ev(8, "execute", {"tool_id": "u1", "input_delta": '{"command": "l'}, message_id="x1", delta=True,
-       delta_action="merge"),
-    ev(9, "execute", {"tool_id": "u1", "input_delta": 's -l"}'}, message_id="x1", delta=True,
-       delta_action="merge"),
-    ev(10, "execute", {"tool_id": "u1", "output": "a\\n", "status": "completed"}, message_id="x1",
-       delta=True, delta_action="merge"),
-    lifecycle(11, "permission/request", request_id="r1", tool="Bash", input={"command": "rm -rf /"},
-              reason="destructive", deadline="2026-12-01T23:30:00Z"),
-    lifecycle(12, "question", request_id="q1", text="Which colour?", options=["red", "blue"],
-              deadline="2026-12-01T23:30:00Z"),
+    ev(
+        7,
+        "execute",
+        {"tool_id": "u1", "tool": "Bash", "status": "running"},
+        message_id="x1",
+        delta=True,
+        delta_action="merge",
+    ),
+    ev(
+        8,
+        "execute",
+        {"tool_id": "u1", "input_delta": '{"command": "l'},
+        message_id="x1",
+        delta=True,
+        delta_action="merge",
+    ),
+    ev(
+        9,
+        "execute",
+        {"tool_id": "u1", "input_delta": 's -l"}'},
+        message_id="x1",
+        delta=True,
+        delta_action="merge",
+    ),
+    ev(
+        10,
+        "execute",
+        {"tool_id": "u1", "output": "a\\n", "status": "completed"},
+        message_id="x1",
+        delta=True,
+        delta_action="merge",
+    ),
+    lifecycle(
+        11,
+        "permission/request",
+        request_id="r1",
+        tool="Bash",
+        input={"command": "rm -rf /"},
+        reason="destructive",
+        deadline="2026-12-01T23:30:00Z",
+    ),
+    lifecycle(
+        12,
+        "question",
+        request_id="q1",
+        text="Which colour?",
+        options=["red", "blue"],
+        deadline="2026-12-01T23:30:00Z",
+    ),
 ]
 LATER = [
-    lifecycle(13, "permission/resolved", request_id="r1", decision="allow", by="user", always=True,
-              rule="allow bash rm -rf /"),
+    lifecycle(
+        13,
+        "permission/resolved",
+        request_id="r1",
+        decision="allow",
+        by="user",
+        always=True,
+        rule="allow bash rm -rf /",
+    ),
     lifecycle(14, "question/answered", request_id="q1", answer="red", by="user"),
     lifecycle(15, "stream_end", status="completed", duration_ms=900),
 ]
@@ -112,11 +164,28 @@ def server(tmp_path: Path) -> Iterator[ServerThread]:
         served.stop()
 
 
-def test_seq_bookkeeping_reassembly_and_permission_card(server: ServerThread, browser: webdriver.Chrome) -> None:
+def test_seq_bookkeeping_reassembly_and_permission_card(
+    server: ServerThread, browser: webdriver.Chrome
+) -> None:
     browser.get(server.base_url + "/ui/")
     result: dict[str, Any] = browser.execute_async_script(SCRIPT, EVENTS, LATER)
     assert "error" not in result, result
-    assert result["applied"] == [True, True, True, False, False, True, True, True, True, True, True, True, True, True]
+    assert result["applied"] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,
+    ]
     assert result["calls"]["gaps"] == [3]  # resume from the last seq applied
     assert result["lastSeq"] == 15
     assert result["text"] == "Hello world!"  # no duplicate, nothing from past the gap

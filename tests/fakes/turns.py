@@ -102,7 +102,9 @@ class FakeTurn(TurnIds):
 class FakeTurnService:
     """Satisfies `TurnService` structurally; use as `async with FakeTurnService(store) as turns`."""
 
-    def __init__(self, store: Store, *, assistants: AssistantRegistry | None = None, settle: float = 0.05) -> None:
+    def __init__(
+        self, store: Store, *, assistants: AssistantRegistry | None = None, settle: float = 0.05
+    ) -> None:
         self.store = store
         self.assistants = assistants
         """Resolves a turn's assistant for the caller's `admit` (needed when one is passed)."""

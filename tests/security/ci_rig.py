@@ -68,4 +68,3 @@ def boxes(client: docker.DockerClient, app: App) -> list[str]:
 def tool_outputs(result: RunResult) -> str:
     """Everything the tools printed, as the agent saw it."""
     return "\n".join(json.dumps(e["props"].get("output", "")) for e in result.of("execute"))
-

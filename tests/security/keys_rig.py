@@ -24,7 +24,13 @@ from tests.subprocess_env import ENGINE_VARS, subprocess_env
 __all__ = ["KeysApp", "docker_engine", "keys_app", "keys_model", "test_run_labels"]
 
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
-KINDS = {"claude": "anthropic", "codex": "openai", "opencode": "openai", "tai": "anthropic", "yaocode": "anthropic"}
+KINDS = {
+    "claude": "anthropic",
+    "codex": "openai",
+    "opencode": "openai",
+    "tai": "anthropic",
+    "yaocode": "anthropic",
+}
 MODELS = {
     "claude": "claude-sonnet-4-5",
     "codex": "gpt-5.5",
@@ -51,38 +57,63 @@ class KeysApp:
     key: str
 
     def assistant(
-        self, runner: str, scenario: str, *, name: str | None = None, lifecycle: str = "session",
-        options: dict[str, Any] | None = None, key_env: str = "CANARY_MODEL_KEY",
+        self,
+        runner: str,
+        scenario: str,
+        *,
+        name: str | None = None,
+        lifecycle: str = "session",
+        options: dict[str, Any] | None = None,
+        key_env: str = "CANARY_MODEL_KEY",
     ) -> str:
         name = name or runner
         kind = KINDS[runner]
         conn_id = f"conn-{name}"
         (self.root / "connectors").mkdir(parents=True, exist_ok=True)
         host = self.server.url if kind == "anthropic" else self.server.url + "/v1"
-        (self.root / "connectors" / f"{conn_id}.conn.yao").write_text(json.dumps({
-            "label": conn_id, "type": kind,
-            "options": {"model": f"{MODELS[runner]}@{scenario}", "key": f"$ENV.{key_env}",
-                        "host": host, "max_retries": 1},
-        }))
+        (self.root / "connectors" / f"{conn_id}.conn.yao").write_text(
+            json.dumps(
+                {
+                    "label": conn_id,
+                    "type": kind,
+                    "options": {
+                        "model": f"{MODELS[runner]}@{scenario}",
+                        "key": f"$ENV.{key_env}",
+                        "host": host,
+                        "max_retries": 1,
+                    },
+                }
+            )
+        )
         adir = self.root / "assistants" / "keys" / name
         adir.mkdir(parents=True, exist_ok=True)
         (adir / "package.yao").write_text(json.dumps({"name": f"keys {name}", "connector": conn_id}))
         (adir / "prompts.yml").write_text("- role: system\n  content: You are a careful coding agent.\n")
-        (adir / "sandbox.yao").write_text(json.dumps({
-            "version": "2.0", "runner": {"name": runner, "options": options or {}},
-            "lifecycle": lifecycle, "computer": {"memory": "1GB"},
-        }))
+        (adir / "sandbox.yao").write_text(
+            json.dumps(
+                {
+                    "version": "2.0",
+                    "runner": {"name": runner, "options": options or {}},
+                    "lifecycle": lifecycle,
+                    "computer": {"memory": "1GB"},
+                }
+            )
+        )
         return f"keys.{name}"
 
     def env(self) -> dict[str, str]:
         env = subprocess_env(keep=ENGINE_VARS)
         if Path(HOST_CA).is_file():
             env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)
-        env.update({
-            "CAGE_APP_DIR": str(self.root), "CAGE_DATA_DIR": str(self.data_dir),
-            "CAGE_SANDBOX_LABELS": json.dumps(self.labels), "CANARY_MODEL_KEY": self.key,
-            "CAGE_LOG_LEVEL": "DEBUG",
-        })
+        env.update(
+            {
+                "CAGE_APP_DIR": str(self.root),
+                "CAGE_DATA_DIR": str(self.data_dir),
+                "CAGE_SANDBOX_LABELS": json.dumps(self.labels),
+                "CANARY_MODEL_KEY": self.key,
+                "CAGE_LOG_LEVEL": "DEBUG",
+            }
+        )
         return env
 
 

@@ -29,7 +29,9 @@ def test_an_output_dir_inside_the_workspace_is_refused_before_anything_runs(
     for name in ("events.jsonl", "summary.json", "changes.patch"):  # what a pull request can commit
         (ws / "cage-artifacts" / name).symlink_to(victim)
     own(ws)
-    result = cage_run(app, attack(app, "echo hi"), ws, "hi", extra=["--output-dir", str(ws / "cage-artifacts")])
+    result = cage_run(
+        app, attack(app, "echo hi"), ws, "hi", extra=["--output-dir", str(ws / "cage-artifacts")]
+    )
     assert result.code == 2, result.stderr[-2000:]
     assert "--output-dir" in result.stderr and "inside the workspace" in result.stderr
     assert victim.read_text() == "keep"

@@ -70,8 +70,13 @@ def test_git_config_a_hostile_checkout_brings_never_runs_on_the_host(app: App, t
         git(ws, "config", key, value)
     own(ws)
     out = tmp_path / "out"
-    result = cage_run(app, attack(app, "echo new > notes.txt && git status --short"), ws, "edit",
-                      extra=["--output-dir", str(out)])
+    result = cage_run(
+        app,
+        attack(app, "echo new > notes.txt && git status --short"),
+        ws,
+        "edit",
+        extra=["--output-dir", str(out)],
+    )
     assert result.code == 0, result.stderr[-2000:]
     assert "+new" in (out / "changes.patch").read_text()
     assert not marker.exists()

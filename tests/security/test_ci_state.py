@@ -27,8 +27,9 @@ def test_the_database_is_outside_the_workspace_and_untouched_by_the_agent(app: A
         "mkdir -p .cage && cp /dev/null .cage/cage.db && echo junk > .cage/cage.db-wal",
     )
     # run from inside the checkout, as a CI job does, with no data dir configured
-    result = cage_run(app, assistant, ws, "tamper", cwd=ws,
-                      env={"CAGE_DATA_DIR": "", "XDG_STATE_HOME": str(state)})
+    result = cage_run(
+        app, assistant, ws, "tamper", cwd=ws, env={"CAGE_DATA_DIR": "", "XDG_STATE_HOME": str(state)}
+    )
     assert result.code == 0, result.stderr[-2000:]
     assert "FOUND " not in "".join(str(e["props"].get("output")) for e in result.of("execute"))
     db = state / "cage" / "cage.db"

@@ -40,8 +40,23 @@ def ci_user() -> str:
     try:
         return pwd.getpwuid(CI_UID).pw_name
     except KeyError:
-        subprocess.run(["useradd", "-u", str(CI_UID), "-U", "-M", "-d", "/nonexistent", "-s",
-                        "/usr/sbin/nologin", "-G", "docker", CI_USER], check=True)
+        subprocess.run(
+            [
+                "useradd",
+                "-u",
+                str(CI_UID),
+                "-U",
+                "-M",
+                "-d",
+                "/nonexistent",
+                "-s",
+                "/usr/sbin/nologin",
+                "-G",
+                "docker",
+                CI_USER,
+            ],
+            check=True,
+        )
     return CI_USER
 
 
@@ -58,8 +73,11 @@ def test_a_non_root_ci_user_owns_every_file_and_nothing_was_chowned(
     ci_user: str, shared: Path, model_server: FakeModelServer, test_run_labels: dict[str, str]
 ) -> None:
     app = App(shared / "app", model_server, test_run_labels, shared / "data")
-    assistant = attack(app, "sed -i s/old/new/ notes.txt && echo added > added.txt && mkdir -p sub "
-                            "&& echo deep > sub/file.txt && id -u > whoami.txt")
+    assistant = attack(
+        app,
+        "sed -i s/old/new/ notes.txt && echo added > added.txt && mkdir -p sub "
+        "&& echo deep > sub/file.txt && id -u > whoami.txt",
+    )
     ws = repo(shared / "ws", {"notes.txt": "an old line\n", "README.md": "# demo\n"})
     for path in (shared / "data", shared / "out"):
         path.mkdir()
@@ -68,14 +86,25 @@ def test_a_non_root_ci_user_owns_every_file_and_nothing_was_chowned(
     pristine = shared / "pristine"
     git(shared, "clone", "-q", str(ws), str(pristine))
     own(ws, CI_UID)
-    untouched = {p: p.lstat().st_ctime_ns for p in (ws / "README.md", ws / ".git" / "HEAD", ws / ".git" / "config")}
-    result = cage_run(app, assistant, ws, "edit", user=ci_user, extra=["--output-dir", str(shared / "out")],
-                      env={"CAGE_DATA_DIR": str(shared / "data")})
+    untouched = {
+        p: p.lstat().st_ctime_ns for p in (ws / "README.md", ws / ".git" / "HEAD", ws / ".git" / "config")
+    }
+    result = cage_run(
+        app,
+        assistant,
+        ws,
+        "edit",
+        user=ci_user,
+        extra=["--output-dir", str(shared / "out")],
+        env={"CAGE_DATA_DIR": str(shared / "data")},
+    )
     assert result.code == 0, result.stderr[-3000:]
     assert (ws / "notes.txt").read_text() == "an new line\n"
     assert (ws / "whoami.txt").read_text().strip() == str(CI_UID)
     owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in [ws, *ws.rglob("*")]}
     assert owners == {(CI_UID, CI_UID)}  # .cage-state/ (the CLI's home) included
     assert {p: p.lstat().st_ctime_ns for p in untouched} == untouched  # no chown, before or after
-    subprocess.run(["git", "apply", "--index", str(shared / "out" / "changes.patch")], cwd=pristine, check=True)
+    subprocess.run(
+        ["git", "apply", "--index", str(shared / "out" / "changes.patch")], cwd=pristine, check=True
+    )
     assert (pristine / "sub" / "file.txt").read_text() == "deep\n"

@@ -32,8 +32,8 @@ DUMP = (
     "mkdir -p dump && env > dump/env.txt && "
     "(for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do echo \"== $f\"; tr '\\0' '\\n' < \"$f\"; done)"
     " > dump/proc.txt 2>/dev/null; "
-    "for d in \"$HOME\" \"$CODEX_HOME\" \"$XDG_CONFIG_HOME\" \"$OPENCODE_CONFIG\"; do "
-    "[ -n \"$d\" ] && cp -a \"$d\" dump/ 2>/dev/null; done; "
+    'for d in "$HOME" "$CODEX_HOME" "$XDG_CONFIG_HOME" "$OPENCODE_CONFIG"; do '
+    '[ -n "$d" ] && cp -a "$d" dump/ 2>/dev/null; done; '
     "env | rev > dump/env.rev; touch dump/ready; "
     "n=0; while [ ! -f release ] && [ $n -lt 600 ]; do sleep 0.2; n=$((n+1)); done; echo dumped"
 )
@@ -55,9 +55,13 @@ def _files_holding(root: Path, key: str) -> list[str]:
     ]
 
 
-def _boxes(client: docker.DockerClient, app: KeysApp, assistant: str) -> list[docker.models.containers.Container]:
+def _boxes(
+    client: docker.DockerClient, app: KeysApp, assistant: str
+) -> list[docker.models.containers.Container]:
     labels = [f"{k}={v}" for k, v in app.labels.items()] + [f"cage.assistant={assistant}"]
-    boxes: list[docker.models.containers.Container] = client.containers.list(all=True, filters={"label": labels})
+    boxes: list[docker.models.containers.Container] = client.containers.list(
+        all=True, filters={"label": labels}
+    )
     return boxes
 
 
@@ -76,9 +80,22 @@ def test_the_key_never_enters_the_container(
     stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"  # files: a full pipe would stall the run
     with stdout.open("w") as out_file, stderr.open("w") as err_file:
         proc = subprocess.Popen(
-            [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", "dump it", "--output", "jsonl",
-             "--output-dir", str(tmp_path / "out")],
-            env=keys_app.env(), stdout=out_file, stderr=err_file,
+            [
+                *CAGE,
+                "run",
+                assistant,
+                "--workspace",
+                str(workspace),
+                "--prompt",
+                "dump it",
+                "--output",
+                "jsonl",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ],
+            env=keys_app.env(),
+            stdout=out_file,
+            stderr=err_file,
         )
     key = keys_app.key
     try:
@@ -89,13 +106,23 @@ def test_the_key_never_enters_the_container(
         (box,) = _boxes(docker_engine, keys_app, assistant)  # searched while the CLI is running
         assert key not in json.dumps(box.attrs)  # env, labels, command line
         scan = box.exec_run(
-            ["grep", "-rlsF", "--devices=skip", key, "/", "--exclude-dir=proc", "--exclude-dir=sys",
-             "--exclude-dir=dev"],
+            [
+                "grep",
+                "-rlsF",
+                "--devices=skip",
+                key,
+                "/",
+                "--exclude-dir=proc",
+                "--exclude-dir=sys",
+                "--exclude-dir=dev",
+            ],
             user="0",
         )
         # 1: nothing matched; 2: also some special file could not be read (-s keeps them quiet)
         assert scan.exit_code in (1, 2) and scan.output == b"", scan.output.decode()[-2000:]
-        environs = box.exec_run(["sh", "-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null"], user="0")
+        environs = box.exec_run(
+            ["sh", "-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null"], user="0"
+        )
         assert b"PATH=" in environs.output  # (exit 1: some process ended while cat read it)
         assert key.encode() not in environs.output
     finally:

@@ -34,14 +34,24 @@ def test_an_http_mcp_token_never_enters_the_container(
     (tmp_path / "calc").mkdir()
     with HttpMcpServer(tmp_path / "calc", token=mcp_token) as calc:
         (keys_app.root / "mcps").mkdir(parents=True)
-        (keys_app.root / "mcps" / "calc.mcp.yao").write_text(json.dumps({
-            "name": "calc", "transport": "http", "url": calc.url, "authorization_token": "$ENV.CALC_TOKEN",
-        }))
-        keys_app.server.add_scenario("mcp", [
-            {"tool": "mcp__calc__add", "args": {"a": 2, "b": 40}},
-            {"shell": DUMP},
-            {"text": "the sum is in"},
-        ])
+        (keys_app.root / "mcps" / "calc.mcp.yao").write_text(
+            json.dumps(
+                {
+                    "name": "calc",
+                    "transport": "http",
+                    "url": calc.url,
+                    "authorization_token": "$ENV.CALC_TOKEN",
+                }
+            )
+        )
+        keys_app.server.add_scenario(
+            "mcp",
+            [
+                {"tool": "mcp__calc__add", "args": {"a": 2, "b": 40}},
+                {"shell": DUMP},
+                {"text": "the sum is in"},
+            ],
+        )
         assistant = keys_app.assistant("claude", "mcp", name="mcp", lifecycle="oneshot")
         package = keys_app.root / "assistants" / "keys" / "mcp" / "package.yao"
         package.write_text(json.dumps({**json.loads(package.read_text()), "mcp": {"servers": ["calc"]}}))
@@ -52,14 +62,19 @@ def test_an_http_mcp_token_never_enters_the_container(
             os.chown(item, 1000, 1000)
         proc = subprocess.run(
             [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", "add", "--output", "jsonl"],
-            env={**keys_app.env(), "CALC_TOKEN": mcp_token}, capture_output=True, text=True, timeout=300,
+            env={**keys_app.env(), "CALC_TOKEN": mcp_token},
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         calls = (tmp_path / "calc" / "calls.log").read_text()
     tool, _, args = calls.splitlines()[0].partition(" ")
     assert (tool, json.loads(args)) == ("add", {"a": 2, "b": 40})  # the server got the call, with its bearer
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    outputs = [e["props"].get("output") for e in events if e["type"] == "execute" and e["props"].get("output")]
+    outputs = [
+        e["props"].get("output") for e in events if e["type"] == "execute" and e["props"].get("output")
+    ]
     assert any("42" in str(o) for o in outputs), outputs
     assert "cage-gw-" in (workspace / "dump" / "proc.txt").read_text()
     assert _files_holding(workspace, mcp_token) == []

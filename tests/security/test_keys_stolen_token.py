@@ -26,7 +26,7 @@ from tests.security.keys_rig import HOST_CA, KeysApp
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 EXTRA_CA = Path(HOST_CA) if Path(HOST_CA).is_file() else None
 
-PROBE = '''\
+PROBE = """\
 import os, sys, urllib.error, urllib.request
 root = os.environ["ANTHROPIC_BASE_URL"].split("/model/")[0]
 token = open(sys.argv[2]).read().strip() if len(sys.argv) > 2 else os.environ["ANTHROPIC_API_KEY"]
@@ -37,7 +37,7 @@ try:
     print(urllib.request.urlopen(request, timeout=20).status)
 except urllib.error.HTTPError as exc:
     print(exc.code)
-'''
+"""
 
 
 def checkout(path: Path) -> Path:
@@ -53,26 +53,43 @@ def sha(value: str) -> str:
 
 
 async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_is_gone(
-    keys_app: KeysApp, tmp_path: Path, docker_engine: docker.DockerClient, monkeypatch: pytest.MonkeyPatch,
+    keys_app: KeysApp,
+    tmp_path: Path,
+    docker_engine: docker.DockerClient,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     server = keys_app.server
     victim_key = "vctm" + os.urandom(12).hex()
     monkeypatch.setenv("CANARY_MODEL_KEY", keys_app.key)
     monkeypatch.setenv("VICTIM_MODEL_KEY", victim_key)
-    server.add_scenario("thief", [
-        {"shell": "python3 probe.py conn-thief > own.txt; python3 probe.py conn-victim > cross.txt; "
-                  "printf %s \"$ANTHROPIC_API_KEY\" > token.txt"},
-        {"text": "done"},
-    ])
-    server.add_scenario("victim", [
-        {"shell": "python3 probe.py conn-thief stolen.txt > stolen-own.txt; "
-                  "python3 probe.py conn-victim stolen.txt > stolen-cross.txt; python3 probe.py conn-victim > own.txt"},
-        {"text": "done"},
-    ])
+    server.add_scenario(
+        "thief",
+        [
+            {
+                "shell": "python3 probe.py conn-thief > own.txt; python3 probe.py conn-victim > cross.txt; "
+                'printf %s "$ANTHROPIC_API_KEY" > token.txt'
+            },
+            {"text": "done"},
+        ],
+    )
+    server.add_scenario(
+        "victim",
+        [
+            {
+                "shell": "python3 probe.py conn-thief stolen.txt > stolen-own.txt; "
+                "python3 probe.py conn-victim stolen.txt > stolen-cross.txt; python3 probe.py conn-victim > own.txt"
+            },
+            {"text": "done"},
+        ],
+    )
     thief = keys_app.assistant("claude", "thief", name="thief", lifecycle="oneshot")
-    victim = keys_app.assistant("claude", "victim", name="victim", lifecycle="oneshot", key_env="VICTIM_MODEL_KEY")
+    victim = keys_app.assistant(
+        "claude", "victim", name="victim", lifecycle="oneshot", key_env="VICTIM_MODEL_KEY"
+    )
     settings = Settings(
-        app_dir=keys_app.root, data_dir=keys_app.data_dir, sandbox_labels=keys_app.labels,
+        app_dir=keys_app.root,
+        data_dir=keys_app.data_dir,
+        sandbox_labels=keys_app.labels,
         extra_ca_certs=EXTRA_CA,
     )
     async with open_services(settings) as services:
@@ -80,10 +97,15 @@ async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_
         pipeline = services.turns
         before = len(server.requests.all())
         ws_thief, ws_victim = checkout(tmp_path / "thief"), checkout(tmp_path / "victim")
-        first = await pipeline.start(TurnInput(
-            assistant_id=thief, owner="mallory", session_id="c-thief", messages=(InputMessage(content="go"),),
-            options=TurnOptions(host_workspace=ws_thief),
-        ))
+        first = await pipeline.start(
+            TurnInput(
+                assistant_id=thief,
+                owner="mallory",
+                session_id="c-thief",
+                messages=(InputMessage(content="go"),),
+                options=TurnOptions(host_workspace=ws_thief),
+            )
+        )
         assert (await first.result()).status == "completed"
         assert (ws_thief / "own.txt").read_text().strip() == "200"
         assert (ws_thief / "cross.txt").read_text().strip() == "403"  # not the victim's connector
@@ -94,10 +116,15 @@ async def test_a_stolen_token_fails_for_another_connector_and_after_its_sandbox_
         assert len(services.gateway.registry) == 0
 
         (ws_victim / "stolen.txt").write_text(stolen)
-        second = await pipeline.start(TurnInput(
-            assistant_id=victim, owner="alice", session_id="c-victim", messages=(InputMessage(content="go"),),
-            options=TurnOptions(host_workspace=ws_victim),
-        ))
+        second = await pipeline.start(
+            TurnInput(
+                assistant_id=victim,
+                owner="alice",
+                session_id="c-victim",
+                messages=(InputMessage(content="go"),),
+                options=TurnOptions(host_workspace=ws_victim),
+            )
+        )
         assert (await second.result()).status == "completed"
         assert (ws_victim / "stolen-own.txt").read_text().strip() == "401"
         assert (ws_victim / "stolen-cross.txt").read_text().strip() == "401"

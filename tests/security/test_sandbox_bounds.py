@@ -39,7 +39,9 @@ async def test_disk_fill_fails_the_agents_own_write_and_spares_the_host(
     lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="fill"))
     _, code, stderr = await sh(manager, lease, "dd if=/dev/zero of=/workspace/fill bs=1M count=200")
     assert code != 0 and b"No space left on device" in stderr
-    lines, _, _ = await sh(manager, lease, "du -sm /workspace | cut -f1; echo more >> /workspace/x || echo full")
+    lines, _, _ = await sh(
+        manager, lease, "du -sm /workspace | cut -f1; echo more >> /workspace/x || echo full"
+    )
     assert int(lines[0]) <= 16 and lines[-1] == b"full"
     assert _writable_layer(docker_engine, lease.ref.id) < 16 * MiB  # nothing spilled into the layer
     volume = docker_engine.containers.get(lease.ref.id).attrs["Mounts"][0]["Name"]
@@ -57,17 +59,28 @@ async def test_fork_bomb_hits_the_pids_limit_only(
     make_manager: Any, tmp_path: Path, docker_engine: docker.DockerClient
 ) -> None:
     manager = make_manager()
-    bomb = await manager.acquire(request(tmp_path, spec(lifecycle="session", computer={"pids": 64}), session_id="b"))
+    bomb = await manager.acquire(
+        request(tmp_path, spec(lifecycle="session", computer={"pids": 64}), session_id="b")
+    )
     bystander = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="ok"))
     host_pids = await _host_pids()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(sh, manager, bomb, "exec 2>/workspace/bomb.err; f() { f | f & }; f; exec bash -c 'while :; do sleep 30 & done'")
+        tg.start_soon(
+            sh,
+            manager,
+            bomb,
+            "exec 2>/workspace/bomb.err; f() { f | f & }; f; exec bash -c 'while :; do sleep 30 & done'",
+        )
         await anyio.sleep(4)
-        stats = await anyio.to_thread.run_sync(lambda: docker_engine.containers.get(bomb.ref.id).stats(stream=False))
+        stats = await anyio.to_thread.run_sync(
+            lambda: docker_engine.containers.get(bomb.ref.id).stats(stream=False)
+        )
         pids = stats["pids_stats"]
         assert pids["limit"] == 64 and 16 < pids["current"] <= 64  # the bomb is held at its limit ...
         assert await _host_pids() < host_pids + 100  # ... and the host is not
-        lines, code, _ = await sh(manager, bystander, "echo alive; for i in 1 2 3 4 5 6 7 8; do sleep 0.1 & done; wait")
+        lines, code, _ = await sh(
+            manager, bystander, "echo alive; for i in 1 2 3 4 5 6 7 8; do sleep 0.1 & done; wait"
+        )
         assert code == 0 and lines == [b"alive"]  # another sandbox keeps working meanwhile
         tg.cancel_scope.cancel()
     with anyio.fail_after(30):
@@ -82,7 +95,9 @@ async def test_workspace_volume_cap_is_a_capacity_error(
 ) -> None:
     manager = make_manager(max_workspace_volumes_per_owner=2)
     for ws in ("w1", "w2"):
-        await manager.release(await manager.acquire(request(tmp_path, spec(), owner="capped", workspace_id=ws)))
+        await manager.release(
+            await manager.acquire(request(tmp_path, spec(), owner="capped", workspace_id=ws))
+        )
     with pytest.raises(CapacityError, match="workspace volume limit reached for owner capped: at most 2"):
         await manager.acquire(request(tmp_path, spec(), owner="capped", workspace_id="w3"))
     filters = {"label": [f"{k}={v}" for k, v in case_labels.items()] + ["cage.owner=capped"]}
@@ -94,7 +109,9 @@ async def test_volume_gc_removes_only_idle_unused_volumes(
 ) -> None:
     manager = make_manager(workspace_idle_timeout=1.0)
     await manager.release(await manager.acquire(request(tmp_path, spec(), owner="gc", workspace_id="idle")))
-    held = await manager.acquire(request(tmp_path, spec(lifecycle="longrunning"), owner="gc", workspace_id="held"))
+    held = await manager.acquire(
+        request(tmp_path, spec(lifecycle="longrunning"), owner="gc", workspace_id="held")
+    )
     await manager.release(held)  # released, but its box still mounts the volume
     await anyio.sleep(1.2)
     recent = await manager.acquire(request(tmp_path, spec(), owner="gc", workspace_id="recent"))
@@ -105,7 +122,9 @@ async def test_volume_gc_removes_only_idle_unused_volumes(
     assert len(removed) == 1 and left == {"held", "recent"}
 
 
-async def test_hung_prepare_times_out_and_releases_the_identity_lock(make_manager: Any, tmp_path: Path) -> None:
+async def test_hung_prepare_times_out_and_releases_the_identity_lock(
+    make_manager: Any, tmp_path: Path
+) -> None:
     manager = make_manager(acquire_timeout=4.0)
     hang_once = "if [ ! -e /workspace/.hung ]; then touch /workspace/.hung; sleep 600; fi"
     req = request(tmp_path, spec(lifecycle="longrunning", prepare=[{"action": "exec", "cmd": hang_once}]))

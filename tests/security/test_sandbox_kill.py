@@ -47,7 +47,9 @@ async def _growing(manager: Any, lease: Any) -> bool:
 
 
 @pytest.mark.parametrize("lifecycle", LIFECYCLES)
-async def test_detached_writers_are_gone_after_the_turn(make_manager: Any, tmp_path: Path, lifecycle: str) -> None:
+async def test_detached_writers_are_gone_after_the_turn(
+    make_manager: Any, tmp_path: Path, lifecycle: str
+) -> None:
     manager = make_manager()
     background = [{"action": "exec", "cmd": "exec sleep 3000", "background": True, "once": True}]
     req = request(tmp_path, spec(lifecycle=lifecycle, prepare=background), session_id="k1")
@@ -65,7 +67,9 @@ async def test_detached_writers_are_gone_after_the_turn(make_manager: Any, tmp_p
 
 @pytest.mark.serial  # its 3 s budget covers creating the box too: under parallel load that took longer
 @pytest.mark.parametrize("lifecycle", LIFECYCLES)
-async def test_detached_writers_are_gone_after_cancel(make_manager: Any, tmp_path: Path, lifecycle: str) -> None:
+async def test_detached_writers_are_gone_after_cancel(
+    make_manager: Any, tmp_path: Path, lifecycle: str
+) -> None:
     manager = make_manager()
     req = request(tmp_path, spec(lifecycle=lifecycle), session_id="k2")
     with anyio.move_on_after(3):
@@ -81,7 +85,9 @@ async def test_detached_writers_are_gone_after_cancel(make_manager: Any, tmp_pat
 async def test_no_world_writable_control_files(make_manager: Any, tmp_path: Path) -> None:
     manager = make_manager()
     lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="k3"))
-    lines, _, _ = await sh(manager, lease, "ls -d /tmp/.cage-exec 2>/dev/null; find / -xdev -perm -0002 -type f 2>/dev/null")
+    lines, _, _ = await sh(
+        manager, lease, "ls -d /tmp/.cage-exec 2>/dev/null; find / -xdev -perm -0002 -type f 2>/dev/null"
+    )
     assert lines == []
     await manager.release(lease)
 
@@ -98,7 +104,10 @@ async def test_opencodes_resident_server_survives_and_a_lookalike_does_not(
         DockerBackend(settings), DockerImageBuilder(settings), settings, extra_labels=case_labels
     )
     req = request(
-        tmp_path, SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "opencode"}, "lifecycle": "session"})
+        tmp_path,
+        SandboxSpec.model_validate(
+            {"version": "2.0", "runner": {"name": "opencode"}, "lifecycle": "session"}
+        ),
     ).model_copy(update={"session_id": "oc"})
     try:
         turn = await manager.acquire(req)
@@ -122,5 +131,7 @@ async def test_opencodes_resident_server_survives_and_a_lookalike_does_not(
         assert lines == [b"opencode serve --hostname 127.0.0.1 --port 4096"]
         await manager.release(after)
     finally:
-        for container in docker_engine.containers.list(all=True, filters={"label": [f"{k}={v}" for k, v in case_labels.items()]}):
+        for container in docker_engine.containers.list(
+            all=True, filters={"label": [f"{k}={v}" for k, v in case_labels.items()]}
+        ):
             container.remove(force=True)

@@ -89,7 +89,9 @@ async def test_an_old_volume_is_copied_into_the_new_workspace_and_kept(
     )
     manager = make_manager()
     lease = await manager.acquire(request(tmp_path, spec(lifecycle="longrunning"), owner=owner))
-    lines, _, _ = await sh(manager, lease, "cat /workspace/notes.txt; readlink /workspace/link; stat -c %u /workspace")
+    lines, _, _ = await sh(
+        manager, lease, "cat /workspace/notes.txt; readlink /workspace/link; stat -c %u /workspace"
+    )
     assert lines == [b"from-before", b"/etc/passwd", b"1000"]  # copied as-is, links not followed
     assert docker_engine.volumes.get(old).name == old  # kept for the operator
     await manager.release(lease)

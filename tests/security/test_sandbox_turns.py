@@ -40,20 +40,42 @@ async def test_a_disk_fill_fails_in_the_agents_own_box_only(
     fill = "dd if=/dev/zero of=/workspace/fill bs=1M count=512; echo dd-exit=$?"
     model_server.add_scenario("fill-disk", [{"shell": fill}, {"text": "tried to fill it"}])
     write_connector(
-        e2e.root, "fake-fill", kind="anthropic", model="claude-sonnet-4-5@fill-disk", host=model_server.url, key_env="FAKE_KEY"
+        e2e.root,
+        "fake-fill",
+        kind="anthropic",
+        model="claude-sonnet-4-5@fill-disk",
+        host=model_server.url,
+        key_env="FAKE_KEY",
     )
     write_connector(
-        e2e.root, "fake-hello", kind="anthropic", model="claude-sonnet-4-5@hello", host=model_server.url, key_env="FAKE_KEY"
+        e2e.root,
+        "fake-hello",
+        kind="anthropic",
+        model="claude-sonnet-4-5@hello",
+        host=model_server.url,
+        key_env="FAKE_KEY",
     )
-    ran = await e2e.run(_claude(e2e.root, "e2e.filler", "fake-fill"), "fill the disk", session_id="chat-fill", limit=300)
-    tool_output = json.dumps([e.model_dump(mode="json") for e in ran.events if e.type in ("execute", "tool_result")])
+    ran = await e2e.run(
+        _claude(e2e.root, "e2e.filler", "fake-fill"), "fill the disk", session_id="chat-fill", limit=300
+    )
+    tool_output = json.dumps(
+        [e.model_dump(mode="json") for e in ran.events if e.type in ("execute", "tool_result")]
+    )
     logged = json.dumps([e.model_dump(mode="json") for e in await e2e.store.events.after("chat-fill")])
     assert "No space left on device" in tool_output and "dd-exit=1" in tool_output  # the agent's own write
     assert "No space left on device" in logged  # and the event log (the database) recorded it
-    [box] = docker_engine.containers.list(all=True, filters={"label": "cage.session=chat-fill"}, ignore_removed=True)
-    layer = docker_engine.api.get(docker_engine.api._url("/containers/{0}/json", box.id), params={"size": 1}).json()
+    [box] = docker_engine.containers.list(
+        all=True, filters={"label": "cage.session=chat-fill"}, ignore_removed=True
+    )
+    layer = docker_engine.api.get(
+        docker_engine.api._url("/containers/{0}/json", box.id), params={"size": 1}
+    ).json()
     assert layer.get("SizeRw", 0) < 64 * MiB  # the 512 MiB did not land in the writable layer either
     [volume] = [m["Name"] for m in box.attrs["Mounts"] if m["Destination"] == "/workspace"]
-    assert docker_engine.volumes.get(volume).attrs["Options"]["type"] == "tmpfs"  # bounded, off the engine disk
-    other = await e2e.run(_claude(e2e.root, "e2e.bystander", "fake-hello"), "write hello", session_id="chat-ok", limit=300)
+    assert (
+        docker_engine.volumes.get(volume).attrs["Options"]["type"] == "tmpfs"
+    )  # bounded, off the engine disk
+    other = await e2e.run(
+        _claude(e2e.root, "e2e.bystander", "fake-hello"), "write hello", session_id="chat-ok", limit=300
+    )
     assert other.result.status == "completed", other.result.error  # the database and the engine carry on

@@ -25,7 +25,9 @@ from tests.security.sandbox_rig import request, sh, spec
 pytestmark = pytest.mark.docker
 
 
-async def test_attachment_through_an_etc_symlink_lands_in_attachments(make_manager: Any, tmp_path: Path) -> None:
+async def test_attachment_through_an_etc_symlink_lands_in_attachments(
+    make_manager: Any, tmp_path: Path
+) -> None:
     manager = make_manager()
     lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="c1"))
     plant = "rm -rf /workspace/attachments; ln -s /etc /workspace/attachments; echo orig > /tmp/victim"
@@ -46,7 +48,9 @@ async def test_attachment_through_an_etc_symlink_lands_in_attachments(make_manag
     await manager.release(lease)
 
 
-async def test_no_root_side_write_or_chown_through_a_planted_root_link(make_manager: Any, tmp_path: Path) -> None:
+async def test_no_root_side_write_or_chown_through_a_planted_root_link(
+    make_manager: Any, tmp_path: Path
+) -> None:
     """The `.cage -> /` trick: a write below it used to chown the container's `/` to uid 1000."""
     manager = make_manager()
     lease = await manager.acquire(request(tmp_path, spec(lifecycle="session"), session_id="c2"))

@@ -63,7 +63,10 @@ def send_huge(
         head.append(f"Authorization: Bearer {token}")
     sent = 0
     response = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock, selectors.DefaultSelector() as answer:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=30) as sock,
+        selectors.DefaultSelector() as answer,
+    ):
         answer.register(sock, selectors.EVENT_READ)  # poll/epoll: fine past fd 1024, unlike select()
         sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
         deadline = time.monotonic() + 60

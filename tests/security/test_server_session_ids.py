@@ -28,7 +28,9 @@ from tests.unit.api.harness import BOOTSTRAP_KEY, ServerThread, create_keys, pip
 from tests.unit.api.wsclient import SessionClient
 
 ASSISTANT = "hooks.memory"
-INTERNAL = {internal_session_id(owner, session) for owner in ("alice", "bob") for session in ("shared", "taken")}
+INTERNAL = {
+    internal_session_id(owner, session) for owner in ("alice", "bob") for session in ("shared", "taken")
+}
 
 
 class Server:

@@ -195,7 +195,9 @@ def test_auth_off_is_refused_on_a_non_loopback_bind(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, auth="off", host="0.0.0.0")
     with pytest.raises(UsageError, match="CAGE_AUTH=off is only allowed on a loopback address"):
         create_app(settings, services=fake_services(FakeBackend()))
-    assert create_app(make_settings(tmp_path / "local", auth="off", host="127.0.0.1"), services=fake_services())
+    assert create_app(
+        make_settings(tmp_path / "local", auth="off", host="127.0.0.1"), services=fake_services()
+    )
 
 
 async def test_a_silent_event_stream_sends_keep_alive_comments(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from tests.ts_runtime import ensure_ts_runtime
 def _runtime() -> None:
     ensure_ts_runtime()
 
+
 PROBE = """
 const fs = require("fs");
 const out = {};
@@ -83,7 +84,13 @@ def test_the_node_process_has_no_env_writes_spawns_or_network(tmp_path: Path) ->
 def test_a_hook_cannot_leave_its_context(code: str) -> None:
     async def run() -> object:
         outcome = await TsRuntime(timeout=20).run(
-            code=code, filename="index.ts", function="Create", args=[], assistant_id="evil", ctx=None, handlers={}
+            code=code,
+            filename="index.ts",
+            function="Create",
+            args=[],
+            assistant_id="evil",
+            ctx=None,
+            handlers={},
         )
         return outcome.value
 
@@ -94,8 +101,15 @@ def test_a_hook_cannot_leave_its_context(code: str) -> None:
 @pytest.mark.serial  # `pgrep` on the whole host: another worker's hook host would be found
 def test_a_hook_that_never_ends_is_killed() -> None:
     async def run() -> None:
-        await TsRuntime(timeout=2).run(code="function Create() { for (;;) {} }", filename="index.ts",
-                                       function="Create", args=[], assistant_id="spin", ctx=None, handlers={})
+        await TsRuntime(timeout=2).run(
+            code="function Create() { for (;;) {} }",
+            filename="index.ts",
+            function="Create",
+            args=[],
+            assistant_id="spin",
+            ctx=None,
+            handlers={},
+        )
 
     with pytest.raises(TsRuntimeError, match="did not finish within 2s"):
         anyio.run(run)

@@ -42,8 +42,13 @@ def served(app: App, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServerTh
     session.mkdir(parents=True)
     (session / "package.yao").write_text('{"name": "page", "connector": "fake-claude-hostile"}')
     (session / "prompts.yml").write_text("- role: system\n  content: Answer.\n")
-    settings = Settings(app_dir=app.root, data_dir=app.data_dir, sandbox_labels=app.labels,
-                        bootstrap_admin_key=BOOTSTRAP_KEY, reaper_interval=3600.0)
+    settings = Settings(
+        app_dir=app.root,
+        data_dir=app.data_dir,
+        sandbox_labels=app.labels,
+        bootstrap_admin_key=BOOTSTRAP_KEY,
+        reaper_interval=3600.0,
+    )
     keys = create_keys(settings, {"dev": ("user", "dev")})
     server = ServerThread(create_app(settings)).start(timeout=60)
     try:
@@ -59,7 +64,12 @@ def test_agent_markup_stays_text(
     browser.get(server.base_url + "/ui/#/s/hostile-1?assistant=e2e.page")
     wait = WebDriverWait(browser, 120, poll_frequency=0.2)
     wait.until(lambda b: b.find_elements(By.ID, "key"))[0].send_keys(keys["dev"] + "\n")
-    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, ".conn") and b.find_element(By.CSS_SELECTOR, ".conn").text == "live")
+    wait.until(
+        lambda b: (
+            b.find_elements(By.CSS_SELECTOR, ".conn")
+            and b.find_element(By.CSS_SELECTOR, ".conn").text == "live"
+        )
+    )
     browser.find_element(By.ID, "message").send_keys("say something")
     browser.find_element(By.ID, "send").click()
     (turn,) = wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "article.turn[data-status]"))

@@ -81,8 +81,12 @@ def test_every_other_exception_class_is_a_cage_error() -> None:
 
 
 def test_config_error_message_names_file_line_and_key() -> None:
-    err = ConfigError("cannot mix ints and objects", file=Path("assistants/coder/sandbox.yao"),
-                      key_path="computer.ports[1]", line=7)
+    err = ConfigError(
+        "cannot mix ints and objects",
+        file=Path("assistants/coder/sandbox.yao"),
+        key_path="computer.ports[1]",
+        line=7,
+    )
     assert str(err) == "assistants/coder/sandbox.yao:7: computer.ports[1]: cannot mix ints and objects"
 
 

@@ -46,7 +46,10 @@ def test_plain_text_is_untouched() -> None:
 
 
 def test_structured_values_mask_sensitive_keys() -> None:
-    data = {"env": {"ANTHROPIC_API_KEY": "x1", "HOME": "/workspace"}, "argv": ["claude", "--api-key=sk-ant-abcdefghij"]}
+    data = {
+        "env": {"ANTHROPIC_API_KEY": "x1", "HOME": "/workspace"},
+        "argv": ["claude", "--api-key=sk-ant-abcdefghij"],
+    }
     out = redact_value(data)
     assert out["env"] == {"ANTHROPIC_API_KEY": MASK, "HOME": "/workspace"}
     assert "sk-ant-abcdefghij" not in json.dumps(out)
@@ -58,7 +61,9 @@ def test_log_lines_are_redacted_json() -> None:
     register_secret("tok-registered-123456")
     structlog.contextvars.bind_contextvars(session_id="s1", turn_id="t1")
     try:
-        structlog.get_logger().info("runner.failed", stderr="401 for tok-registered-123456", api_key="k-zzzzzz")
+        structlog.get_logger().info(
+            "runner.failed", stderr="401 for tok-registered-123456", api_key="k-zzzzzz"
+        )
     finally:
         structlog.contextvars.clear_contextvars()
     line = json.loads(buf.getvalue().strip().splitlines()[-1])

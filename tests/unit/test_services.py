@@ -23,7 +23,9 @@ def _settings(tmp_path: Path) -> Settings:
 
 
 def _turn() -> TurnInput:
-    return TurnInput(assistant_id="a.b", owner="alice", session_id="c1", messages=(InputMessage(content="hi"),))
+    return TurnInput(
+        assistant_id="a.b", owner="alice", session_id="c1", messages=(InputMessage(content="hi"),)
+    )
 
 
 async def test_services_close_the_backend_and_the_image_builder(tmp_path: Path) -> None:

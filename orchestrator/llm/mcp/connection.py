@@ -159,7 +159,9 @@ class McpConnection:
                 transport: Transport = self._stdio(spec, self._stderr)
             elif spec.transport == "sse":
                 transport = sse_client(
-                    spec.url, headers=dict(spec.headers), timeout=self.connect_timeout,
+                    spec.url,
+                    headers=dict(spec.headers),
+                    timeout=self.connect_timeout,
                     sse_read_timeout=SSE_READ_TIMEOUT,
                 )
             else:
@@ -232,7 +234,8 @@ class McpConnection:
 
     def _timed_out(self, tool: str) -> ToolResult:
         return failure(
-            "timeout", f"{tool} on MCP server {self.server_id!r} timed out after {self.timeout:g}s",
+            "timeout",
+            f"{tool} on MCP server {self.server_id!r} timed out after {self.timeout:g}s",
             server=self.server_id,
         )
 

@@ -50,8 +50,11 @@ class ProcessClient:
 
     async def list_tools(self, cursor: str | None = None) -> mt.ListToolsResult:
         tools = [
-            mt.Tool(name=t.name, description=t.description or f"{t.name} ({t.process})",
-                    input_schema=t.input_schema)
+            mt.Tool(
+                name=t.name,
+                description=t.description or f"{t.name} ({t.process})",
+                input_schema=t.input_schema,
+            )
             for t in self._tools.values()
         ]
         return mt.ListToolsResult(tools=tools)
@@ -63,13 +66,19 @@ class ProcessClient:
         if tool is None:
             return _error(f"no tool {name!r} on MCP server {self.spec.id!r}")
         if tool.script is None:
-            return _error(f"tool {name!r} calls process {tool.process!r}, which has no equivalent in Cage "
-                          "(it runs only assistant scripts, agents.<assistant>.<script>.<Function>)")
+            return _error(
+                f"tool {name!r} calls process {tool.process!r}, which has no equivalent in Cage "
+                "(it runs only assistant scripts, agents.<assistant>.<script>.<Function>)"
+            )
         runtime = self._runtime or _runtime()
         try:
             value = await runtime.run(
-                code=runtime.bundler.bundle(tool.script), filename=tool.script.name, function=tool.function,
-                args=[dict(arguments)], assistant_id=tool.assistant_id, ctx=None,
+                code=runtime.bundler.bundle(tool.script),
+                filename=tool.script.name,
+                function=tool.function,
+                args=[dict(arguments)],
+                assistant_id=tool.assistant_id,
+                ctx=None,
                 handlers={"script": self._sibling(tool)},
             )
         except TsRuntimeError as exc:

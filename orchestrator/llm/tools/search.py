@@ -19,8 +19,6 @@ _SKIP_DIRS = (".git", "node_modules", "__pycache__", ".venv")
 _LIST_TIMEOUT = 30.0
 
 
-
-
 def matches(pattern: str, path: str) -> bool:
     """Whether a relative path matches; a pattern without `/` matches the base name anywhere."""
     target = path if "/" in pattern else posixpath.basename(path)

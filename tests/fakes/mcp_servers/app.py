@@ -28,8 +28,11 @@ class LlmApp:
         self.state = root.parent / "mcp-state"
         self.state.mkdir(parents=True, exist_ok=True)
         for name, kind in (("main", "anthropic"), ("fallback", "openai")):
-            conn = {"label": name, "type": kind,
-                    "options": {"model": f"fake@{name}", "key": MODEL_KEY, "host": model_url}}
+            conn = {
+                "label": name,
+                "type": kind,
+                "options": {"model": f"fake@{name}", "key": MODEL_KEY, "host": model_url},
+            }
             self.write(f"connectors/{name}.conn.yao", json.dumps(conn))
         self.write("agent.yml", "roles:\n  default: fallback\n")
 
@@ -40,8 +43,13 @@ class LlmApp:
         return path
 
     def stdio_server(
-        self, server_id: str = "calc", *, timeout: str = "10s", env: Mapping[str, str] | None = None,
-        command: str | None = None, arguments: Sequence[str] | None = None,
+        self,
+        server_id: str = "calc",
+        *,
+        timeout: str = "10s",
+        env: Mapping[str, str] | None = None,
+        command: str | None = None,
+        arguments: Sequence[str] | None = None,
     ) -> None:
         spec: dict[str, Any] = {
             "transport": "stdio",
@@ -58,8 +66,13 @@ class LlmApp:
         self.write(f"mcps/{server_id}.mcp.yao", json.dumps(spec))
 
     def assistant(
-        self, name: str = "calc", *, servers: Sequence[Any] = ("calc",), options: Mapping[str, Any] | None = None,
-        prompts: str | None = None, extra: Mapping[str, Any] | None = None,
+        self,
+        name: str = "calc",
+        *,
+        servers: Sequence[Any] = ("calc",),
+        options: Mapping[str, Any] | None = None,
+        prompts: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str:
         """Write `assistants/tests/<name>` and return its id `tests.<name>`."""
         package: dict[str, Any] = {"name": name.title(), "connector": "main", **(extra or {})}

@@ -21,12 +21,21 @@ from typing import Any
 
 SECRET_ANSWER = "the secret tool ran"
 TOOLS: list[dict[str, Any]] = [
-    {"name": "whereami", "description": "Where this server runs.",
-     "inputSchema": {"type": "object", "properties": {}}},
-    {"name": "echo", "description": "Echo the text.",
-     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
-    {"name": "secret", "description": "Never allowlisted.",
-     "inputSchema": {"type": "object", "properties": {}}},
+    {
+        "name": "whereami",
+        "description": "Where this server runs.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "echo",
+        "description": "Echo the text.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+    {
+        "name": "secret",
+        "description": "Never allowlisted.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
 ]
 
 
@@ -35,8 +44,14 @@ def _whereami() -> str:
         init = Path("/proc/1/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
     except OSError:
         init = ""
-    return json.dumps({"hostname": socket.gethostname(), "pid": os.getpid(),
-                       "dockerenv": Path("/.dockerenv").exists(), "init": init})
+    return json.dumps(
+        {
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "dockerenv": Path("/.dockerenv").exists(),
+            "init": init,
+        }
+    )
 
 
 def _call(name: str, args: dict[str, Any], state: Path) -> tuple[str, bool]:
@@ -58,8 +73,11 @@ def _answer(message: dict[str, Any], state: Path) -> dict[str, Any] | None:
         return None
     if method == "initialize":
         version = message.get("params", {}).get("protocolVersion", "2025-06-18")
-        result: dict[str, Any] = {"protocolVersion": version, "capabilities": {"tools": {}},
-                                  "serverInfo": {"name": "bare", "version": "1"}}
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "bare", "version": "1"},
+        }
     elif method == "tools/list":
         result = {"tools": TOOLS}
     elif method == "tools/call":

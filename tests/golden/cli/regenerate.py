@@ -11,9 +11,16 @@ from orchestrator.stream import Usage, parse_jsonl
 HERE = Path(__file__).parent
 EVENTS = HERE.parent / "stream" / "turn.events.jsonl"
 SUMMARY = TurnSummary(
-    assistant="examples.claude", runner="claude", session_id="chat-1", turn_id="turn-1", status="completed",
-    stop_reason="end_turn", usage=Usage(input_tokens=1200, cached_input_tokens=800, output_tokens=64, scope="turn"),
-    cost_usd=0.0123, duration_ms=4321, files_changed=["hello.txt"],
+    assistant="examples.claude",
+    runner="claude",
+    session_id="chat-1",
+    turn_id="turn-1",
+    status="completed",
+    stop_reason="end_turn",
+    usage=Usage(input_tokens=1200, cached_input_tokens=800, output_tokens=64, scope="turn"),
+    cost_usd=0.0123,
+    duration_ms=4321,
+    files_changed=["hello.txt"],
 )
 
 

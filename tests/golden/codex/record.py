@@ -60,11 +60,17 @@ EXTRA_SCENARIOS: tuple[Scenario, ...] = (
     scenario(
         "patch",
         [
-            {"tool": "apply_patch", "input": "*** Begin Patch\n*** Add File: notes.txt\n+first line\n*** End Patch\n"},
+            {
+                "tool": "apply_patch",
+                "input": "*** Begin Patch\n*** Add File: notes.txt\n+first line\n*** End Patch\n",
+            },
             {"text": "patched"},
         ],
     ),
-    scenario("collab", [{"tool": "multi_agent_v1__spawn_agent", "args": {"message": "say hi"}}, {"text": "spawned"}]),
+    scenario(
+        "collab",
+        [{"tool": "multi_agent_v1__spawn_agent", "args": {"message": "say hi"}}, {"text": "spawned"}],
+    ),
 )
 
 
@@ -96,20 +102,27 @@ def _image(explicit: str | None) -> str:
         return explicit
     out = subprocess.run(
         [
-            "docker", "images",
-            "--filter", "label=cage.runner=codex",
-            "--filter", f"label=cage.cli-version={CLI_VERSION}",
-            "--format", "{{.Repository}}:{{.Tag}}",
+            "docker",
+            "images",
+            "--filter",
+            "label=cage.runner=codex",
+            "--filter",
+            f"label=cage.cli-version={CLI_VERSION}",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
         ],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     if not out:
         raise SystemExit(f"no cage/codex image for codex {CLI_VERSION}; build one first (make images)")
     return out[0]
 
 
-def _turn(name: str, model: str, server: FakeModelServer, prompt: str, *, mcp: bool,
-          resume: Mapping[str, str]) -> TurnRequest:
+def _turn(
+    name: str, model: str, server: FakeModelServer, prompt: str, *, mcp: bool, resume: Mapping[str, str]
+) -> TurnRequest:
     connector = ConnectorSpec(
         id="fake",
         label="fake",
@@ -120,15 +133,28 @@ def _turn(name: str, model: str, server: FakeModelServer, prompt: str, *, mcp: b
         max_retries=1,
     )
     servers = (
-        (McpServerSpec(id="echo", transport="stdio", command="python3", args=(f"/workspace/{MCP_SCRIPT}",),
-                       env={"ECHO_SUFFIX": "(env passed)"}, timeout=timedelta(seconds=30)),)
-        if mcp else ()
+        (
+            McpServerSpec(
+                id="echo",
+                transport="stdio",
+                command="python3",
+                args=(f"/workspace/{MCP_SCRIPT}",),
+                env={"ECHO_SUFFIX": "(env passed)"},
+                timeout=timedelta(seconds=30),
+            ),
+        )
+        if mcp
+        else ()
     )
     base = golden_turn(name, resume)
-    return base.model_copy(update={
-        "prompt": prompt, "connector": connector, "mcp_servers": servers,
-        "system_prompt": "You are a test assistant. Keep answers short.",
-    })
+    return base.model_copy(
+        update={
+            "prompt": prompt,
+            "connector": connector,
+            "mcp_servers": servers,
+            "system_prompt": "You are a test assistant. Keep answers short.",
+        }
+    )
 
 
 def _write_files(workspace: Path, rexec: RunnerExec) -> None:
@@ -143,9 +169,21 @@ def _write_files(workspace: Path, rexec: RunnerExec) -> None:
 
 def _docker_argv(image: str, name: str, workspace: Path, rexec: RunnerExec) -> list[str]:
     argv = [
-        "docker", "run", "--rm", "--init", "-i", "--name", name,
-        "--add-host", "host.docker.internal:host-gateway",
-        "-u", rexec.user, "-w", rexec.workdir, "-v", f"{workspace}:/workspace",
+        "docker",
+        "run",
+        "--rm",
+        "--init",
+        "-i",
+        "--name",
+        name,
+        "--add-host",
+        "host.docker.internal:host-gateway",
+        "-u",
+        rexec.user,
+        "-w",
+        rexec.workdir,
+        "-v",
+        f"{workspace}:/workspace",
     ]
     for key, value in rexec.env.items():
         argv += ["-e", key] if key in rexec.secret_env else ["-e", f"{key}={value}"]
@@ -157,7 +195,10 @@ def _exec(image: str, workspace: Path, rexec: RunnerExec, cancel_after: float | 
     env = {**os.environ, **{k: rexec.env[k] for k in rexec.secret_env}}
     proc = subprocess.Popen(
         _docker_argv(image, name, workspace, rexec),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     if rexec.stdin:
@@ -191,8 +232,9 @@ def _first_turn(image: str) -> Callable[[Path, FakeModelServer], dict[str, str]]
     def run(workspace: Path, server: FakeModelServer) -> dict[str, str]:
         from orchestrator.stream import CountingIds, TurnBuilder
 
-        turn = _turn("resume", "fake-model@hello", server, "Create hello.txt, then say done.", mcp=False,
-                     resume={})
+        turn = _turn(
+            "resume", "fake-model@hello", server, "Create hello.txt, then say done.", mcp=False, resume={}
+        )
         result = _record_turn(image, workspace, turn, None)
         translator = CodexAdapter().translator(TurnBuilder(CountingIds()), turn)
         for line in result.stdout.splitlines():
@@ -210,8 +252,12 @@ def runs(image: str) -> list[Run]:
         Run("error500", "fake-model@error500", prompt="Say hi."),
         Run("error401", "fake-model@error401", prompt="Say hi."),
         Run("resume", "fake-model@hello", prompt="Do it again.", setup=_first_turn(image)),
-        Run("resume_lost", "fake-model@hello", prompt="Go on.",
-            resume={"thread_id": "01a22800-0000-7000-8000-000000000000", "usage_input_tokens": "100"}),
+        Run(
+            "resume_lost",
+            "fake-model@hello",
+            prompt="Go on.",
+            resume={"thread_id": "01a22800-0000-7000-8000-000000000000", "usage_input_tokens": "100"},
+        ),
         Run("cancelled", "fake-model@hang", prompt="Tell me a long story.", cancel_after_turn_start=1.5),
         Run("tools", "fake-model@tools", prompt="Echo hi there, then run the failing command.", mcp=True),
         Run("patch", BUNDLED_MODEL, prompt="Add notes.txt.", before=lambda s: s.set_scenario("patch")),
@@ -254,7 +300,9 @@ def record(run: Run, image: str, server: FakeModelServer, out_dir: Path) -> None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.golden.codex.record", description=__doc__)
-    parser.add_argument("--image", help="runner image tag (default: the newest cage/codex for this CLI version)")
+    parser.add_argument(
+        "--image", help="runner image tag (default: the newest cage/codex for this CLI version)"
+    )
     parser.add_argument("--host", default="172.17.0.1", help="address the fake model server binds (docker0)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     args = parser.parse_args(argv)

@@ -31,7 +31,9 @@ def build_turn() -> list[Event]:
     """The golden turn's events, stamped."""
     b = TurnBuilder(CountingIds(), runner="claude", clock=ticking(0, 5))
     raw: list[Event] = []
-    raw += b.stream_start("demo.coder", assistant_name="Coder", session_id="chat-1", metadata={"locale": "en"})
+    raw += b.stream_start(
+        "demo.coder", assistant_name="Coder", session_id="chat-1", metadata={"locale": "en"}
+    )
     raw += b.sandbox_status("ready", "sandbox ready", sandbox_id="cage-demo-coder-chat-1")
     raw += b.loading("Waiting for AI response...")
     raw += b.thinking("The user wants the files")

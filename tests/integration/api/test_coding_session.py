@@ -83,7 +83,9 @@ async def test_a_coding_session_over_the_websocket(served: tuple[ServerThread, d
     assert {"text", "execute"} <= kinds(ws.events)
 
     async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
-        (box,) = [b for b in (await http.get("/v1/sandboxes", headers=user)).json() if b["name"] not in others]
+        (box,) = [
+            b for b in (await http.get("/v1/sandboxes", headers=user)).json() if b["name"] not in others
+        ]
         touched = await http.post(
             f"/v1/admin/sandboxes/{box['name']}/exec", headers=admin, json={"argv": ["touch", "slow"]}
         )

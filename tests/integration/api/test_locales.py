@@ -176,7 +176,10 @@ async def test_a_websocket_turn_takes_the_handshakes_accept_language(
     served: tuple[ServerThread, dict[str, str], FakeModelServer],
 ) -> None:
     server, keys, model = served
-    for session_id, language, expected in (("ws-zh", "zh-CN,zh;q=0.9", ZH_PROMPT), ("ws-none", None, EN_PROMPT)):
+    for session_id, language, expected in (
+        ("ws-zh", "zh-CN,zh;q=0.9", ZH_PROMPT),
+        ("ws-none", None, EN_PROMPT),
+    ):
         headers = {"Authorization": f"Bearer {keys['dev']}"}
         if language:
             headers["Accept-Language"] = language

@@ -80,7 +80,9 @@ def test_the_image_answers_healthz_when_started_like_compose(
         checked = container.exec_run(check[1:])  # the image's own HEALTHCHECK, as Docker runs it
         probe = "from orchestrator.sandbox.images import default_images_dir as d; print((d() / 'claude' / 'Dockerfile').is_file())"
         found = container.exec_run(["/opt/cage/bin/python", "-c", probe])
-        assert found.output.decode().strip() == "True", found.output  # the image contexts, through the symlink
+        assert found.output.decode().strip() == "True", (
+            found.output
+        )  # the image contexts, through the symlink
         runners = httpx.get(
             f"http://127.0.0.1:{port}/v1/admin/runners",
             headers={"Authorization": "Bearer boot-key-for-the-image-test"},

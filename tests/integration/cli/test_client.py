@@ -199,7 +199,10 @@ async def test_a_reconnect_replays_exactly_the_missed_events(server: Server) -> 
 @pytest.mark.slow
 async def test_ps_exec_and_rm_on_a_real_sandbox(server: Server) -> None:
     session = f"box-{uuid.uuid4().hex[:8]}"
-    async with CageClient(server.url, ADMIN_KEY) as client, client.session(session, assistant_id="app.box") as s:
+    async with (
+        CageClient(server.url, ADMIN_KEY) as client,
+        client.session(session, assistant_id="app.box") as s,
+    ):
         await s.send("hi")
         events = [frame async for frame in s.turn()]
     assert events[-1]["props"]["status"] == "completed", events[-1]

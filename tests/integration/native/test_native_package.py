@@ -77,8 +77,10 @@ def test_max_turn_bounds_the_rounds(
     runner: str, app: NativeApp, native_server: FakeModelServer, tmp_path: Path
 ) -> None:
     scenario = f"mcp-rounds-{runner}"
-    native_server.add_scenario(scenario, [{"tool": "bare__echo", "args": {"text": str(n)}} for n in range(5)]
-                               + [{"text": "unreachable"}])
+    native_server.add_scenario(
+        scenario,
+        [{"tool": "bare__echo", "args": {"text": str(n)}} for n in range(5)] + [{"text": "unreachable"}],
+    )
     aid = with_mcp(app, runner, scenario)
     pkg = app.root / "assistants" / "native" / runner / "package.yao"
     doc = json.loads(pkg.read_text())

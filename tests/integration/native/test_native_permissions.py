@@ -70,14 +70,18 @@ def _results(server: FakeModelServer, scenario: str) -> list[str]:
 def test_cage_run_deny_blocks_a_write_and_reports_it(app: NativeApp, workspace: Path, tmp_path: Path) -> None:
     assistant = _with_policy(app, "perm-ci", {"rules": [{"ask": "write"}]})
     out = tmp_path / "out"
-    result = cage_run(app, assistant, workspace, "write it", extra=["--permissions", "deny", "--output-dir", str(out)])
+    result = cage_run(
+        app, assistant, workspace, "write it", extra=["--permissions", "deny", "--output-dir", str(out)]
+    )
     assert result.code == 0, result.stderr
     assert not (workspace / "blocked.txt").exists()
     assert (workspace / "ran.txt").read_text() == "ran\n"  # bash is not asked about: bypass
     assert any("no one to ask in CI mode" in r for r in _results(app.server, "perm-ci"))
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert validate_stream(events) == []
-    requests = [e["props"] for e in events if e["type"] == "event" and e["props"]["event"] == "permission/request"]
+    requests = [
+        e["props"] for e in events if e["type"] == "event" and e["props"]["event"] == "permission/request"
+    ]
     assert [(r["tool"], r["rule"]) for r in requests] == [("write", "ask write")]
     summary = json.loads((out / "summary.json").read_text())
     denied, allowed = summary["permissions"]  # CI mode reports every decision, allowed ones too
@@ -89,13 +93,19 @@ def test_cage_run_deny_blocks_a_write_and_reports_it(app: NativeApp, workspace: 
         "rule": "ask write",
         "message": "refused: no one to ask in CI mode (--permissions deny)",
     }
-    assert (allowed["tool"], allowed["decision"], allowed["by"], allowed["rule"]) == ("bash", "allow", "policy", None)
+    assert (allowed["tool"], allowed["decision"], allowed["by"], allowed["rule"]) == (
+        "bash",
+        "allow",
+        "policy",
+        None,
+    )
     assert "blocked.txt" not in summary["files_changed"]
 
 
 ASK_SESSION = f"perm-1-{TEST_RUN_ID[:8]}"
 """A session of this session: a fixed one names one workspace volume for every session on the engine,
 and the files an earlier session's turn wrote there (always.txt) would still be in it."""
+
 
 @pytest.fixture
 def session_assistant(app: NativeApp) -> str:
@@ -169,8 +179,12 @@ async def test_a_session_asks_before_each_tool_call(
             asked.append(first)
             assert (first["tool"], first["input"]["command"]) == ("bash", "echo denied > denied.txt")
             assert first["deadline"] and first.get("rule") is None
-            await ws.send(type="permission_response", request_id=first["request_id"], decision="deny",
-                          message="not that file")
+            await ws.send(
+                type="permission_response",
+                request_id=first["request_id"],
+                decision="deny",
+                message="not that file",
+            )
             await ws.control("session.ack")
             second = await _next_ask(ws)
             asked.append(second)
@@ -179,18 +193,26 @@ async def test_a_session_asks_before_each_tool_call(
             fourth = await _next_ask(ws)
             asked.append(fourth)
             assert fourth["input"]["command"] == ALWAYS
-            await ws.send(type="permission_response", request_id=fourth["request_id"], decision="allow_always")
+            await ws.send(
+                type="permission_response", request_id=fourth["request_id"], decision="allow_always"
+            )
             question = await _next_ask(ws)
             assert (question["text"], tuple(question["options"])) == ("Which colour?", ("red", "blue"))
             await ws.send(type="question_response", request_id=question["request_id"], answer="blue")
             seventh = await _next_ask(ws)  # 6 was not asked: the session rule allowed it
             asked.append(seventh)
             assert seventh["input"]["command"] == "echo via-http > http.txt"
-            late = await http.post(f"/v1/sessions/{ASK_SESSION}/permissions/{asked[2]['request_id']}", headers=user,
-                                   json={"decision": "allow"})
+            late = await http.post(
+                f"/v1/sessions/{ASK_SESSION}/permissions/{asked[2]['request_id']}",
+                headers=user,
+                json={"decision": "allow"},
+            )
             assert late.status_code == 404  # decided by its deadline already
-            reply = await http.post(f"/v1/sessions/{ASK_SESSION}/permissions/{seventh['request_id']}", headers=user,
-                                    json={"decision": "allow"})
+            reply = await http.post(
+                f"/v1/sessions/{ASK_SESSION}/permissions/{seventh['request_id']}",
+                headers=user,
+                json={"decision": "allow"},
+            )
             assert reply.status_code == 200, reply.text
             await asyncio.wait_for(ws.until_stream_end(), 180)
             events = ws.events
@@ -200,12 +222,24 @@ async def test_a_session_asks_before_each_tool_call(
                 for e in events
                 if e["type"] == "event" and e["props"]["event"] == "permission/resolved"
             }
-            decided = [(resolved[a["request_id"]]["decision"], resolved[a["request_id"]]["by"]) for a in asked]
-            assert decided == [("deny", "user"), ("allow", "user"), ("deny", "timeout"), ("allow", "user"),
-                               ("allow", "user")]
+            decided = [
+                (resolved[a["request_id"]]["decision"], resolved[a["request_id"]]["by"]) for a in asked
+            ]
+            assert decided == [
+                ("deny", "user"),
+                ("allow", "user"),
+                ("deny", "timeout"),
+                ("allow", "user"),
+                ("allow", "user"),
+            ]
             assert resolved[fourth["request_id"]].get("always") is True
-            ready = [e["props"] for e in events if e["type"] == "event" and e["props"]["event"] == "sandbox/status"
-                     and e["props"]["phase"] == "ready"]
+            ready = [
+                e["props"]
+                for e in events
+                if e["type"] == "event"
+                and e["props"]["event"] == "sandbox/status"
+                and e["props"]["phase"] == "ready"
+            ]
             sandbox = ready[-1]["sandbox_id"]
             assert await _box_has(http, admin, sandbox, "denied.txt") is None
             assert await _box_has(http, admin, sandbox, "late.txt") is None
@@ -249,7 +283,9 @@ async def test_an_interrupt_while_a_request_waits_refuses_it(
         sandbox = next(
             e["props"]["sandbox_id"]
             for e in ws.events
-            if e["type"] == "event" and e["props"]["event"] == "sandbox/status" and e["props"]["phase"] == "ready"
+            if e["type"] == "event"
+            and e["props"]["event"] == "sandbox/status"
+            and e["props"]["phase"] == "ready"
         )
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
             assert await _box_has(http, admin, sandbox, "denied.txt") is None

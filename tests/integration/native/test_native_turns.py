@@ -95,7 +95,9 @@ def test_cancel_mid_tool_stops_the_turn_and_the_command(
 def test_a_second_turn_continues_the_session(runner: str, app: NativeApp, workspace: Path) -> None:
     assistant = app.assistant(runner, scenario="text")
     session = f"resume-{runner}"
-    first = cage_run(app, assistant, workspace, "remember PINEAPPLE-42", session=session, timeout=FIRST_RUN_TIMEOUT)
+    first = cage_run(
+        app, assistant, workspace, "remember PINEAPPLE-42", session=session, timeout=FIRST_RUN_TIMEOUT
+    )
     assert first.code == 0, first.stderr[-3000:]
     before = len(app.server.requests.all())
     second = cage_run(app, assistant, workspace, "what was the word?", session=session)

@@ -26,14 +26,21 @@ def bypass_assistant(rig: Rig, server: FakeModelServer, runner: str, scenario: s
     name = f"q-{runner}-{uuid.uuid4().hex[:6]}"
     model = "claude-sonnet-4-5" if runner == "claude" else MODEL[runner]
     host = server.url if runner == "claude" else server.url + "/v1"
-    write_connector(rig.root, name, kind=KIND[runner], model=f"{model}@{scenario}", host=host, key_env="FAKE_KEY")
+    write_connector(
+        rig.root, name, kind=KIND[runner], model=f"{model}@{scenario}", host=host, key_env="FAKE_KEY"
+    )
     assistant_id = f"q.{name.replace('-', '_')}"
     write_assistant(
         rig.root,
         assistant_id,
         package={"name": assistant_id, "connector": name},
         prompts="- role: system\n  content: You are a careful coding agent.\n",
-        sandbox={"version": "2.0", "runner": {"name": runner}, "lifecycle": "session", "computer": {"memory": "1GB"}},
+        sandbox={
+            "version": "2.0",
+            "runner": {"name": runner},
+            "lifecycle": "session",
+            "computer": {"memory": "1GB"},
+        },
     )
     return assistant_id
 

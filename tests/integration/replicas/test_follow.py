@@ -76,7 +76,9 @@ def _view(url: str, session: str) -> dict[str, Any]:
 
 
 def _log(url: str, session: str) -> list[dict[str, Any]]:
-    page = httpx.get(f"{url}/v1/sessions/{session}/events", params={"limit": 10000}, headers=HEADERS, timeout=30)
+    page = httpx.get(
+        f"{url}/v1/sessions/{session}/events", params={"limit": 10000}, headers=HEADERS, timeout=30
+    )
     assert page.status_code == 200, page.text
     events: list[dict[str, Any]] = page.json()["events"]
     return events

@@ -27,7 +27,9 @@ def ticket_from(replica: Replica, headers: dict[str, str]) -> str:
 
 
 def socket_url(replica: Replica, session: str, ticket: str) -> str:
-    return f"ws://127.0.0.1:{replica.port}/v1/sessions/{session}/ws?assistant_id=tests.sleeper&ticket={ticket}"
+    return (
+        f"ws://127.0.0.1:{replica.port}/v1/sessions/{session}/ws?assistant_id=tests.sleeper&ticket={ticket}"
+    )
 
 
 async def first_frame(url: str) -> tuple[dict[str, Any], int | None]:

@@ -36,8 +36,9 @@ RUNNER_MODEL = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.5", "opencode": "
 def model_server(docker_engine: docker.DockerClient) -> Iterator[FakeModelServer]:
     with FakeModelServer("hello", host="0.0.0.0") as server:
         server.add_scenario("cancel-me", [{"shell": "sleep 120"}, {"text": "done"}])
-        server.add_scenario("edit", [{"shell": "sed -i s/old/new/ notes.txt && echo added > added.txt"},
-                                     {"text": "edited"}])
+        server.add_scenario(
+            "edit", [{"shell": "sed -i s/old/new/ notes.txt && echo added > added.txt"}, {"text": "edited"}]
+        )
         # a persistent 500 that asks for immediate retries: opencode's fixed 5-retry backoff honours it
         server.add_scenario("e500", [{"text": "unreachable", "fail_status": 500, "retry_after_ms": 0}])
         yield server
@@ -52,37 +53,61 @@ class App:
     sandbox_ids: list[str] = field(default_factory=list)
 
     def assistant(
-        self, runner: str, *, scenario: str = "hello", lifecycle: str = "oneshot",
-        environment: dict[str, str] | None = None, options: dict[str, Any] | None = None,
+        self,
+        runner: str,
+        *,
+        scenario: str = "hello",
+        lifecycle: str = "oneshot",
+        environment: dict[str, str] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> str:
         kind = RUNNER_CONNECTOR[runner]
         conn_id = f"fake-{runner}-{scenario}"
         (self.root / "connectors").mkdir(parents=True, exist_ok=True)
         host = self.server.url if kind == "anthropic" else self.server.url + "/v1"
-        (self.root / "connectors" / f"{conn_id}.conn.yao").write_text(json.dumps({
-            "label": conn_id, "type": kind,
-            "options": {"model": f"{RUNNER_MODEL[runner]}@{scenario}", "key": "$ENV.FAKE_MODEL_KEY",
-                        "host": host, "max_retries": 1},
-        }))
+        (self.root / "connectors" / f"{conn_id}.conn.yao").write_text(
+            json.dumps(
+                {
+                    "label": conn_id,
+                    "type": kind,
+                    "options": {
+                        "model": f"{RUNNER_MODEL[runner]}@{scenario}",
+                        "key": "$ENV.FAKE_MODEL_KEY",
+                        "host": host,
+                        "max_retries": 1,
+                    },
+                }
+            )
+        )
         adir = self.root / "assistants" / "e2e" / runner
         adir.mkdir(parents=True, exist_ok=True)
         (adir / "package.yao").write_text(json.dumps({"name": f"e2e {runner}", "connector": conn_id}))
         (adir / "prompts.yml").write_text("- role: system\n  content: You are a careful coding agent.\n")
-        (adir / "sandbox.yao").write_text(json.dumps({
-            "version": "2.0", "runner": {"name": runner, "options": options or {}},
-            "lifecycle": lifecycle, "environment": environment or {},
-            "computer": {"memory": "1GB"},
-        }))
+        (adir / "sandbox.yao").write_text(
+            json.dumps(
+                {
+                    "version": "2.0",
+                    "runner": {"name": runner, "options": options or {}},
+                    "lifecycle": lifecycle,
+                    "environment": environment or {},
+                    "computer": {"memory": "1GB"},
+                }
+            )
+        )
         return f"e2e.{runner}"
 
     def env(self) -> dict[str, str]:
         env = subprocess_env(keep=ENGINE_VARS)
         if Path(HOST_CA).is_file():
             env.setdefault("CAGE_EXTRA_CA_CERTS", HOST_CA)
-        env.update({
-            "CAGE_APP_DIR": str(self.root), "CAGE_DATA_DIR": str(self.data_dir),
-            "CAGE_SANDBOX_LABELS": json.dumps(self.labels), "FAKE_MODEL_KEY": "sk-fake-e2e-key-123456",
-        })
+        env.update(
+            {
+                "CAGE_APP_DIR": str(self.root),
+                "CAGE_DATA_DIR": str(self.data_dir),
+                "CAGE_SANDBOX_LABELS": json.dumps(self.labels),
+                "FAKE_MODEL_KEY": "sk-fake-e2e-key-123456",
+            }
+        )
         return env
 
 
@@ -94,7 +119,11 @@ class RunResult:
     stdout: str = ""
 
     def of(self, type_: str, event: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["type"] == type_ and (event is None or e["props"].get("event") == event)]
+        return [
+            e
+            for e in self.events
+            if e["type"] == type_ and (event is None or e["props"].get("event") == event)
+        ]
 
     @property
     def end(self) -> dict[str, Any]:
@@ -124,22 +153,47 @@ def searchable_by_others(*paths: Path) -> Iterator[None]:
             directory.chmod(mode)
 
 
-def cage_run(app: App, assistant: str, workspace: Path, prompt: str, *, session: str | None = None,
-             extra: list[str] | None = None, interrupt_after: str | None = None, timeout: float = 180,
-             output: str = "jsonl", env: dict[str, str] | None = None, cwd: Path | None = None,
-             user: str | None = None) -> RunResult:
+def cage_run(
+    app: App,
+    assistant: str,
+    workspace: Path,
+    prompt: str,
+    *,
+    session: str | None = None,
+    extra: list[str] | None = None,
+    interrupt_after: str | None = None,
+    timeout: float = 180,
+    output: str = "jsonl",
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    user: str | None = None,
+) -> RunResult:
     """Run `cage run` as a real process; with `interrupt_after`, SIGINT it once that text appears on stdout."""
     argv = [*CAGE, "run", assistant, "--workspace", str(workspace), "--prompt", prompt, "--output", output]
     with contextlib.ExitStack() as stack:
         if user is not None:  # as another (non-root) user: the system python with this checkout's packages
             stack.enter_context(searchable_by_others(REPO, Path(SITE_PACKAGES)))
-            argv = ["runuser", "-u", user, "--", "env", f"PYTHONPATH={REPO}:{SITE_PACKAGES}", SYSTEM_PYTHON,
-                    *argv[1:]]
+            argv = [
+                "runuser",
+                "-u",
+                user,
+                "--",
+                "env",
+                f"PYTHONPATH={REPO}:{SITE_PACKAGES}",
+                SYSTEM_PYTHON,
+                *argv[1:],
+            ]
         if session:
             argv += ["--session", session]
         argv += extra or []
-        proc = subprocess.Popen(argv, env={**app.env(), **(env or {})}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd=cwd)
+        proc = subprocess.Popen(
+            argv,
+            env={**app.env(), **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+        )
         if interrupt_after is None:
             out, err = proc.communicate(timeout=timeout)
             return RunResult(proc.returncode, _parse(out) if output == "jsonl" else [], err, out)

@@ -72,10 +72,15 @@ def test_plain_directory_gets_a_file_level_patch(app: App, tmp_path: Path) -> No
     shutil.copytree(ws, copy)
     own(ws)
     out = tmp_path / "out"
-    result = cage_run(app, app.assistant("claude", scenario="edit"), ws, "go", extra=["--output-dir", str(out)])
+    result = cage_run(
+        app, app.assistant("claude", scenario="edit"), ws, "go", extra=["--output-dir", str(out)]
+    )
     assert result.code == 0, result.stderr[-2000:]
-    subprocess.run(["git", "apply", "--unsafe-paths", "--directory", ".", str(out / "changes.patch")],
-                   cwd=copy, check=True)
+    subprocess.run(
+        ["git", "apply", "--unsafe-paths", "--directory", ".", str(out / "changes.patch")],
+        cwd=copy,
+        check=True,
+    )
     assert (copy / "notes.txt").read_text() == "new\n"
     assert (copy / "added.txt").read_text() == "added\n"
 
@@ -92,7 +97,9 @@ def test_bad_assistant_config_exits_2_naming_the_key(app: App, workspace: Path) 
 
 
 def test_bad_set_override_exits_2(app: App, workspace: Path) -> None:
-    result = cage_run(app, app.assistant("claude"), workspace, "hi", extra=["--set", "sandbox.computer.pids=1"])
+    result = cage_run(
+        app, app.assistant("claude"), workspace, "hi", extra=["--set", "sandbox.computer.pids=1"]
+    )
     assert result.code == 2 and "computer.pids" in result.stderr and "--set" in result.stderr
 
 
@@ -108,8 +115,13 @@ def test_model_500_exits_1(app: App, workspace: Path) -> None:
 
 
 def test_unreachable_engine_exits_3(app: App, workspace: Path, tmp_path: Path) -> None:
-    result = cage_run(app, app.assistant("claude"), workspace, "hi",
-                      env={"CAGE_DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    result = cage_run(
+        app,
+        app.assistant("claude"),
+        workspace,
+        "hi",
+        env={"CAGE_DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"},
+    )
     assert result.code == 3, result.stderr
     assert "engine" in result.stderr.lower()
 
@@ -147,8 +159,14 @@ def test_github_output_annotates_errors_and_writes_the_step_summary(
     app: App, workspace: Path, tmp_path: Path
 ) -> None:
     summary = tmp_path / "step-summary.md"
-    result = cage_run(app, app.assistant("claude", scenario="e500"), workspace, "hi", output="github",
-                      env={"GITHUB_STEP_SUMMARY": str(summary)})
+    result = cage_run(
+        app,
+        app.assistant("claude", scenario="e500"),
+        workspace,
+        "hi",
+        output="github",
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
     assert result.code == 1
     assert "::error title=cage" in result.stdout
     text = summary.read_text()

@@ -89,7 +89,9 @@ def test_cancel_mid_tool_kills_the_cli_and_the_session_goes_on(
     # the one that shows the tool running, so that the interrupt lands while `sleep 120` runs
     options = {"drive": "serve"} if runner == "opencode" else None
     assistant = app.assistant(runner, scenario="cancel-me", lifecycle="session", options=options)
-    result = cage_run(app, assistant, workspace, "sleep a while", session="c2", interrupt_after='"status":"running"')
+    result = cage_run(
+        app, assistant, workspace, "sleep a while", session="c2", interrupt_after='"status":"running"'
+    )
     assert result.code == 130, result.stderr[-2000:]
     _assert_well_formed(result)
     assert result.end["status"] == "cancelled"

@@ -58,11 +58,14 @@ async def _calls(sandbox: BoxSandbox) -> list[str]:
 @pytest.fixture(scope="module")
 def model(model_server: FakeModelServer) -> FakeModelServer:
     for runner, (echo, secret) in TOOL_NAMES.items():
-        model_server.add_scenario(f"allow-{runner}", [
-            {"tool": echo, "args": {"text": "listed"}},
-            {"tool": secret, "args": {}},
-            {"text": "finished"},
-        ])
+        model_server.add_scenario(
+            f"allow-{runner}",
+            [
+                {"tool": echo, "args": {"text": "listed"}},
+                {"tool": secret, "args": {}},
+                {"text": "finished"},
+            ],
+        )
     return model_server
 
 
@@ -72,8 +75,13 @@ async def test_an_unlisted_tool_is_neither_offered_nor_run(
     runner, sandbox = box
     script = FileEntry(path="mcp/bare.py", content=BARE_SOURCE, uid=1000, gid=1000)
     await sandbox.put_files("/workspace", [script])
-    server = McpServerSpec(id="bare", transport="stdio", command="python3",
-                           args=("/workspace/mcp/bare.py", "/workspace/mcp-state"), tools=("echo",))
+    server = McpServerSpec(
+        id="bare",
+        transport="stdio",
+        command="python3",
+        args=("/workspace/mcp/bare.py", "/workspace/mcp-state"),
+        tools=("echo",),
+    )
     scenario = f"allow-{runner}"
     # no gate: the turn runs with the CLI's own permissions, as without `permissions` in sandbox.yao
     turn = await run_turn(runner, sandbox, model, scenario, None, mcp=(server,), model="fake-model")  # type: ignore[arg-type]
@@ -96,13 +104,21 @@ async def claude_box(
     backend = DockerBackend(settings)
     name = f"cage-it-allow-claude-{uuid.uuid4().hex[:8]}"
     await backend.ensure_volume(f"{name}-ws", test_run_labels)
-    ref = await backend.create(CreateSpec(
-        image=image.tag, name=name, command=MAIN_COMMAND, labels=test_run_labels, user="sandbox",
-        workdir="/workspace",
-        mounts=(VolumeMount(source=f"{name}-ws", target="/workspace", owner=(1000, 1000)),),
-        cap_drop=("ALL",), security_opt=("no-new-privileges:true",), network="bridge",
-        extra_hosts={"host.docker.internal": "host-gateway"},
-    ))
+    ref = await backend.create(
+        CreateSpec(
+            image=image.tag,
+            name=name,
+            command=MAIN_COMMAND,
+            labels=test_run_labels,
+            user="sandbox",
+            workdir="/workspace",
+            mounts=(VolumeMount(source=f"{name}-ws", target="/workspace", owner=(1000, 1000)),),
+            cap_drop=("ALL",),
+            security_opt=("no-new-privileges:true",),
+            network="bridge",
+            extra_hosts={"host.docker.internal": "host-gateway"},
+        )
+    )
     await backend.start(ref)
     yield BoxSandbox(backend, ref)
     await backend.remove(ref, force=True)
@@ -113,21 +129,44 @@ async def test_claude_cannot_call_an_unlisted_tool_even_bypassing_permissions(
     claude_box: BoxSandbox, model: FakeModelServer
 ) -> None:
     sandbox = claude_box
-    await sandbox.put_files("/workspace", [FileEntry(path="mcp/bare.py", content=BARE_SOURCE, uid=1000, gid=1000)])
-    server = McpServerSpec(id="bare", transport="stdio", command="python3",
-                           args=("/workspace/mcp/bare.py", "/workspace/mcp-state"), tools=("echo",))
+    await sandbox.put_files(
+        "/workspace", [FileEntry(path="mcp/bare.py", content=BARE_SOURCE, uid=1000, gid=1000)]
+    )
+    server = McpServerSpec(
+        id="bare",
+        transport="stdio",
+        command="python3",
+        args=("/workspace/mcp/bare.py", "/workspace/mcp-state"),
+        tools=("echo",),
+    )
     scenario = "allow-claude"
-    model.add_scenario(scenario, [
-        {"tool": "mcp__bare__echo", "args": {"text": "listed"}},
-        {"tool": "mcp__bare__secret", "args": {}},
-        {"text": "finished"},
-    ])
-    connector = ConnectorSpec(id="fake", label="fake", type=ConnectorType.ANTHROPIC,
-                              model=f"claude-sonnet-4-5@{scenario}", base_url=model.url_for_containers,
-                              key=SecretStr("sk-ant-fake-allow-123456"), max_retries=1)
-    turn = TurnRequest(assistant_id="e2e.claude", owner="alice", session_id=f"chat-{uuid.uuid4().hex[:8]}",
-                       turn_id=f"turn-{uuid.uuid4().hex[:8]}", prompt="please do the task", connector=connector,
-                       mcp_servers=(server,), lifecycle="session")  # runner.options default: bypassPermissions
+    model.add_scenario(
+        scenario,
+        [
+            {"tool": "mcp__bare__echo", "args": {"text": "listed"}},
+            {"tool": "mcp__bare__secret", "args": {}},
+            {"text": "finished"},
+        ],
+    )
+    connector = ConnectorSpec(
+        id="fake",
+        label="fake",
+        type=ConnectorType.ANTHROPIC,
+        model=f"claude-sonnet-4-5@{scenario}",
+        base_url=model.url_for_containers,
+        key=SecretStr("sk-ant-fake-allow-123456"),
+        max_retries=1,
+    )
+    turn = TurnRequest(
+        assistant_id="e2e.claude",
+        owner="alice",
+        session_id=f"chat-{uuid.uuid4().hex[:8]}",
+        turn_id=f"turn-{uuid.uuid4().hex[:8]}",
+        prompt="please do the task",
+        connector=connector,
+        mcp_servers=(server,),
+        lifecycle="session",
+    )  # runner.options default: bypassPermissions
     builder = TurnBuilder(CountingIds(), runner="claude")
     events: list[Event] = []
 

@@ -27,7 +27,6 @@ ANTHROPIC_CONNECTORS = ("moonshot/kimi-k2_5-code",)
 """Yao reaches Claude Code through its a2o proxy; Cage's claude runner needs an anthropic connector."""
 
 
-
 @pytest.fixture(scope="session")
 def ts_runtime() -> None:
     ensure_ts_runtime()
@@ -43,12 +42,21 @@ def yao_model_server() -> Iterator[FakeModelServer]:
 
 
 def point_connectors(root: Path, host: str) -> None:
-    for rel, kind in [*((c, "openai") for c in OPENAI_CONNECTORS), *((c, "anthropic") for c in ANTHROPIC_CONNECTORS)]:
+    for rel, kind in [
+        *((c, "openai") for c in OPENAI_CONNECTORS),
+        *((c, "anthropic") for c in ANTHROPIC_CONNECTORS),
+    ]:
         path = root / "connectors" / f"{rel}.conn.yao"
         model = "claude-sonnet-4-5@hello" if kind == "anthropic" else "gpt-4o"
-        path.write_text(json.dumps({"label": rel, "type": kind,
-                                    "options": {"model": model, "key": "$ENV.YAO_TEST_KEY", "host": host,
-                                                "max_retries": 1}}))
+        path.write_text(
+            json.dumps(
+                {
+                    "label": rel,
+                    "type": kind,
+                    "options": {"model": model, "key": "$ENV.YAO_TEST_KEY", "host": host, "max_retries": 1},
+                }
+            )
+        )
 
 
 def copy_dev_app(dest: Path, host: str) -> Path:
@@ -79,7 +87,10 @@ async def yao_rig(
 
 @pytest.fixture
 async def yao_docker_rig(
-    tmp_path: Path, yao_model_server: FakeModelServer, test_run_labels: dict[str, str], docker_engine: object,
+    tmp_path: Path,
+    yao_model_server: FakeModelServer,
+    test_run_labels: dict[str, str],
+    docker_engine: object,
     turn_tasks: TaskGroup,
 ) -> AsyncIterator[Rig]:
     """The dev app on the real pipeline with real containers (runner images as `cage images build`)."""
@@ -89,13 +100,21 @@ async def yao_docker_rig(
     from tests.integration.pipeline.conftest import HOST_CA
 
     root = copy_dev_app(tmp_path / "app", yao_model_server.url)
-    settings = Settings(app_dir=root, data_dir=tmp_path / "data", sandbox_labels=test_run_labels,
-                        extra_ca_certs=HOST_CA)
+    settings = Settings(
+        app_dir=root, data_dir=tmp_path / "data", sandbox_labels=test_run_labels, extra_ca_certs=HOST_CA
+    )
     store = Store.from_url(f"sqlite+aiosqlite:///{tmp_path / 'data' / 'cage.db'}")
     await store.migrate()
-    rig = Rig.build(root, store, DockerBackend.from_settings(settings), tasks=turn_tasks,
-                    data_dir=settings.data_dir,
-                    images=DockerImageBuilder(settings), labels=test_run_labels, environ=environ(root))
+    rig = Rig.build(
+        root,
+        store,
+        DockerBackend.from_settings(settings),
+        tasks=turn_tasks,
+        data_dir=settings.data_dir,
+        images=DockerImageBuilder(settings),
+        labels=test_run_labels,
+        environ=environ(root),
+    )
     rig.manager.settings = settings
     yield rig
     await rig.service.aclose()

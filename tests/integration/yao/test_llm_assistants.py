@@ -31,7 +31,9 @@ async def test_global_prompts_lead_and_their_variables_are_filled(
     assert "$SYS." not in system
 
 
-async def test_disable_global_prompts_leaves_them_out(yao_rig: Rig, yao_model_server: FakeModelServer) -> None:
+async def test_disable_global_prompts_leaves_them_out(
+    yao_rig: Rig, yao_model_server: FakeModelServer
+) -> None:
     before = len(yao_model_server.requests)
     ran = await yao_rig.run("tests.fullfields", "Hi")
     assert ran.result.status == "completed", ran.result.error
@@ -41,8 +43,14 @@ async def test_disable_global_prompts_leaves_them_out(yao_rig: Rig, yao_model_se
 
 def test_prompt_variables() -> None:
     [p] = expand_prompts(
-        [Prompt(role="system", content="$SYS.DATE $SYS.WEEKDAY $SYS.NOPE $ENV.BRAND/$ENV.UNSET $CTX.assistant_id")],
-        environ={"BRAND": "Yao"}, context={"assistant_id": "hello"},
+        [
+            Prompt(
+                role="system",
+                content="$SYS.DATE $SYS.WEEKDAY $SYS.NOPE $ENV.BRAND/$ENV.UNSET $CTX.assistant_id",
+            )
+        ],
+        environ={"BRAND": "Yao"},
+        context={"assistant_id": "hello"},
         now=datetime(2026, 12, 1, 9, 30),
     )
     assert p.content == "2026-12-01 Tuesday $SYS.NOPE Yao/ hello"

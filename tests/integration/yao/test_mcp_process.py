@@ -23,10 +23,13 @@ TOOL = "agents_robot_host_tools__confirm_task"
 async def test_a_process_tool_runs_the_assistant_script_in_a_turn(
     yao_rig: Rig, yao_model_server: FakeModelServer
 ) -> None:
-    yao_model_server.add_scenario("confirm", [
-        {"parts": [{"tool": TOOL, "args": {"goals": "ship the release"}}]},
-        {"parts": [{"text": "Task confirmed."}]},
-    ])
+    yao_model_server.add_scenario(
+        "confirm",
+        [
+            {"parts": [{"tool": TOOL, "args": {"goals": "ship the release"}}]},
+            {"parts": [{"text": "Task confirmed."}]},
+        ],
+    )
     conn = yao_rig.root / "connectors" / "moonshot" / "kimi-k2_5-code.conn.yao"
     spec = json.loads(conn.read_text())
     spec["options"]["model"] = "claude-sonnet-4-5@confirm"
@@ -69,23 +72,26 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 async def test_a_hook_calls_its_mcp_tools_through_ctx_mcp(yao_rig: Rig) -> None:
-    _write(yao_rig.root / "assistants" / "tests" / "mcphook", {
-        "package.yao": '{"name": "MCP from a hook", "connector": "gpt-4o",'
-                       ' "mcp": {"servers": [{"server_id": "agents.tests.mcphook.calc"}]}}',
-        "mcps/calc.mcp.yao": '{"label": "Calc", "transport": "process",'
-                             ' "tools": {"double": "agents.tests.mcphook.calc.Double"}}',
-        "mcps/mapping/calc/schemes/double.in.yao": '{"type": "object", "description": "Double n",'
-                                                   ' "properties": {"n": {"type": "number"}}}',
-        "src/calc.ts": "export function Double(args: { n: number }) { return { doubled: args.n * 2 }; }\n",
-        "src/index.ts": (
-            "function Create(ctx: any, messages: any[]) {\n"
-            '  const tools = ctx.mcp.ListTools("agents.tests.mcphook.calc");\n'
-            '  const out = ctx.mcp.CallTool("agents.tests.mcphook.calc", "double", { n: 21 });\n'
-            "  ctx.Send({ type: \"text\", props: { content: `${tools.tools[0].name}: ${out.content[0].text}` } });\n"
-            "  return { messages };\n"
-            "}\n"
-        ),
-    })
+    _write(
+        yao_rig.root / "assistants" / "tests" / "mcphook",
+        {
+            "package.yao": '{"name": "MCP from a hook", "connector": "gpt-4o",'
+            ' "mcp": {"servers": [{"server_id": "agents.tests.mcphook.calc"}]}}',
+            "mcps/calc.mcp.yao": '{"label": "Calc", "transport": "process",'
+            ' "tools": {"double": "agents.tests.mcphook.calc.Double"}}',
+            "mcps/mapping/calc/schemes/double.in.yao": '{"type": "object", "description": "Double n",'
+            ' "properties": {"n": {"type": "number"}}}',
+            "src/calc.ts": "export function Double(args: { n: number }) { return { doubled: args.n * 2 }; }\n",
+            "src/index.ts": (
+                "function Create(ctx: any, messages: any[]) {\n"
+                '  const tools = ctx.mcp.ListTools("agents.tests.mcphook.calc");\n'
+                '  const out = ctx.mcp.CallTool("agents.tests.mcphook.calc", "double", { n: 21 });\n'
+                '  ctx.Send({ type: "text", props: { content: `${tools.tools[0].name}: ${out.content[0].text}` } });\n'
+                "  return { messages };\n"
+                "}\n"
+            ),
+        },
+    )
     ran = await yao_rig.run("tests.mcphook", "go")
     assert ran.result.status == "completed", ran.result.error
     assert ran.texts()[0] == 'double: {"doubled": 42}'  # then the model's answer

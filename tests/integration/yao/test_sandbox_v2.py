@@ -14,8 +14,13 @@ from tests.unit.dsl.test_yao_layout import SANDBOX_V2
 
 pytestmark = [pytest.mark.slow, needs_node]
 
-RUNNERS = {"hooks-only": "yaocode", "jsapi-v2": "yaocode", "opencode-oneshot-cli": "opencode",
-           "opencode-session-cli": "opencode", "opencode-vision-cli": "opencode"}
+RUNNERS = {
+    "hooks-only": "yaocode",
+    "jsapi-v2": "yaocode",
+    "opencode-oneshot-cli": "opencode",
+    "opencode-session-cli": "opencode",
+    "opencode-vision-cli": "opencode",
+}
 
 
 @pytest.mark.parametrize("name", SANDBOX_V2)

@@ -55,7 +55,9 @@ def test_streamed_answer_with_usage_and_session_continuity(served: Served) -> No
         extra_headers={"X-Cage-Session-Id": session_id},
     )
     by_metadata = client.chat.completions.create(
-        model="tests.echo", messages=[{"role": "user", "content": "third"}], metadata={"session_id": session_id}
+        model="tests.echo",
+        messages=[{"role": "user", "content": "third"}],
+        metadata={"session_id": session_id},
     )
     assert again.choices[0].message.content == "echo: second"
     assert by_metadata.choices[0].message.content == "echo: third"
@@ -187,7 +189,9 @@ async def test_the_names_from_before_sessions_are_still_read(served: Served) -> 
             "/v1/chat/completions",
             json={"model": "tests.echo", "messages": message, "metadata": {"chat_id": "old-client"}},
         )
-        by_body = await http.post("/v1/assistants/tests.echo/stream", json={"messages": message, "chat_id": "old-client"})
+        by_body = await http.post(
+            "/v1/assistants/tests.echo/stream", json={"messages": message, "chat_id": "old-client"}
+        )
         both = await http.post(
             "/v1/assistants/tests.echo/stream",
             json={"messages": message, "chat_id": "old-client", "session_id": "old-client"},

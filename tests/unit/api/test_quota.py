@@ -21,7 +21,9 @@ def test_concurrent_starts_reserve_their_sandboxes(tmp_path: Path) -> None:
     manager = SandboxManager(FakeBackend(), FakeImageBuilder(), settings)
 
     def start(session: str, owner: str = "alice") -> Callable[[], None]:
-        return manager.admission.admit(spec, owner=owner, assistant_id="tests.box", session_id=session, workspace_id=None)
+        return manager.admission.admit(
+            spec, owner=owner, assistant_id="tests.box", session_id=session, workspace_id=None
+        )
 
     first, _second = start("c1"), start("c2")  # neither box exists yet: both reserve
     with pytest.raises(CapacityError, match="owner alice"):

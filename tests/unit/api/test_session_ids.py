@@ -47,10 +47,16 @@ def test_a_websocket_frame_is_the_client_events_json_encoded_once() -> None:
     encoder = WebSocketEncoder()
     for record in (session("alice", "shared"), session("alice", "legacy", internal="legacy")):
         start = LifecycleEvent(
-            seq=1, ts=1, session_id=record.id, turn_id="t", props=StreamStart(assistant_id="a", chat_id=record.id)
+            seq=1,
+            ts=1,
+            session_id=record.id,
+            turn_id="t",
+            props=StreamStart(assistant_id="a", chat_id=record.id),
         )
         plain = TextEvent(seq=2, ts=2, session_id=record.id, turn_id="t", props=TextProps(content="hi é"))
-        inside = TextEvent(seq=3, ts=3, session_id=record.id, turn_id="t", props=TextProps(content=f"{record.id}/x"))
+        inside = TextEvent(
+            seq=3, ts=3, session_id=record.id, turn_id="t", props=TextProps(content=f"{record.id}/x")
+        )
         for event in (start, plain, inside):
             assert client_json(record, event) == encoder.encode(for_client_one(record, event))
 

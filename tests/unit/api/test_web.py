@@ -23,7 +23,11 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(served: Served) 
     assert root.status_code == 307 and root.headers["location"] == "/ui/"
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     policy = page.headers["content-security-policy"]
-    assert "script-src 'self'" in policy and "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    assert (
+        "script-src 'self'" in policy
+        and "default-src 'none'" in policy
+        and "frame-ancestors 'none'" in policy
+    )
     assert script.headers["content-type"].startswith("text/javascript")
     assert missing.status_code == 404 and escaped.status_code == 404
 
@@ -35,7 +39,9 @@ def test_every_file_the_page_names_ships_with_it() -> None:
         named |= set(re.findall(r'from "\./([\w.-]+)"', text))
         named |= set(re.findall(r'"/ui/([\w.-]+)"', text))
     assert named and named <= set(FILES), named - set(FILES)
-    assert not any("http://" in body.decode() or "https://" in body.decode() for body, _ in [FILES["index.html"]])
+    assert not any(
+        "http://" in body.decode() or "https://" in body.decode() for body, _ in [FILES["index.html"]]
+    )
 
 
 async def test_the_pages_own_origin_may_open_a_session_socket(served: Served) -> None:

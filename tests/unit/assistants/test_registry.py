@@ -41,7 +41,9 @@ async def test_one_registry_answers_for_a_file_and_a_stored_assistant(
         await registry.get("api.nothing")
 
 
-async def test_a_stored_assistant_is_its_owners_unless_public(registry: AssistantRegistry, store: Store) -> None:
+async def test_a_stored_assistant_is_its_owners_unless_public(
+    registry: AssistantRegistry, store: Store
+) -> None:
     await store.assistants.create("api.mine", owner="alice", package={"name": "mine"}, sandbox=SANDBOX)
     await store.assistants.create(
         "api.ours", owner="alice", package={"name": "ours", "public": True}, sandbox=SANDBOX
@@ -52,7 +54,9 @@ async def test_a_stored_assistant_is_its_owners_unless_public(registry: Assistan
         await registry.authorize("bob", "api.mine")
 
 
-async def test_an_update_is_read_by_the_next_lookup_by_version(registry: AssistantRegistry, store: Store) -> None:
+async def test_an_update_is_read_by_the_next_lookup_by_version(
+    registry: AssistantRegistry, store: Store
+) -> None:
     await store.assistants.create("api.moving", owner="alice", package={"name": "first"}, sandbox=SANDBOX)
     first = await registry.authorize("alice", "api.moving")
     assert await registry.authorize("alice", "api.moving") is first  # same version: the same load

@@ -11,13 +11,23 @@ from orchestrator.cli.overrides import apply_env, apply_sets
 from orchestrator.dsl import Lifecycle, SandboxSpec
 from orchestrator.errors import ConfigError, UsageError
 
-SPEC = SandboxSpec.model_validate({"version": "2.0", "runner": {"name": "claude"}, "computer": {"memory": "1GB"}})
+SPEC = SandboxSpec.model_validate(
+    {"version": "2.0", "runner": {"name": "claude"}, "computer": {"memory": "1GB"}}
+)
 FILE = Path("assistants/x/sandbox.yao")
 
 
 def test_sets_are_typed_and_nested() -> None:
-    spec = apply_sets(SPEC, ["sandbox.lifecycle=session", "sandbox.computer.cpus=1.5",
-                             "sandbox.runner.options.max_turns=3", "sandbox.idle_timeout=10m"], file=FILE)
+    spec = apply_sets(
+        SPEC,
+        [
+            "sandbox.lifecycle=session",
+            "sandbox.computer.cpus=1.5",
+            "sandbox.runner.options.max_turns=3",
+            "sandbox.idle_timeout=10m",
+        ],
+        file=FILE,
+    )
     assert spec.lifecycle is Lifecycle.SESSION and spec.computer.cpus == 1.5
     assert spec.runner.options == {"max_turns": 3} and spec.idle_timeout == timedelta(minutes=10)
     assert spec.computer.memory == 2**30  # untouched keys survive

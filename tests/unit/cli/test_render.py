@@ -60,7 +60,11 @@ def test_agent_text_cannot_issue_workflow_commands() -> None:
     renderer = GithubRenderer(Console(file=stdout), Console(file=io.StringIO()), stdout, None)
     builder = TurnBuilder(CountingIds())
     evil = "ok\n::add-mask::x\n::stop-commands::guess\n::error::forged\n::guess::\n::warning::forged\n"
-    for event in [*builder.text(evil), *builder.error("real failure", "model_api_error"), *builder.text(evil)]:
+    for event in [
+        *builder.text(evil),
+        *builder.error("real failure", "model_api_error"),
+        *builder.text(evil),
+    ]:
         renderer.feed(event)
     renderer.finish(regenerate.SUMMARY)
     assert "::add-mask::x" in stdout.getvalue()  # still shown to the reader

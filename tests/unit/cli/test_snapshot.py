@@ -90,10 +90,15 @@ def test_the_checkouts_git_config_never_runs(tmp_path: Path) -> None:
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "seed")
     plant = f"touch {marker}; cat"
-    for key, value in [("core.fsmonitor", f"touch {marker}; true"), ("filter.evil.clean", plant),
-                       ("filter.evil.process", plant), ("diff.external", f"sh -c 'touch {marker}'"),
-                       ("diff.evil.textconv", plant), ("diff.evil.command", plant),
-                       ("core.hooksPath", str(tmp_path / "hooks"))]:
+    for key, value in [
+        ("core.fsmonitor", f"touch {marker}; true"),
+        ("filter.evil.clean", plant),
+        ("filter.evil.process", plant),
+        ("diff.external", f"sh -c 'touch {marker}'"),
+        ("diff.evil.textconv", plant),
+        ("diff.evil.command", plant),
+        ("core.hooksPath", str(tmp_path / "hooks")),
+    ]:
         _git(root, "config", key, value)
     (tmp_path / "hooks").mkdir()
     for hook in ("post-index-change", "reference-transaction", "pre-auto-gc"):

@@ -16,7 +16,11 @@ from orchestrator.dsl import AppLoader
 def app_with(tmp_path: Path, runner: str, package: dict[str, Any], conn_type: str = "anthropic") -> Path:
     root = tmp_path / "app"
     (root / "connectors").mkdir(parents=True)
-    conn = {"label": "main", "type": conn_type, "options": {"model": "m", "key": "k", "host": "http://127.0.0.1:9"}}
+    conn = {
+        "label": "main",
+        "type": conn_type,
+        "options": {"model": "m", "key": "k", "host": "http://127.0.0.1:9"},
+    }
     (root / "connectors" / "main.conn.yao").write_text(json.dumps(conn))
     (root / "agent.yml").write_text("roles:\n  default: main\n")
     adir = root / "assistants" / "t" / "a"
@@ -35,15 +39,20 @@ def refusals(root: Path) -> list[tuple[str, int | None, str]]:
     return [(e.key_path, e.line, e.reason) for e in turn_refusals(root, report)]
 
 
-@pytest.mark.parametrize(("runner", "refused"), [
-    ("claude", ["options.temperature", "options.seed"]),
-    ("opencode", ["options.seed"]),
-    ("codex", ["options.temperature", "options.max_tokens", "options.seed"]),
-    ("yaocode", ["options.seed"]),  # an Anthropic connector has no seed
-    ("tai", ["options.seed"]),
-])
+@pytest.mark.parametrize(
+    ("runner", "refused"),
+    [
+        ("claude", ["options.temperature", "options.seed"]),
+        ("opencode", ["options.seed"]),
+        ("codex", ["options.temperature", "options.max_tokens", "options.seed"]),
+        ("yaocode", ["options.seed"]),  # an Anthropic connector has no seed
+        ("tai", ["options.seed"]),
+    ],
+)
 def test_each_runner_refuses_what_it_cannot_apply(tmp_path: Path, runner: str, refused: list[str]) -> None:
-    root = app_with(tmp_path, runner, {"options": {"model": "other", "temperature": 0.2, "max_tokens": 100, "seed": 1}})
+    root = app_with(
+        tmp_path, runner, {"options": {"model": "other", "temperature": 0.2, "max_tokens": 100, "seed": 1}}
+    )
     found = refusals(root)
     assert [key for key, _, _ in found] == refused
     assert all(line == 4 for _, line, _ in found)  # the `options` line of package.yao

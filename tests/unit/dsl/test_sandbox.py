@@ -78,7 +78,10 @@ def test_every_key_is_parsed() -> None:
     assert (c.pids, c.runtime, c.read_only) == (128, "runsc", True)
     assert c.network == "none"
     listed = ComputerSpec.model_validate({"network": {"allow": ["api.example.com", "10.0.0.0/8"]}})
-    assert isinstance(listed.network, NetworkAllowlist) and listed.network.allow == ("api.example.com", "10.0.0.0/8")
+    assert isinstance(listed.network, NetworkAllowlist) and listed.network.allow == (
+        "api.example.com",
+        "10.0.0.0/8",
+    )
     r = spec.runner
     assert (r.name, r.mode, r.options, r.supports) == (
         "claude",

@@ -22,8 +22,19 @@ from tests.unit.dsl.conftest import AppWriter
 
 DEV_APP = Path(__file__).resolve().parents[2] / "fixtures" / "yao-dev-app"
 GOLDEN = Path(__file__).with_name("yao_dev_app_warnings.txt")
-SANDBOX_V2 = ("computer-filter", "full-prepare", "hooks-only", "host-mode", "jsapi-v2", "longrunning-cli",
-              "oneshot-cli", "opencode-oneshot-cli", "opencode-session-cli", "opencode-vision-cli", "session-cli")
+SANDBOX_V2 = (
+    "computer-filter",
+    "full-prepare",
+    "hooks-only",
+    "host-mode",
+    "jsapi-v2",
+    "longrunning-cli",
+    "oneshot-cli",
+    "opencode-oneshot-cli",
+    "opencode-session-cli",
+    "opencode-vision-cli",
+    "session-cli",
+)
 
 
 def app_environ(app: Path) -> dict[str, str]:
@@ -64,7 +75,10 @@ def test_dev_app_global_layer() -> None:
     assert agent.role_connector("default") == "deepseek.v3"
     assert agent.role_connector("light") == "deepseek.v3"
     assert (agent.uses.default, agent.uses.title, agent.uses.robot_prompt) == (
-        "yaobots", "workers.system.title", "__yao.robot_prompt")  # Yao's default fills what the file leaves out
+        "yaobots",
+        "workers.system.title",
+        "__yao.robot_prompt",
+    )  # Yao's default fills what the file leaves out
     hello = loader.get("hello")
     # {{ }} templates from the assistant's locales (flattened, list indexes as keys)
     assert hello.name == "Hello Assistant"
@@ -80,12 +94,17 @@ def test_dev_app_global_layer() -> None:
 def test_dev_app_ids_hooks_scripts_and_local_mcps() -> None:
     loader = dev_loader()
     # connector ids as Yao derives them: folders dotted, dots in names become "_"
-    assert {"claude.sonnet-3_5", "claude.sonnet-3_7", "deepseek.v3", "openai.gpt-4o"} <= set(loader.connector_ids())
+    assert {"claude.sonnet-3_5", "claude.sonnet-3_7", "deepseek.v3", "openai.gpt-4o"} <= set(
+        loader.connector_ids()
+    )
     with pytest.raises(ConfigError, match="not a model connector"):
         loader.connector("mysql")
     # assistant-local mcps/ folders are app-wide servers, ids as Yao derives them
-    assert {"agents.robot.host.tools", "agents.tests.mcpload.test", "agents.tests.mcpload.nested.tool"} <= set(
-        loader.mcp_server_ids())
+    assert {
+        "agents.robot.host.tools",
+        "agents.tests.mcpload.test",
+        "agents.tests.mcpload.nested.tool",
+    } <= set(loader.mcp_server_ids())
     host = loader.get("robot.host")
     assert [s.id for s in host.mcp_servers] == ["agents.robot.host.tools"]
     (tool,) = host.mcp_servers[0].process_tools
@@ -104,7 +123,11 @@ def test_dev_app_ids_hooks_scripts_and_local_mcps() -> None:
 
 @pytest.mark.parametrize(
     ("rel", "expected"),
-    [("claude/sonnet-3.5.conn.yao", "claude.sonnet-3_5"), ("a.b/c.conn.yao", "a_b.c"), ("gpt.conn.json", "gpt")],
+    [
+        ("claude/sonnet-3.5.conn.yao", "claude.sonnet-3_5"),
+        ("a.b/c.conn.yao", "a_b.c"),
+        ("gpt.conn.json", "gpt"),
+    ],
 )
 def test_file_ids_follow_yao(rel: str, expected: str) -> None:
     assert file_id(rel, (".conn.yao", ".conn.jsonc", ".conn.json")) == expected
@@ -151,14 +174,20 @@ def test_starter_layout_loads(write_app: AppWriter) -> None:
     assert loader.agent_config.role_connector("default") == "openai.gpt-4o"
     keys = {(str(w.file), w.key_path) for w in report.warnings}
     assert keys == {
-        ("agent/agent.yml", "uses.default"), ("agent/agent.yml", "uses.db"),  # uses.title names chats
-        ("agent/agent.yml", "system.keyword"), ("agent/agent.yml", "store.expiration"),
-        ("agent/agent.yml", "cache"), ("agent/search.yml", ""),
-        ("assistants/yao/package.yao", "db"), ("assistants/yao/package.yao", "modes"),
+        ("agent/agent.yml", "uses.default"),
+        ("agent/agent.yml", "uses.db"),  # uses.title names chats
+        ("agent/agent.yml", "system.keyword"),
+        ("agent/agent.yml", "store.expiration"),
+        ("agent/agent.yml", "cache"),
+        ("agent/search.yml", ""),
+        ("assistants/yao/package.yao", "db"),
+        ("assistants/yao/package.yao", "modes"),
     }
 
 
-def test_cage_validate_prints_warnings_and_strict_fails(write_app: AppWriter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cage_validate_prints_warnings_and_strict_fails(
+    write_app: AppWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = write_app(STARTER)
     for name, value in STARTER_ENV.items():
         monkeypatch.setenv(name, value)
@@ -174,16 +203,29 @@ def test_cage_validate_prints_warnings_and_strict_fails(write_app: AppWriter, mo
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
-        ({"assistants/a/package.yao": '{"name": "A",\n "hookz": {}}'}, "assistants/a/package.yao:2: hookz: unknown key"),
+        (
+            {"assistants/a/package.yao": '{"name": "A",\n "hookz": {}}'},
+            "assistants/a/package.yao:2: hookz: unknown key",
+        ),
         ({"agent/agent.yml": "uses:\n  titel: x\n"}, "agent/agent.yml:2: uses.titel: unknown key"),
         ({"agent/agent.yml": "system:\n  lite: x\n"}, "agent/agent.yml:2: system.lite: unknown key"),
-        ({"mcps/p.mcp.yao": '{"transport": "process",\n "tool": {"a": "b"}}'}, "mcps/p.mcp.yao:2: tool: unknown key"),
-        ({"assistants/a/src/index.ts": "", "assistants/a/src/index.py": ""},
-         "assistants/a/src: src/index.ts and src/index.py both define hooks"),
+        (
+            {"mcps/p.mcp.yao": '{"transport": "process",\n "tool": {"a": "b"}}'},
+            "mcps/p.mcp.yao:2: tool: unknown key",
+        ),
+        (
+            {"assistants/a/src/index.ts": "", "assistants/a/src/index.py": ""},
+            "assistants/a/src: src/index.ts and src/index.py both define hooks",
+        ),
     ],
 )
-def test_keys_yao_does_not_define_stay_errors(write_app: AppWriter, files: dict[str, str], expected: str) -> None:
-    base = {"assistants/a/package.yao": '{"name": "A"}', "assistants/a/prompts.yml": "- role: system\n  content: x\n"}
+def test_keys_yao_does_not_define_stay_errors(
+    write_app: AppWriter, files: dict[str, str], expected: str
+) -> None:
+    base = {
+        "assistants/a/package.yao": '{"name": "A"}',
+        "assistants/a/prompts.yml": "- role: system\n  content: x\n",
+    }
     loader = AppLoader(write_app({**base, **files}), environ={}, builtin_dir=None)
     report = loader.load_all()
     messages = [str(e) for e in report.errors]
@@ -193,12 +235,20 @@ def test_keys_yao_does_not_define_stay_errors(write_app: AppWriter, files: dict[
 
 
 def test_root_agent_yml_is_ignored_beside_agent_dir(write_app: AppWriter) -> None:
-    app = write_app({"agent.yml": "runner: codex\n", "agent/agent.yml": "runner: opencode\n",
-                     "assistants/a/package.yao": '{"name": "A"}', "assistants/a/sandbox.yao": '{"version": "2.0"}'})
+    app = write_app(
+        {
+            "agent.yml": "runner: codex\n",
+            "agent/agent.yml": "runner: opencode\n",
+            "assistants/a/package.yao": '{"name": "A"}',
+            "assistants/a/sandbox.yao": '{"version": "2.0"}',
+        }
+    )
     loader = AppLoader(app, environ={}, builtin_dir=None)
     report = loader.load_all()
     assert loader.get("a").sandbox.runner.name == "opencode"  # type: ignore[union-attr]
-    assert [str(w) for w in report.warnings] == ["agent.yml: ignored: agent/agent.yml is the application's agent.yml"]
+    assert [str(w) for w in report.warnings] == [
+        "agent.yml: ignored: agent/agent.yml is the application's agent.yml"
+    ]
 
 
 if __name__ == "__main__":  # regenerate the golden list

@@ -51,7 +51,12 @@ async def gateway() -> AsyncIterator[ModelGateway]:
 def connector(fake: FakeModelServer, kind: ConnectorType, conn_id: str = "fake.main") -> ConnectorSpec:
     base = fake.url if kind == ConnectorType.ANTHROPIC else fake.url + "/v1"
     return ConnectorSpec(
-        id=conn_id, label=conn_id, type=kind, model="m", base_url=base, key=SecretStr(REAL_KEY),
+        id=conn_id,
+        label=conn_id,
+        type=kind,
+        model="m",
+        base_url=base,
+        key=SecretStr(REAL_KEY),
         headers={"X-Tenant-Secret": SecretStr(HEADER_SECRET)},
     )
 
@@ -64,7 +69,12 @@ def host_url(access: SandboxAccess) -> str:
 
 async def grant(gw: ModelGateway, conn: ConnectorSpec, sandbox: str = "sb-1", **kw: object) -> SandboxAccess:
     return await gw.grant(
-        sandbox=sandbox, owner="alice", assistant_id="a.b", turn_id=f"turn-{sandbox}", connector=conn, **kw  # type: ignore[arg-type]
+        sandbox=sandbox,
+        owner="alice",
+        assistant_id="a.b",
+        turn_id=f"turn-{sandbox}",
+        connector=conn,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -76,7 +86,9 @@ async def test_anthropic_calls_carry_the_real_key_and_headers_never_the_token(
     assert access.connector.key.get_secret_value() == access.token != REAL_KEY
     assert access.connector.headers == {}
     before = len(fake.requests.all())
-    async with anthropic.AsyncAnthropic(api_key=access.token, base_url=host_url(access), max_retries=0) as client:
+    async with anthropic.AsyncAnthropic(
+        api_key=access.token, base_url=host_url(access), max_retries=0
+    ) as client:
         hi = [{"role": "user", "content": "hi"}]
         reply = await client.messages.create(model="m", max_tokens=50, messages=hi)  # type: ignore[arg-type]
         async with client.messages.stream(model="m", max_tokens=50, messages=hi) as s:  # type: ignore[arg-type]
@@ -97,7 +109,9 @@ async def test_openai_session_and_responses_are_metered_from_the_stream(
     access = await grant(gateway, connector(fake, ConnectorType.OPENAI))
     async with openai.AsyncOpenAI(api_key=access.token, base_url=host_url(access), max_retries=0) as client:
         session = await client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
             stream_options={"include_usage": True},
         )
         session_usage = [c.usage async for c in session if c.usage is not None][-1]
@@ -119,16 +133,22 @@ async def test_a_token_reaches_only_its_own_connector_and_dies_with_its_turn(
     async with httpx.AsyncClient() as http:
         ok = await http.post(f"{host_url(mine)}/v1/messages", json=body, headers={"x-api-key": mine.token})
         assert ok.status_code == 200
-        stolen = await http.post(f"{host_url(theirs)}/v1/messages", json=body, headers={"x-api-key": mine.token})
+        stolen = await http.post(
+            f"{host_url(theirs)}/v1/messages", json=body, headers={"x-api-key": mine.token}
+        )
         assert stolen.status_code == 403
         assert stolen.json()["error"]["type"] == "permission_error"
         for headers in ({}, {"x-api-key": "cage-gw-guess"}, {"authorization": "Basic " + mine.token}):
-            assert (await http.post(f"{host_url(mine)}/v1/messages", json=body, headers=headers)).status_code == 401
+            assert (
+                await http.post(f"{host_url(mine)}/v1/messages", json=body, headers=headers)
+            ).status_code == 401
         gateway.revoke(mine)
         dead = await http.post(f"{host_url(mine)}/v1/messages", json=body, headers={"x-api-key": mine.token})
         assert dead.status_code == 401
         assert gateway.revoke_sandbox("sb-b") == 1
-        gone = await http.post(f"{host_url(theirs)}/v1/messages", json=body, headers={"x-api-key": theirs.token})
+        gone = await http.post(
+            f"{host_url(theirs)}/v1/messages", json=body, headers={"x-api-key": theirs.token}
+        )
         assert gone.status_code == 401
     assert len(gateway.registry) == 0
 
@@ -148,7 +168,12 @@ async def test_paths_stay_below_the_upstream_base(gateway: ModelGateway, fake: F
 async def test_sse_passes_through_unbuffered(gateway: ModelGateway, fake: FakeModelServer) -> None:
     conn = connector(fake, ConnectorType.ANTHROPIC).model_copy(update={"model": "m@slow"})
     access = await grant(gateway, conn)
-    body = {"model": "m@slow", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "m@slow",
+        "max_tokens": 50,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     async with httpx.AsyncClient(timeout=30) as http:
         started = time.monotonic()
         async with http.stream(
@@ -157,43 +182,72 @@ async def test_sse_passes_through_unbuffered(gateway: ModelGateway, fake: FakeMo
             arrivals = [time.monotonic() - started async for _ in response.aiter_raw()]
     first, last = arrivals[0], arrivals[-1]
     assert last > 1.5, arrivals  # the fake spaces its events 0.12 s apart
-    assert first < 0.6 < last - 0.6, arrivals  # the first event left the gateway long before the upstream was done
+    assert first < 0.6 < last - 0.6, (
+        arrivals
+    )  # the first event left the gateway long before the upstream was done
     assert len(arrivals) >= 5
 
 
 async def test_an_unreachable_upstream_is_a_502_without_secrets(gateway: ModelGateway) -> None:
-    conn = ConnectorSpec(id="gone", label="gone", type=ConnectorType.ANTHROPIC, model="m",
-                         base_url="http://127.0.0.1:9", key=SecretStr(REAL_KEY))
+    conn = ConnectorSpec(
+        id="gone",
+        label="gone",
+        type=ConnectorType.ANTHROPIC,
+        model="m",
+        base_url="http://127.0.0.1:9",
+        key=SecretStr(REAL_KEY),
+    )
     access = await grant(gateway, conn)
     async with httpx.AsyncClient() as http:
-        reply = await http.post(f"{host_url(access)}/v1/messages", json={}, headers={"x-api-key": access.token})
+        reply = await http.post(
+            f"{host_url(access)}/v1/messages", json={}, headers={"x-api-key": access.token}
+        )
     assert reply.status_code == 502
     assert REAL_KEY not in reply.text and access.token not in reply.text
 
 
-async def test_http_mcp_servers_get_their_token_from_the_gateway(gateway: ModelGateway, tmp_path: Path) -> None:
+async def test_http_mcp_servers_get_their_token_from_the_gateway(
+    gateway: ModelGateway, tmp_path: Path
+) -> None:
     with HttpMcpServer(tmp_path, token="mcp-real-token-93b1") as server:
-        spec = McpServerSpec(id="calc", transport="http", url=server.url,
-                             headers={"Authorization": "Bearer mcp-real-token-93b1"})
-        access = await gateway.grant(sandbox="sb-m", owner="alice", assistant_id="a.b", turn_id="t",
-                                     connector=None, mcp_servers=[spec])
+        spec = McpServerSpec(
+            id="calc",
+            transport="http",
+            url=server.url,
+            headers={"Authorization": "Bearer mcp-real-token-93b1"},
+        )
+        access = await gateway.grant(
+            sandbox="sb-m", owner="alice", assistant_id="a.b", turn_id="t", connector=None, mcp_servers=[spec]
+        )
         (inside,) = access.mcp_servers
         assert "mcp-real-token" not in inside.model_dump_json() + str(inside.headers)
         host_side = inside.model_copy(update={"url": inside.url.replace("host.docker.internal", "127.0.0.1")})
         async with McpToolset.open([host_side]) as toolset:
             add = next(t for t in toolset.tools if t.name.endswith("add"))
-            result = await add.run({"a": 2, "b": 40}, ToolContext(session_id="s", turn_id="t", tool_call_id="c"))
+            result = await add.run(
+                {"a": 2, "b": 40}, ToolContext(session_id="s", turn_id="t", tool_call_id="c")
+            )
         assert "42" in str(result)
         gateway.revoke(access)
 
 
-async def test_a_client_that_leaves_ends_the_upstream_request(gateway: ModelGateway, fake: FakeModelServer) -> None:
+async def test_a_client_that_leaves_ends_the_upstream_request(
+    gateway: ModelGateway, fake: FakeModelServer
+) -> None:
     fake.add_scenario("stuck", [{"text": "never ends", "hang_after": 2, "keepalive": 1}])
     conn = connector(fake, ConnectorType.ANTHROPIC).model_copy(update={"model": "m@stuck"})
     access = await grant(gateway, conn)
-    body = {"model": "m@stuck", "max_tokens": 5, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "m@stuck",
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     url, headers = f"{host_url(access)}/v1/messages", {"x-api-key": access.token}
-    async with httpx.AsyncClient(timeout=30) as http, http.stream("POST", url, json=body, headers=headers) as reply:
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        http.stream("POST", url, json=body, headers=headers) as reply,
+    ):
         async for _ in reply.aiter_raw():
             break  # one event, then the client goes away; the fake would send keep-alives forever
     with anyio.fail_after(5):
@@ -211,7 +265,9 @@ async def test_a_request_sent_right_after_start_is_answered(gateway: ModelGatewa
     assert reply.status_code == 404 and "not_found_error" in reply.text  # the gateway itself answered
 
 
-async def test_a_request_to_the_bound_port_waits_for_the_server_and_is_answered(gateway: ModelGateway) -> None:
+async def test_a_request_to_the_bound_port_waits_for_the_server_and_is_answered(
+    gateway: ModelGateway,
+) -> None:
     address = await gateway.bind()  # the server is still setting up: the connection waits in the backlog
     async with httpx.AsyncClient() as http:
         reply = await http.post(

@@ -173,8 +173,11 @@ async def test_temperature_reaches_the_model(
     from orchestrator.llm import ModelOptions
 
     server.add_scenario("warm", [{"text": "hi"}])
-    loop = AgentLoop(make_client(provider, scenario="warm"), coding_tools(LocalSandbox(ws)),
-                     options=ModelOptions(temperature=0.25))
+    loop = AgentLoop(
+        make_client(provider, scenario="warm"),
+        coding_tools(LocalSandbox(ws)),
+        options=ModelOptions(temperature=0.25),
+    )
     result, _ = await drive(loop)
     assert result.stop_reason == "completed"
     assert server.requests.for_scenario("warm")[-1].body["temperature"] == 0.25

@@ -83,7 +83,11 @@ def test_an_error_without_metadata_counts_as_retryable_and_zero_means_one_attemp
 
 
 def test_failure_tags_kind_retryability_and_server() -> None:
-    assert failure("transport", "x", server="s").metadata == {"failure": "transport", "retryable": True, "server": "s"}
+    assert failure("transport", "x", server="s").metadata == {
+        "failure": "transport",
+        "retryable": True,
+        "server": "s",
+    }
     assert failure("schema", "x").metadata == {"failure": "schema", "retryable": False}
     assert failure("protocol", "x", retryable=False).metadata["retryable"] is False
 
@@ -153,9 +157,14 @@ def conversation() -> list[ChatMessage]:
         ChatMessage.user("What is 2 + 3? My key is sk-ant-abcdefghijklmnop."),
         ChatMessage(
             role="assistant",
-            content=(TextBlock(text="Let me add."), ToolCallBlock(id="c1", name="calc__add", arguments={"a": 2})),
+            content=(
+                TextBlock(text="Let me add."),
+                ToolCallBlock(id="c1", name="calc__add", arguments={"a": 2}),
+            ),
         ),
-        ChatMessage(role="user", content=(ToolResultBlock(call_id="c1", output="missing b\ntrace", is_error=True),)),
+        ChatMessage(
+            role="user", content=(ToolResultBlock(call_id="c1", output="missing b\ntrace", is_error=True),)
+        ),
     ]
 
 

@@ -148,7 +148,10 @@ async def test_cancelling_the_turn_mid_call_closes_the_server(tmp_path: Path) ->
 async def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
     with HttpMcpServer(tmp_path, token="http-secret-token-42") as http:
         spec = McpServerSpec(
-            id="web.calc", transport="http", url=http.url, headers={"Authorization": "Bearer http-secret-token-42"}
+            id="web.calc",
+            transport="http",
+            url=http.url,
+            headers={"Authorization": "Bearer http-secret-token-42"},
         )
         async with McpToolset.open([spec]) as toolset:
             add = by_name(toolset)["web_calc__add"]
@@ -162,7 +165,9 @@ async def test_streamable_http_with_a_bearer_token(tmp_path: Path) -> None:
 
 
 async def test_an_http_server_that_is_not_there(tmp_path: Path) -> None:
-    spec = McpServerSpec(id="gone", transport="http", url="http://127.0.0.1:9/mcp", timeout=timedelta(seconds=5))
+    spec = McpServerSpec(
+        id="gone", transport="http", url="http://127.0.0.1:9/mcp", timeout=timedelta(seconds=5)
+    )
     with pytest.raises(ToolError, match="mcp:gone: cannot connect"):
         async with McpToolset.open([spec]):
             pytest.fail("opened")

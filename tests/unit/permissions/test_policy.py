@@ -18,7 +18,9 @@ def _load(permissions: str) -> SandboxSpec:
 
 
 def test_default_is_bypass_and_asks_nothing() -> None:
-    spec = load_sandbox(parse_jsonc('{"version": "2.0", "runner": {"name": "tai"}}', file="s.yao"), environ={})
+    spec = load_sandbox(
+        parse_jsonc('{"version": "2.0", "runner": {"name": "tai"}}', file="s.yao"), environ={}
+    )
     assert spec.permissions.mode is PermissionMode.BYPASS
     assert spec.permissions.timeout == timedelta(minutes=5)
     assert spec.permissions.default == "deny"
@@ -38,7 +40,11 @@ def test_every_rule_form() -> None:
         PermissionRule(action="deny", tool="write", subject="secrets/**"),
         PermissionRule(action="ask", tool="mcp:github/*"),
     )
-    assert [r.text() for r in policy.rules] == ["allow bash git *", "deny write secrets/**", "ask mcp:github/*"]
+    assert [r.text() for r in policy.rules] == [
+        "allow bash git *",
+        "deny write secrets/**",
+        "ask mcp:github/*",
+    ]
 
 
 def test_rules_alone_make_a_bypass_policy_ask() -> None:
@@ -52,7 +58,11 @@ def test_rules_alone_make_a_bypass_policy_ask() -> None:
         ('{"default": "ask"}', "permissions.default", "allow"),
         ('{"timeout": "soon"}', "permissions.timeout", "duration"),
         ('{"timeout": "0s"}', "permissions.timeout", "longer than 0s"),
-        ('{"rules": [{"allow": "bash"},\n {"permit": "bash"}]}', "permissions.rules[1]", "unknown key 'permit'"),
+        (
+            '{"rules": [{"allow": "bash"},\n {"permit": "bash"}]}',
+            "permissions.rules[1]",
+            "unknown key 'permit'",
+        ),
         ('{"rules": [{"allow": "bash", "deny": "write"}]}', "permissions.rules[0]", "exactly one key"),
         ('{"rules": [{"deny": {"bash": "rm *", "write": "x"}}]}', "permissions.rules[0]", "one tool"),
         ('{"rules": [{"deny": {"bash": 3}}]}', "permissions.rules[0]", "must be a string"),

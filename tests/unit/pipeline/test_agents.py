@@ -72,7 +72,9 @@ async def test_forked_calls_skip_history(rig: Rig, app_root: Path) -> None:
     await rig.run("hooks.echo", "first", session_id="chat-h")
     direct = await rig.run("hooks.count", "second", session_id="chat-h")
     assert direct.result.content == "3"  # two messages of history and the new one
-    _, result = await fan_out(rig, "call", [{"agent_id": "hooks.count", "messages": "x"}], session_id="chat-h")
+    _, result = await fan_out(
+        rig, "call", [{"agent_id": "hooks.count", "messages": "x"}], session_id="chat-h"
+    )
     assert result["content"] == "1"
 
 

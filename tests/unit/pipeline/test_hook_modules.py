@@ -9,14 +9,14 @@ from orchestrator.dsl import AppLoader
 from orchestrator.pipeline import HookModules
 from tests.fakes.assistants import write_assistant
 
-STATEFUL = '''
+STATEFUL = """
 STATE = {"name": "%s", "calls": 0}
 
 
 def create(ctx, messages, options):
     STATE["calls"] += 1
     return {"metadata": {"who": STATE["name"], "calls": STATE["calls"]}}
-'''
+"""
 
 
 async def test_two_assistants_with_the_same_module_shape_do_not_collide(tmp_path: Path) -> None:

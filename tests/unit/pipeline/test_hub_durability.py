@@ -44,7 +44,9 @@ def text(value: str) -> TextEvent:
     return TextEvent(props=TextProps(content=value))
 
 
-def publish_until_killed(database_url: str, sessions: list[str]) -> tuple[dict[str, list[tuple[int, str]]], str]:
+def publish_until_killed(
+    database_url: str, sessions: list[str]
+) -> tuple[dict[str, list[tuple[int, str]]], str]:
     """Run the publisher process until it has told `TOLD` events, SIGKILL it; what it told, and
     its stderr."""
     proc = subprocess.Popen(

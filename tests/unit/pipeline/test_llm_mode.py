@@ -143,7 +143,9 @@ async def test_an_assistant_created_over_the_api_runs_for_its_owner_only(
 
     package = {"name": "made over the API", "connector": "fake"}
     prompts = [{"role": "system", "content": "You answer in one word."}]
-    await llm_rig.store.assistants.create("api.oneword", owner="alice", package=package, prompts=prompts, sandbox=None)
+    await llm_rig.store.assistants.create(
+        "api.oneword", owner="alice", package=package, prompts=prompts, sandbox=None
+    )
     ran = await llm_rig.run("api.oneword", "hi there", session_id="chat-api")
     assert ran.result.status == "completed", ran.result.error
     assert ran.starts()[None].assistant_id == "api.oneword"
@@ -153,7 +155,10 @@ async def test_an_assistant_created_over_the_api_runs_for_its_owner_only(
         await llm_rig.service.start(llm_rig.turn("api.oneword", "hi", owner="bob"))
     # an update reaches the next turn
     await llm_rig.store.assistants.replace(
-        "api.oneword", package=package, prompts=[{"role": "system", "content": "Now two words."}], sandbox=None
+        "api.oneword",
+        package=package,
+        prompts=[{"role": "system", "content": "Now two words."}],
+        sandbox=None,
     )
     await llm_rig.run("api.oneword", "again", session_id="chat-api-2")
     assert "Now two words." in json.dumps(server.requests.all()[-1].body["messages"])

@@ -50,8 +50,16 @@ async def test_anthropic_gets_every_option_its_api_has(app: LlmApp, model: FakeM
 
 
 async def test_openai_gets_every_typed_option_and_extra_keys(app: LlmApp, model: FakeModelServer) -> None:
-    options = {"top_p": 0.5, "stop": "STOP", "seed": 42, "presence_penalty": 0.1, "frequency_penalty": 0.3,
-               "reasoning_effort": "low", "max_completion_tokens": 77, "user": "cage-test"}
+    options = {
+        "top_p": 0.5,
+        "stop": "STOP",
+        "seed": 42,
+        "presence_penalty": 0.1,
+        "frequency_penalty": 0.3,
+        "reasoning_effort": "low",
+        "max_completion_tokens": 77,
+        "user": "cage-test",
+    }
     turn = await run_turn(app, plain(app, "oai", options=options), connector="fallback")
     assert turn.result.content == FALLBACK_ANSWER
     (request,) = requests_for(model, "fallback")
@@ -96,9 +104,7 @@ def _long_history(turns: int) -> list[dict[str, str]]:
     return [*history, {"role": "user", "content": "the latest question"}]
 
 
-async def test_a_long_conversation_is_compacted_under_the_budget(
-    app: LlmApp, model: FakeModelServer
-) -> None:
+async def test_a_long_conversation_is_compacted_under_the_budget(app: LlmApp, model: FakeModelServer) -> None:
     model.add_scenario("main", [{"text": "the answer"}])  # without tools, every request gets this text
     aid = plain(app, "long", compaction={"budget_tokens": 2000})
     messages = _long_history(12)
@@ -117,8 +123,16 @@ async def test_a_long_conversation_is_compacted_under_the_budget(
 async def test_compaction_is_on_by_default_and_can_be_switched_off(
     app: LlmApp, model: FakeModelServer
 ) -> None:
-    window = {"label": "small", "type": "anthropic", "options": {
-        "model": "fake@main", "key": "k", "host": model.url, "capabilities": {"max_input_tokens": 4000}}}
+    window = {
+        "label": "small",
+        "type": "anthropic",
+        "options": {
+            "model": "fake@main",
+            "key": "k",
+            "host": model.url,
+            "capabilities": {"max_input_tokens": 4000},
+        },
+    }
     app.write("connectors/small.conn.yao", json.dumps(window))
     model.add_scenario("main", [{"text": "the answer"}])
     on = app.assistant("windowed", servers=(), extra={"connector": "small"})

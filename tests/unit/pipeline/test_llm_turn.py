@@ -155,7 +155,9 @@ async def test_mcp_tool_is_listed_called_and_its_result_fed_back(app: LlmApp, mo
     assert_servers_stopped(app)
 
 
-async def test_conversation_dicts_with_history_and_a_system_message(app: LlmApp, model: FakeModelServer) -> None:
+async def test_conversation_dicts_with_history_and_a_system_message(
+    app: LlmApp, model: FakeModelServer
+) -> None:
     model.add_scenario("main", [{"text": "Hi again."}])
     messages = [
         {"role": "system", "content": "Answer in one line."},
@@ -181,7 +183,9 @@ async def test_a_tool_failing_twice_then_succeeding_completes_the_turn(
     app: LlmApp, model: FakeModelServer
 ) -> None:
     # The model varies `attempt`: the loop engine stops an identical call repeated in consecutive rounds.
-    steps: list[dict[str, Any]] = [{"tool": "calc__flaky", "args": {"key": "k1", "attempt": n}} for n in (1, 2, 3)]
+    steps: list[dict[str, Any]] = [
+        {"tool": "calc__flaky", "args": {"key": "k1", "attempt": n}} for n in (1, 2, 3)
+    ]
     model.add_scenario("main", [*steps, {"text": "Third time lucky."}])
     turn = await run_turn(app, app.assistant())
 
@@ -232,7 +236,9 @@ async def test_a_tool_failing_every_time_stops_after_three_attempts_and_hands_of
 
 async def test_a_timeout_is_a_retryable_failure(app: LlmApp, model: FakeModelServer) -> None:
     app.stdio_server(timeout="1s")
-    model.add_scenario("main", [{"tool": "calc__slow", "args": {"seconds": 20}}, {"text": "It was too slow."}])
+    model.add_scenario(
+        "main", [{"tool": "calc__slow", "args": {"seconds": 20}}, {"text": "It was too slow."}]
+    )
     started = time.monotonic()
     turn = await run_turn(app, app.assistant())
 
@@ -326,15 +332,23 @@ async def test_a_failing_fallback_ends_the_turn_in_error(app: LlmApp, model: Fak
     turn = await run_turn(app, app.assistant(options={"max_turn": 1}))
 
     assert turn.result.status == "error" and turn.result.fallback_used
-    assert turn.result.error is not None and "fallback assistant '__yao.loop_fallback' failed too" in turn.result.error
+    assert (
+        turn.result.error is not None
+        and "fallback assistant '__yao.loop_fallback' failed too" in turn.result.error
+    )
     (thread_end,) = [e for e in turn.lifecycle(StreamEnd) if e.thread_id is not None]
     assert isinstance(thread_end.props, StreamEnd) and thread_end.props.status == "error"
     assert any(e.props.code == "fallback_failed" for e in turn.of(ErrorEvent))
 
 
 async def test_tool_loop_off_runs_one_round_without_a_hand_off(app: LlmApp, model: FakeModelServer) -> None:
-    model.add_scenario("main", [{"parts": [{"text": "Adding."}, {"tool": "calc__add", "args": {"a": 1, "b": 1}}]},
-                                {"text": "unreachable"}])
+    model.add_scenario(
+        "main",
+        [
+            {"parts": [{"text": "Adding."}, {"tool": "calc__add", "args": {"a": 1, "b": 1}}]},
+            {"text": "unreachable"},
+        ],
+    )
     turn = await run_turn(app, app.assistant(options={"tool_loop": False}))
 
     assert turn.result.stop_reason == "completed" and not turn.result.fallback_used
@@ -357,7 +371,9 @@ async def test_the_allowlist_limits_the_offered_tools(app: LlmApp, model: FakeMo
 async def test_a_preset_and_request_overrides(app: LlmApp, model: FakeModelServer) -> None:
     aid = app.assistant()
     app.write("assistants/tests/calc/prompts/terse.yml", "- role: system\n  content: Be terse.\n")
-    turn = await run_turn(app, aid, prompt_preset="terse", temperature=0.3, max_tokens=99, connector="fallback")
+    turn = await run_turn(
+        app, aid, prompt_preset="terse", temperature=0.3, max_tokens=99, connector="fallback"
+    )
     assert turn.result.content == FALLBACK_ANSWER
     (request,) = requests_for(model, "fallback")  # the connector override: OpenAI, model fake@fallback
     system = request.body["messages"][0]

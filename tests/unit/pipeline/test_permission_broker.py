@@ -47,14 +47,20 @@ class Turn:
 
     async def open(self, unattended: Unattended | None = None) -> PermissionBroker:
         self.broker = await self.desk.broker(
-            self.policy, session_id="c1", turn_id="t1", builder=self.builder, emit=self.emit,
+            self.policy,
+            session_id="c1",
+            turn_id="t1",
+            builder=self.builder,
+            emit=self.emit,
             unattended=unattended,
         )
         return self.broker
 
     def lifecycle(self, name: str) -> list[dict[str, Any]]:
         return [
-            e.props.model_dump() for e in self.events if isinstance(e, LifecycleEvent) and e.props.event == name
+            e.props.model_dump()
+            for e in self.events
+            if isinstance(e, LifecycleEvent) and e.props.event == name
         ]
 
     def close(self) -> list[str]:
@@ -191,7 +197,9 @@ async def test_question_round_trip_and_timeout(store: Store, session: str) -> No
         text = await broker.ask(Question("Which colour?", options=("red", "blue"), call_id="q1"))
     assert text == "blue"
     [asked] = turn.lifecycle("question")
-    assert asked["text"] == "Which colour?" and asked["options"] == ("red", "blue") and asked["tool_id"] == "q1"
+    assert (
+        asked["text"] == "Which colour?" and asked["options"] == ("red", "blue") and asked["tool_id"] == "q1"
+    )
     assert await broker.ask(Question("Still there?")) == ""
     answers = turn.lifecycle("question/answered")
     assert [(a["answer"], a["by"]) for a in answers] == [("blue", "user"), ("", "timeout")]
@@ -199,7 +207,9 @@ async def test_question_round_trip_and_timeout(store: Store, session: str) -> No
 
 
 @pytest.mark.parametrize(("mode", "allowed"), [("policy", False), ("deny", False), ("allow", True)])
-async def test_ci_mode_answers_asks_without_a_human(store: Store, session: str, mode: Unattended, allowed: bool) -> None:
+async def test_ci_mode_answers_asks_without_a_human(
+    store: Store, session: str, mode: Unattended, allowed: bool
+) -> None:
     turn = Turn(Permissions(store), _policy(mode="ask", rules=[{"deny": {"write": "secrets/**"}}]))
     broker = await turn.open(unattended=mode)
     asked = await broker.check(ToolRequest("bash", subject="make"))
@@ -208,7 +218,8 @@ async def test_ci_mode_answers_asks_without_a_human(store: Store, session: str, 
     assert await broker.ask(Question("anyone?")) == ""
     assert len(turn.lifecycle("permission/request")) == 1
     assert [r["decision"] for r in turn.lifecycle("permission/resolved")] == [
-        "allow" if allowed else "deny", "deny"
+        "allow" if allowed else "deny",
+        "deny",
     ]
     assert turn.close() == []
 
@@ -230,9 +241,17 @@ async def test_answers_for_unknown_requests_are_refused(store: Store) -> None:
 async def test_every_kind_of_decision_is_in_the_audit_log(store: Store, session: str) -> None:
     """A rule's allow and deny, the user's deny and "allow always", the timeout's default, a cancel,
     and questions answered or not: one audit entry each, with who decided and never the subject."""
-    turn = Turn(Permissions(store), _policy(mode="ask", timeout="0.2s", rules=[
-        {"allow": {"bash": "git *"}}, {"deny": "write"},
-    ]))
+    turn = Turn(
+        Permissions(store),
+        _policy(
+            mode="ask",
+            timeout="0.2s",
+            rules=[
+                {"allow": {"bash": "git *"}},
+                {"deny": "write"},
+            ],
+        ),
+    )
     broker = await turn.open()
 
     async def answer_next(decision: str, seen: int) -> None:
@@ -263,15 +282,17 @@ async def test_every_kind_of_decision_is_in_the_audit_log(store: Store, session:
     assert turn.close() == []
     audit = await store.audit.list(target="c1")
     seen = sorted((r.action, r.actor, r.detail["by"], r.detail.get("rule") or "") for r in audit)
-    assert seen == sorted([
-        ("permission.allow", "policy", "policy", "allow bash git *"),
-        ("permission.deny", "policy", "policy", "deny write"),
-        ("permission.deny", "key-1", "user", ""),
-        ("permission.allow", "key-1", "user", "allow bash make"),  # allow always: the rule it added
-        ("permission.deny", "timeout", "timeout", ""),
-        ("permission.deny", "policy", "policy", ""),  # the cancel
-        ("question.answer", "key-1", "user", ""),
-        ("question.answer", "timeout", "timeout", ""),
-    ])
+    assert seen == sorted(
+        [
+            ("permission.allow", "policy", "policy", "allow bash git *"),
+            ("permission.deny", "policy", "policy", "deny write"),
+            ("permission.deny", "key-1", "user", ""),
+            ("permission.allow", "key-1", "user", "allow bash make"),  # allow always: the rule it added
+            ("permission.deny", "timeout", "timeout", ""),
+            ("permission.deny", "policy", "policy", ""),  # the cancel
+            ("question.answer", "key-1", "user", ""),
+            ("question.answer", "timeout", "timeout", ""),
+        ]
+    )
     assert all(r.detail.get("turn_id", "t1") == "t1" for r in audit)
     assert "secret-path" not in str([r.detail for r in audit])

@@ -70,7 +70,9 @@ async def test_history_size_from_options_and_skip(rig: Rig, app_root: Path) -> N
     from orchestrator.pipeline import TurnOptions
 
     await rig.run("hooks.echo", "a", session_id="chat-hs")
-    assert (await rig.run("hooks.count", "b", session_id="chat-hs")).result.content == "2"  # assistant's size 1
+    assert (
+        await rig.run("hooks.count", "b", session_id="chat-hs")
+    ).result.content == "2"  # assistant's size 1
     sized = await rig.run("hooks.count", "c", session_id="chat-hs", options=TurnOptions(history_size=3))
     assert sized.result.content == "4"
     skipped = await rig.run("hooks.count", "d", session_id="chat-hs", options=TurnOptions(skip_history=True))

@@ -70,7 +70,9 @@ async def test_each_sub_agent_gets_a_child_session_of_its_own(
 
     children = await store.sessions.list("u1", parent_id=parent.id)
     assert sorted(c.title for c in children) == ["docs", "task-2"]
-    assert all(c.parent_id == parent.id and c.metadata["parent_session"] == "parent-session" for c in children)
+    assert all(
+        c.parent_id == parent.id and c.metadata["parent_session"] == "parent-session" for c in children
+    )
     # the parent's stream: a started/ended pair per child, none of the children's own events
     started = [
         e.props for e in events if isinstance(e, LifecycleEvent) and isinstance(e.props, SubagentStarted)

@@ -172,7 +172,9 @@ def test_an_asking_turn_uses_the_stdio_prompt_tool_and_ask_rules() -> None:
     rest = [
         a for a in flags if a not in ("default", "--permission-prompt-tool", "stdio", "--settings", settings)
     ]
-    assert rest == [a for a in quiet.argv if a not in ("bypassPermissions", "--disallowedTools", QUESTION_TOOL)]
+    assert rest == [
+        a for a in quiet.argv if a not in ("bypassPermissions", "--disallowedTools", QUESTION_TOOL)
+    ]
 
 
 def test_the_question_tool_is_offered_only_when_the_turn_asks() -> None:

@@ -21,7 +21,11 @@ OPTIONS = PackageOptions.model_validate(
 def build(runner: str, kind: ConnectorType) -> RunnerExec:
     connector = ConnectorSpec(id="c", label="c", type=kind, model="conn-model", base_url="http://127.0.0.1:9")
     turn = TurnRequest(
-        assistant_id="a", owner="o", session_id="session", turn_id="turn", prompt="hi",
+        assistant_id="a",
+        owner="o",
+        session_id="session",
+        turn_id="turn",
+        prompt="hi",
         connector=cli_connector(connector, OPTIONS, runner),
         options=cli_runner_options({}, OPTIONS, runner),
     )

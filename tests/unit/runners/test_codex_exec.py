@@ -83,8 +83,17 @@ def test_first_turn_argv_stdin_user_and_workdir() -> None:
 
 def test_later_turn_resumes_the_thread() -> None:
     rexec = build(resume={"thread_id": "01abc", "usage_input_tokens": "10"})
-    assert list(rexec.argv) == ["codex", "exec", "-C", "/workspace", "resume", *FLAGS, "--", "01abc",
-                                "Create hello.txt"]
+    assert list(rexec.argv) == [
+        "codex",
+        "exec",
+        "-C",
+        "/workspace",
+        "resume",
+        *FLAGS,
+        "--",
+        "01abc",
+        "Create hello.txt",
+    ]
 
 
 def test_a_prompt_starting_with_a_dash_stays_a_prompt() -> None:
@@ -104,8 +113,11 @@ def test_empty_prompt_is_refused() -> None:
 
 
 def test_env_homes_and_kill_switch_free_of_secrets_elsewhere() -> None:
-    rexec = build(home="/workspace/.cage-state/home", state_dir="/workspace/.cage-state/runner",
-                  environment={"HOME": "/root", "FOO": "bar"})
+    rexec = build(
+        home="/workspace/.cage-state/home",
+        state_dir="/workspace/.cage-state/runner",
+        environment={"HOME": "/root", "FOO": "bar"},
+    )
     assert rexec.env["HOME"] == "/workspace/.cage-state/home"
     assert rexec.env["CODEX_HOME"] == "/workspace/.cage-state/home/.codex"
     assert rexec.env["TMPDIR"] == "/workspace/.cage-state/runner/codex/tmp"
@@ -229,16 +241,24 @@ def test_missing_or_azure_connector_is_refused(conn: ConnectorSpec | None) -> No
 
 def test_stdio_mcp_server_env_is_named_not_written() -> None:
     server = McpServerSpec(
-        id="orch.tools", transport="stdio", command="tai", args=("mcp", "orch"),
-        env={"YAO_TOKEN": "mcp-secret-token-9"}, tools=("report",), timeout=timedelta(seconds=45),
+        id="orch.tools",
+        transport="stdio",
+        command="tai",
+        args=("mcp", "orch"),
+        env={"YAO_TOKEN": "mcp-secret-token-9"},
+        tools=("report",),
+        timeout=timedelta(seconds=45),
     )
     rexec = build(mcp_servers=(server,))
     text = config_text(rexec)
     assert '[mcp_servers."orch.tools"]' in text
     entry = tomllib.loads(text)["mcp_servers"]["orch.tools"]
     assert entry == {
-        "command": "tai", "args": ["mcp", "orch"], "env_vars": ["YAO_TOKEN"],
-        "enabled_tools": ["report"], "tool_timeout_sec": 45.0,
+        "command": "tai",
+        "args": ["mcp", "orch"],
+        "env_vars": ["YAO_TOKEN"],
+        "enabled_tools": ["report"],
+        "tool_timeout_sec": 45.0,
     }
     assert "mcp-secret-token-9" not in text
     assert rexec.env["YAO_TOKEN"] == "mcp-secret-token-9" and "YAO_TOKEN" in rexec.secret_env
@@ -246,8 +266,12 @@ def test_stdio_mcp_server_env_is_named_not_written() -> None:
 
 
 def test_http_mcp_server_headers_are_named_not_written() -> None:
-    server = McpServerSpec(id="web", transport="http", url="https://mcp.example/mcp",
-                           headers={"Authorization": "Bearer very-secret-bearer"})
+    server = McpServerSpec(
+        id="web",
+        transport="http",
+        url="https://mcp.example/mcp",
+        headers={"Authorization": "Bearer very-secret-bearer"},
+    )
     rexec = build(mcp_servers=(server,))
     entry = config(rexec)["mcp_servers"]["web"]
     assert entry["url"] == "https://mcp.example/mcp"

@@ -46,8 +46,14 @@ def item(phase: str, **fields: Any) -> str:
 
 
 def completed(input_tokens: int = 100, output_tokens: int = 10, **more: int) -> str:
-    usage = {"input_tokens": input_tokens, "cached_input_tokens": 0, "cache_write_input_tokens": 0,
-             "output_tokens": output_tokens, "reasoning_output_tokens": 0, **more}
+    usage = {
+        "input_tokens": input_tokens,
+        "cached_input_tokens": 0,
+        "cache_write_input_tokens": 0,
+        "output_tokens": output_tokens,
+        "reasoning_output_tokens": 0,
+        **more,
+    }
     return line("turn.completed", usage=usage)
 
 
@@ -60,7 +66,9 @@ def run(
     resume: dict[str, str] | None = None,
 ) -> Run:
     builder = TurnBuilder(CountingIds(), runner="codex", clock=lambda: 0)
-    turn = TurnRequest(assistant_id="a", owner="o", session_id="c", turn_id="t", prompt="p", resume=resume or {})
+    turn = TurnRequest(
+        assistant_id="a", owner="o", session_id="c", turn_id="t", prompt="p", resume=resume or {}
+    )
     translator = CodexAdapter().translator(builder, turn)
     events = builder.stream_start("a")
     for text in lines:
@@ -84,8 +92,15 @@ def test_malformed_and_non_object_lines_are_skipped() -> None:
 
 
 def test_unknown_types_are_forwarded_raw() -> None:
-    result = run([*START, line("turn.progress", pct=50), item("completed", id="item_9", type="plan", text="x"),
-                  json.dumps({"no_type": True}), completed()])
+    result = run(
+        [
+            *START,
+            line("turn.progress", pct=50),
+            item("completed", id="item_9", type="plan", text="x"),
+            json.dumps({"no_type": True}),
+            completed(),
+        ]
+    )
     raws = [(r["raw_type"], r["raw"]) for r in result.lifecycle("runner/raw")]
     assert raws == [
         ("turn.progress", {"type": "turn.progress", "pct": 50}),
@@ -105,12 +120,14 @@ def test_a_50_mb_tool_output_is_clipped_head_and_tail() -> None:
     output = "HEAD" + "y" * (50 * 1024 * 1024) + "TAIL"
     command = {"id": "item_1", "type": "command_execution", "command": "/bin/bash -lc 'cat big'"}
     started = time.monotonic()
-    result = run([
-        *START,
-        item("started", **command, aggregated_output="", exit_code=None, status="in_progress"),
-        item("completed", **command, aggregated_output=output, exit_code=0, status="completed"),
-        completed(),
-    ])
+    result = run(
+        [
+            *START,
+            item("started", **command, aggregated_output="", exit_code=None, status="in_progress"),
+            item("completed", **command, aggregated_output=output, exit_code=0, status="completed"),
+            completed(),
+        ]
+    )
     assert time.monotonic() - started < 20
     final = result.of("execute")[-1]
     assert final["status"] == "completed"
@@ -144,24 +161,37 @@ def test_a_held_fatal_error_explains_a_bare_exit() -> None:
 def test_a_non_retry_error_followed_by_completion_is_a_warning() -> None:
     result = run([*START, line("error", message="mcp server echo failed to start"), completed()])
     assert not result.of("error")
-    assert [r["raw"] for r in result.lifecycle("runner/raw")] == [{"message": "mcp server echo failed to start"}]
+    assert [r["raw"] for r in result.lifecycle("runner/raw")] == [
+        {"message": "mcp server echo failed to start"}
+    ]
     assert result.outcome.status == "completed"
 
 
 def test_turn_failed_with_rate_limit() -> None:
-    result = run([
-        *START,
-        line("error", message="exceeded retry limit, last status: 429 Too Many Requests"),
-        line("turn.failed", error={"message": "exceeded retry limit, last status: 429 Too Many Requests"}),
-    ], exit_code=1)
+    result = run(
+        [
+            *START,
+            line("error", message="exceeded retry limit, last status: 429 Too Many Requests"),
+            line(
+                "turn.failed", error={"message": "exceeded retry limit, last status: 429 Too Many Requests"}
+            ),
+        ],
+        exit_code=1,
+    )
     assert [e["code"] for e in result.of("error")] == ["model_rate_limited"]
     assert result.translator.finished
     assert result.lifecycle("result/summary")[0]["is_error"] is True
 
 
 def test_cancel_fails_the_running_tool_and_reports_cancelled() -> None:
-    command = {"id": "item_1", "type": "command_execution", "command": "/bin/bash -lc 'sleep 60'",
-               "aggregated_output": "", "exit_code": None, "status": "in_progress"}
+    command = {
+        "id": "item_1",
+        "type": "command_execution",
+        "command": "/bin/bash -lc 'sleep 60'",
+        "aggregated_output": "",
+        "exit_code": None,
+        "status": "in_progress",
+    }
     result = run([*START, item("started", **command)], exit_code=1, cancelled=True)
     assert result.outcome.status == "cancelled" and not result.of("error")
     final = result.of("execute")[-1]
@@ -176,8 +206,9 @@ def test_cancel_after_the_turn_completed_keeps_it_completed() -> None:
 
 def test_close_is_idempotent_and_outcome_needs_close() -> None:
     builder = TurnBuilder(CountingIds())
-    translator = CodexAdapter().translator(builder, TurnRequest(assistant_id="a", owner="o", session_id="c",
-                                                                turn_id="t", prompt="p"))
+    translator = CodexAdapter().translator(
+        builder, TurnRequest(assistant_id="a", owner="o", session_id="c", turn_id="t", prompt="p")
+    )
     with pytest.raises(ProtocolError, match="outcome read before close"):
         _ = translator.outcome
     assert translator.close(1, "boom") != []
@@ -185,9 +216,15 @@ def test_close_is_idempotent_and_outcome_needs_close() -> None:
 
 
 def test_a_tool_seen_only_completed_still_runs_first_and_duplicates_are_ignored() -> None:
-    change = {"id": "item_3", "type": "file_change", "changes": [{"path": "/workspace/a.py", "kind": "update"},
-                                                                 {"path": "/workspace/b.py", "kind": "add"}],
-              "status": "failed"}
+    change = {
+        "id": "item_3",
+        "type": "file_change",
+        "changes": [
+            {"path": "/workspace/a.py", "kind": "update"},
+            {"path": "/workspace/b.py", "kind": "add"},
+        ],
+        "status": "failed",
+    }
     result = run([*START, item("completed", **change), item("completed", **change), completed()])
     executes = [e for e in result.events if e["type"] == "execute"]
     assert [e["props"]["status"] for e in executes] == ["running", "error"]
@@ -198,12 +235,22 @@ def test_a_tool_seen_only_completed_still_runs_first_and_duplicates_are_ignored(
 
 def test_todo_list_updates_and_finishes_with_the_turn() -> None:
     todo = {"id": "item_1", "type": "todo_list"}
-    result = run([
-        *START,
-        item("started", **todo, items=[{"text": "write", "completed": False}, {"text": "test", "completed": False}]),
-        item("updated", **todo, items=[{"text": "write", "completed": True}, {"text": "test", "completed": False}]),
-        completed(),
-    ])
+    result = run(
+        [
+            *START,
+            item(
+                "started",
+                **todo,
+                items=[{"text": "write", "completed": False}, {"text": "test", "completed": False}],
+            ),
+            item(
+                "updated",
+                **todo,
+                items=[{"text": "write", "completed": True}, {"text": "test", "completed": False}],
+            ),
+            completed(),
+        ]
+    )
     todos = [e for e in result.events if e["type"] == "todo"]
     assert [t["props"].get("status") for t in todos] == ["running", None, "completed"]
     assert todos[1]["props"]["summary"] == "1/2 done"
@@ -211,14 +258,25 @@ def test_todo_list_updates_and_finishes_with_the_turn() -> None:
 
 
 def test_web_search_and_mcp_failure() -> None:
-    result = run([
-        *START,
-        item("started", id="item_1", type="web_search", query="cage docker", action={"type": "search"}),
-        item("completed", id="item_1", type="web_search", query="cage docker", action={"type": "search"}),
-        item("completed", id="item_2", type="mcp_tool_call", server="orch", tool="report", arguments={},
-             result=None, error={"message": "tool timed out"}, status="failed"),
-        completed(),
-    ])
+    result = run(
+        [
+            *START,
+            item("started", id="item_1", type="web_search", query="cage docker", action={"type": "search"}),
+            item("completed", id="item_1", type="web_search", query="cage docker", action={"type": "search"}),
+            item(
+                "completed",
+                id="item_2",
+                type="mcp_tool_call",
+                server="orch",
+                tool="report",
+                arguments={},
+                result=None,
+                error={"message": "tool timed out"},
+                status="failed",
+            ),
+            completed(),
+        ]
+    )
     done = [e for e in result.of("execute") if e.get("status") in ("completed", "error")]
     assert [(d["tool"], d["status"], d["summary"]) for d in done] == [
         ("web_search", "completed", "cage docker"),
@@ -229,14 +287,16 @@ def test_web_search_and_mcp_failure() -> None:
 
 def test_text_items_growing_are_never_emitted_twice() -> None:
     msg = {"id": "item_1", "type": "agent_message"}
-    result = run([
-        *START,
-        item("started", **msg, text="Hel"),
-        item("updated", **msg, text="Hello"),
-        item("completed", **msg, text="Hello world"),
-        item("completed", id="item_2", type="agent_message", text="Second."),
-        completed(),
-    ])
+    result = run(
+        [
+            *START,
+            item("started", **msg, text="Hel"),
+            item("updated", **msg, text="Hello"),
+            item("completed", **msg, text="Hello world"),
+            item("completed", id="item_2", type="agent_message", text="Second."),
+            completed(),
+        ]
+    )
     deltas = [t["content"] for t in result.of("text")]
     assert deltas == ["Hel", "lo", " world", "Second."]
     ends = [p["content"] for p in result.lifecycle("message_end") if p["type"] == "text"]
@@ -246,10 +306,16 @@ def test_text_items_growing_are_never_emitted_twice() -> None:
 
 def test_usage_is_per_turn_on_the_same_thread_only() -> None:
     resume = {"thread_id": THREAD, **ThreadTotals(1000, 200, 50, 5).to_resume()}
-    same = run([*START, completed(1500, 80, cached_input_tokens=300, reasoning_output_tokens=9)], resume=resume)
+    same = run(
+        [*START, completed(1500, 80, cached_input_tokens=300, reasoning_output_tokens=9)], resume=resume
+    )
     usage = same.lifecycle("token/usage")[0]["usage"]
-    assert (usage["input_tokens"], usage["cached_input_tokens"], usage["output_tokens"],
-            usage["reasoning_tokens"]) == (500, 100, 30, 4)
+    assert (
+        usage["input_tokens"],
+        usage["cached_input_tokens"],
+        usage["output_tokens"],
+        usage["reasoning_tokens"],
+    ) == (500, 100, 30, 4)
     assert same.translator.resume_state == {"thread_id": THREAD, **ThreadTotals(1500, 300, 80, 9).to_resume()}
     other = run([line("thread.started", thread_id="another"), completed(1500, 80)], resume=resume)
     assert other.lifecycle("token/usage")[0]["usage"]["input_tokens"] == 1500
@@ -362,7 +428,9 @@ def test_a_command_reads_the_same_started_and_completed(size: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "case", sorted((Path(__file__).parents[2] / "golden" / "codex").glob("*/*.in.jsonl")), ids=lambda p: p.name
+    "case",
+    sorted((Path(__file__).parents[2] / "golden" / "codex").glob("*/*.in.jsonl")),
+    ids=lambda p: p.name,
 )
 def test_the_resume_revision_moves_with_every_change_of_the_resume_state(case: Path) -> None:
     """The bridge reads `resume_state` only after a line that moved `resume_revision`

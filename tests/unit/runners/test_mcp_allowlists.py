@@ -13,14 +13,24 @@ from runners.base import RunnerExec, TurnRequest
 from runners.claude.mcp import allowlist_hooks
 from runners.registry import adapter_for
 
-NARROW = McpServerSpec(id="bare", transport="stdio", command="python3", args=("bare.py",), tools=("echo", "a.b"))
+NARROW = McpServerSpec(
+    id="bare", transport="stdio", command="python3", args=("bare.py",), tools=("echo", "a.b")
+)
 WIDE = McpServerSpec(id="wide", transport="stdio", command="python3", args=("w.py",))
 
 
 def build(runner: str, kind: ConnectorType, **extra: object) -> RunnerExec:
     connector = ConnectorSpec(id="c", label="c", type=kind, model="m", base_url="http://127.0.0.1:9")
-    turn = TurnRequest(assistant_id="a", owner="o", session_id="session", turn_id="turn", prompt="hi",
-                       connector=connector, mcp_servers=(NARROW, WIDE), **extra)  # type: ignore[arg-type]
+    turn = TurnRequest(
+        assistant_id="a",
+        owner="o",
+        session_id="session",
+        turn_id="turn",
+        prompt="hi",
+        connector=connector,
+        mcp_servers=(NARROW, WIDE),
+        **extra,
+    )  # type: ignore[arg-type]
     return adapter_for(runner).build_exec(turn)
 
 
@@ -43,8 +53,12 @@ def test_claude_blocks_exactly_the_unlisted_tools_of_a_narrowed_server() -> None
 
 
 def test_claude_asking_turn_keeps_its_ask_rules_and_adds_the_hook() -> None:
-    settings = json.loads(content(build("claude", ConnectorType.ANTHROPIC, ask_permissions=True), "permissions.json"))
-    assert settings["permissions"]["ask"] and settings["hooks"]["PreToolUse"][0]["matcher"].startswith("^mcp__bare__")
+    settings = json.loads(
+        content(build("claude", ConnectorType.ANTHROPIC, ask_permissions=True), "permissions.json")
+    )
+    assert settings["permissions"]["ask"] and settings["hooks"]["PreToolUse"][0]["matcher"].startswith(
+        "^mcp__bare__"
+    )
 
 
 def test_opencode_hides_and_denies_the_unlisted_tools() -> None:

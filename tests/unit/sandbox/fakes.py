@@ -236,7 +236,9 @@ class FakeBackend:
         self.volume_labels.pop(name, None)
 
     def _mounted(self, name: str) -> bool:
-        return any(m.kind == "volume" and m.source == name for b in self.boxes.values() for m in b.spec.mounts)
+        return any(
+            m.kind == "volume" and m.source == name for b in self.boxes.values() for m in b.spec.mounts
+        )
 
     async def sweep_networks(self) -> list[str]:
         return []

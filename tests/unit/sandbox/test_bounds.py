@@ -26,7 +26,9 @@ def spec(**kw: Any) -> SandboxSpec:
 
 
 def request(tmp_path: Path, sandbox: SandboxSpec, **kw: Any) -> SandboxRequest:
-    return SandboxRequest(**{"owner": "o", "assistant_id": "a.b", "assistant_dir": tmp_path, "spec": sandbox, **kw})
+    return SandboxRequest(
+        **{"owner": "o", "assistant_id": "a.b", "assistant_dir": tmp_path, "spec": sandbox, **kw}
+    )
 
 
 def test_strays_keep_init_main_survivors_residents_and_their_children() -> None:
@@ -150,6 +152,13 @@ def test_process_lines_parse_and_bad_lines_are_dropped() -> None:
     from orchestrator.sandbox.docker.backend import _process
 
     proc = _process(b"12 1 12 345 /usr/local/bin/opencode opencode serve --port 1")
-    assert proc == P(pid=12, ppid=1, pgid=12, start=345, exe="/usr/local/bin/opencode", argv=("opencode", "serve", "--port", "1"))
+    assert proc == P(
+        pid=12,
+        ppid=1,
+        pgid=12,
+        start=345,
+        exe="/usr/local/bin/opencode",
+        argv=("opencode", "serve", "--port", "1"),
+    )
     assert _process(b"13 1 13 346 -") == P(pid=13, ppid=1, pgid=13, start=346)
     assert _process(b"garbage") is None

@@ -36,11 +36,15 @@ def test_the_sanitized_config_keeps_what_reading_needs_and_no_secret(tmp_path: P
     clean = sanitized_config((repo / ".git" / "config").read_bytes()).decode()
     assert TOKEN not in clean and "extraheader" not in clean and "fsmonitor" not in clean
     assert "hookspath" not in clean.lower() and "credential" not in clean and "include" not in clean
-    assert "url = \"https://github.com/o/r.git\"" in clean and "merge = \"refs/heads/main\"" in clean
+    assert 'url = "https://github.com/o/r.git"' in clean and 'merge = "refs/heads/main"' in clean
     assert "repositoryformatversion" in clean
     (tmp_path / "clean").write_text(clean)  # and git reads it back
-    done = subprocess.run(["git", "config", "--file", str(tmp_path / "clean"), "remote.origin.url"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", "config", "--file", str(tmp_path / "clean"), "remote.origin.url"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.strip() == "https://github.com/o/r.git"
 
 
@@ -52,7 +56,9 @@ def test_git_is_mounted_read_only_with_the_config_covered(tmp_path: Path) -> Non
     mounts = checkout_mounts(repo, "/workspace", read_only=False, scratch=tmp_path / "data")
     by_target = {m.target: m for m in mounts}
     assert by_target["/workspace"].source == str(repo) and not by_target["/workspace"].read_only
-    assert by_target["/workspace/.git"].source == str(repo / ".git") and by_target["/workspace/.git"].read_only
+    assert (
+        by_target["/workspace/.git"].source == str(repo / ".git") and by_target["/workspace/.git"].read_only
+    )
     for target in ("/workspace/.git/config", "/workspace/.git/modules/sub/config"):
         source = Path(by_target[target].source)
         assert by_target[target].read_only and tmp_path / "data" in source.parents

@@ -26,8 +26,12 @@ IDS = st.text(alphabet="ab-._1", min_size=1, max_size=8).filter(lambda v: v not 
 LONG_LIVED = (Lifecycle.SESSION, Lifecycle.LONGRUNNING, Lifecycle.PERSISTENT)
 
 
-def _ident(lifecycle: Lifecycle, owner: str, assistant: str, session: str, workspace: str | None) -> SandboxIdentity:
-    return identity_for(lifecycle, owner=owner, assistant_id=assistant, session_id=session, workspace_id=workspace)
+def _ident(
+    lifecycle: Lifecycle, owner: str, assistant: str, session: str, workspace: str | None
+) -> SandboxIdentity:
+    return identity_for(
+        lifecycle, owner=owner, assistant_id=assistant, session_id=session, workspace_id=workspace
+    )
 
 
 def test_names_by_lifecycle() -> None:
@@ -59,7 +63,9 @@ def test_the_audit_collision_is_gone() -> None:
         unique=True,
     )
 )
-def test_distinct_identities_never_share_a_name(rows: list[tuple[Lifecycle, str, str, str, str | None]]) -> None:
+def test_distinct_identities_never_share_a_name(
+    rows: list[tuple[Lifecycle, str, str, str, str | None]],
+) -> None:
     """Sandbox names and workspace volume names are injective in the whole identity.
 
     The alphabet is tiny and full of separators (`-`, `.`, `_`) so that concatenation
@@ -102,7 +108,9 @@ def test_workspace_scopes() -> None:
 
 
 def test_legacy_volume_is_attributed_only_when_unambiguous() -> None:
-    assert legacy_volume_name(WorkspaceScope(owner="local", workspace_id="default")) == "cage-ws-local-default"
+    assert (
+        legacy_volume_name(WorkspaceScope(owner="local", workspace_id="default")) == "cage-ws-local-default"
+    )
     assert legacy_volume_name(WorkspaceScope(owner="local", workspace_id="default", assistant_id="a")) == (
         "cage-ws-local-default"
     )

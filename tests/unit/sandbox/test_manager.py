@@ -226,10 +226,16 @@ async def test_hardening_defaults_and_overrides(
     spec = backend.boxes[lease.ref.id].spec
     assert spec.user == "sandbox" and spec.cap_drop == ("ALL",) and spec.cap_add == ()
     assert "no-new-privileges:true" in spec.security_opt
-    assert spec.limits.memory_bytes == 2 * 2**30 and spec.limits.pids == 512 and spec.limits.nano_cpus == 2 * 10**9
+    assert (
+        spec.limits.memory_bytes == 2 * 2**30
+        and spec.limits.pids == 512
+        and spec.limits.nano_cpus == 2 * 10**9
+    )
     assert spec.egress == EgressPolicy(mode="bridge") and spec.extra_hosts == {}  # isolated by default
     assert spec.mounts[0].kind == "volume" and spec.mounts[0].source == volume_name(
-        identity_for(Lifecycle.ONESHOT, owner="alice", assistant_id="tests.echo", session_id=None, workspace_id=None)
+        identity_for(
+            Lifecycle.ONESHOT, owner="alice", assistant_id="tests.echo", session_id=None, workspace_id=None
+        )
     )
     custom = make_spec(
         computer={"memory": "512m", "cpus": 1.5, "pids": 64, "network": "none", "read_only": True}

@@ -57,7 +57,10 @@ def manager(backend: FakeBackend) -> SandboxManager:
 async def test_once_runs_once_per_config_hash(
     manager: SandboxManager, backend: FakeBackend, tmp_path: Path
 ) -> None:
-    steps: list[dict[str, Any]] = [{"action": "exec", "cmd": "setup-once", "once": True}, {"action": "exec", "cmd": "every-time"}]
+    steps: list[dict[str, Any]] = [
+        {"action": "exec", "cmd": "setup-once", "once": True},
+        {"action": "exec", "cmd": "every-time"},
+    ]
     lease = await manager.acquire(req(tmp_path, steps))
     await manager.release(lease)
     lease = await manager.acquire(req(tmp_path, steps))
@@ -104,7 +107,10 @@ async def test_failing_step_names_its_index_and_redacted_stderr(
 
 
 async def test_ignore_error_goes_on(manager: SandboxManager, backend: FakeBackend, tmp_path: Path) -> None:
-    steps: list[dict[str, Any]] = [{"action": "exec", "cmd": "fail", "ignore_error": True}, {"action": "exec", "cmd": "after"}]
+    steps: list[dict[str, Any]] = [
+        {"action": "exec", "cmd": "fail", "ignore_error": True},
+        {"action": "exec", "cmd": "after"},
+    ]
     await manager.acquire(req(tmp_path, steps))
     assert user_cmds(backend) == ["fail", "after"]
 

@@ -120,7 +120,9 @@ async def test_reconcile_adopts_known_and_removes_orphans(tmp_path: Path) -> Non
     async def make(
         lifecycle: Lifecycle, assistant: str, session: str | None = None, idle: float | None = 7.0
     ) -> SandboxRef:
-        ident = identity_for(lifecycle, owner="o", assistant_id=assistant, session_id=session, workspace_id=None)
+        ident = identity_for(
+            lifecycle, owner="o", assistant_id=assistant, session_id=session, workspace_id=None
+        )
         labels = sandbox_labels(
             ident, config_hash="h" * 64, idle_timeout=idle, max_lifetime=None, extra=extra
         )
@@ -187,7 +189,9 @@ async def test_reconcile_leaves_a_cage_run_jobs_box_to_that_job_unless_it_is_a_d
 
 
 def test_labels_round_trip() -> None:
-    ident = identity_for(Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", session_id=None, workspace_id="w")
+    ident = identity_for(
+        Lifecycle.LONGRUNNING, owner="o", assistant_id="a.b", session_id=None, workspace_id="w"
+    )
     labels = sandbox_labels(
         ident, config_hash="f" * 64, idle_timeout=7200.0, max_lifetime=86400.0, extra={"cage.owner": "evil"}
     )
@@ -206,7 +210,9 @@ def test_labels_round_trip() -> None:
 def test_a_session_box_labelled_before_the_rename_is_read_as_that_session() -> None:
     """Boxes and volumes made before 2026-12 carry `cage.chat`: still parsed (so adopted, matched to
     their session's turns and reaped), while new ones carry only `cage.session`."""
-    ident = identity_for(Lifecycle.SESSION, owner="o", assistant_id="a.b", session_id="s-1", workspace_id=None)
+    ident = identity_for(
+        Lifecycle.SESSION, owner="o", assistant_id="a.b", session_id="s-1", workspace_id=None
+    )
     labels = sandbox_labels(ident, config_hash="f" * 64, idle_timeout=60.0, max_lifetime=None)
     assert labels[SESSION] == "s-1" and LEGACY_SESSION not in labels
     old = {k: v for k, v in labels.items() if k != SESSION} | {LEGACY_SESSION: "s-1"}

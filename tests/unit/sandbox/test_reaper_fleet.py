@@ -62,7 +62,9 @@ async def test_adopt_only_adopts_reapable_boxes_and_never_removes(tmp_path: Path
     extra = {"cage.test-run": "r1"}
 
     async def make(lifecycle: Lifecycle, assistant: str, session: str | None) -> str:
-        ident = identity_for(lifecycle, owner="o", assistant_id=assistant, session_id=session, workspace_id=None)
+        ident = identity_for(
+            lifecycle, owner="o", assistant_id=assistant, session_id=session, workspace_id=None
+        )
         labels = sandbox_labels(ident, config_hash="h" * 64, idle_timeout=5.0, max_lifetime=None, extra=extra)
         return (await backend.create(CreateSpec(image="i", name=ident.name, labels=labels))).name
 

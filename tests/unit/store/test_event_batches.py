@@ -48,9 +48,13 @@ def texts(emitter: SessionEmitter, count: int, turn_id: str = "t") -> list[Event
 
 async def test_appends_of_many_sessions_queued_together_share_one_transaction(store: Store) -> None:
     sessions = [await _session(store, f"chat-{i}") for i in range(20)]
-    batches = {session: turn_events(SessionEmitter(session), "t1", f"reply of {session}") for session in sessions}
+    batches = {
+        session: turn_events(SessionEmitter(session), "t1", f"reply of {session}") for session in sessions
+    }
     with counted_commits(store) as commits:
-        lasts = await asyncio.gather(*(store.events.append(session, batches[session]) for session in sessions))
+        lasts = await asyncio.gather(
+            *(store.events.append(session, batches[session]) for session in sessions)
+        )
     assert len(commits) == 1
     assert lasts == [len(batches[session]) for session in sessions]
     for session in sessions:
@@ -190,7 +194,9 @@ async def test_turn_begins_and_ends_join_the_group_commit(store: Store) -> None:
     begun = await store.turns.get("t-talk")
     assert begun is not None and begun.status == "running" and [m.id for m in begun.messages] == ["m-user"]
     ended = await store.turns.get("t-end")
-    assert ended is not None and ended.status == "completed" and [m.id for m in ended.messages] == ["m-answer"]
+    assert (
+        ended is not None and ended.status == "completed" and [m.id for m in ended.messages] == ["m-answer"]
+    )
     assert await store.leases.turn_of_session(ending) is None
 
 

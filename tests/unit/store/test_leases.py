@@ -201,7 +201,10 @@ async def test_an_owners_running_turns_are_capped_over_every_replica(store: Stor
     await other.turns.begin(bob, "t-bob", "tests.echo", ())  # another owner: its own count
     await store.turns.persist(
         FinishedTurn(
-            session_id=won[0], turn_id=f"t{sessions.index(won[0])}", assistant_id="tests.echo", status="completed"
+            session_id=won[0],
+            turn_id=f"t{sessions.index(won[0])}",
+            assistant_id="tests.echo",
+            status="completed",
         )
     )
     await other.turns.begin(capped[0], "t-again", "tests.echo", ())  # one ended: room for one more

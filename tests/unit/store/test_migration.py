@@ -15,7 +15,17 @@ from orchestrator.store import Store, StoreError
 from orchestrator.store.migration import MIGRATIONS_DIR, current_revision, head_revision, schema_diff
 from orchestrator.store.tables import Base
 
-TABLES = {"sessions", "turns", "messages", "events", "checkpoints", "assistants", "memory", "api_keys", "audit"}
+TABLES = {
+    "sessions",
+    "turns",
+    "messages",
+    "events",
+    "checkpoints",
+    "assistants",
+    "memory",
+    "api_keys",
+    "audit",
+}
 TABLES |= {"team_members", "turn_commands", "replicas", "turn_leases", "leader_leases", "rate_buckets"}
 TABLES |= {"ws_tickets"}
 

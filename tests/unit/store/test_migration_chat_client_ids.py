@@ -43,7 +43,12 @@ async def _fill_at_0002(url: str) -> None:
                         "INSERT INTO messages (id, chat_id, turn_id, role, content, assistant_id, created_at,"
                         " sequence) VALUES (:msg, :id, :turn, 'user', '\"hi\"', NULL, :when, 1)"
                     ),
-                    {"msg": f"m-{session_id[:20]}", "id": session_id, "turn": f"t-{session_id[:20]}", "when": WHEN},
+                    {
+                        "msg": f"m-{session_id[:20]}",
+                        "id": session_id,
+                        "turn": f"t-{session_id[:20]}",
+                        "when": WHEN,
+                    },
                 )
                 for seq in (1, 2):
                     await conn.execute(

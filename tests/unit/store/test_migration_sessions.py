@@ -101,15 +101,26 @@ async def test_a_0007_database_keeps_every_row_under_the_new_names(database_url:
         assert await current_revision(url) == HEAD_REVISION
         assert await schema_diff(url) == []
         parent = await store.sessions.require("p-internal")
-        assert (parent.owner, parent.client_id, parent.title, parent.last_seq) == ("alice", "parent", "old", 2)
+        assert (parent.owner, parent.client_id, parent.title, parent.last_seq) == (
+            "alice",
+            "parent",
+            "old",
+            2,
+        )
         [child] = await store.sessions.list("alice", parent_id="p-internal")
         assert (child.id, child.client_id) == ("c-internal", "child")
         assert [m.content for m in await store.messages.history("p-internal")] == ["hi"]
         assert [t.id for t in await store.turns.of_session("p-internal")] == ["t-1"]
         assert await store.events.last_seq("p-internal") == 2
         assert await store.commands.turn_of("p-internal") == "t-1"  # its running row, read by session_id
-        assert await _scalar(database_url, "SELECT count(*) FROM turn_commands WHERE session_id = 'p-internal'") == 1
-        assert await _scalar(database_url, "SELECT session_id FROM turn_leases WHERE turn_id = 't-1'") == "p-internal"
+        assert (
+            await _scalar(database_url, "SELECT count(*) FROM turn_commands WHERE session_id = 'p-internal'")
+            == 1
+        )
+        assert (
+            await _scalar(database_url, "SELECT session_id FROM turn_leases WHERE turn_id = 't-1'")
+            == "p-internal"
+        )
 
         # the renamed foreign keys still cascade from the renamed table
         assert await store.sessions.delete("p-internal")

@@ -66,7 +66,9 @@ async def test_a_write_in_a_read_transaction_commits(sqlite_store: Store) -> Non
     session = await sqlite_store.sessions.create("alice", "tests.echo")
     async with sqlite_store._db.read() as tx:
         before = await tx.scalar(select(SessionRow.title).where(SessionRow.id == session.id))
-        await tx.execute(update(SessionRow.__table__).where(SessionRow.id == session.id).values(title="in a read"))
+        await tx.execute(
+            update(SessionRow.__table__).where(SessionRow.id == session.id).values(title="in a read")
+        )
     assert before == ""
     got = await sqlite_store.sessions.get(session.id)
     assert got is not None and got.title == "in a read"
@@ -89,7 +91,9 @@ async def test_a_failed_write_rolls_back_and_the_connection_serves_the_next(sqli
     for _ in range(3):  # the pool hands the same connections out again
         with pytest.raises(IntegrityError):
             async with sqlite_store._db.write() as tx:
-                await tx.execute(update(SessionRow.__table__).where(SessionRow.id == session.id).values(title="lost"))
+                await tx.execute(
+                    update(SessionRow.__table__).where(SessionRow.id == session.id).values(title="lost")
+                )
                 await tx.execute(insert(SessionRow.__table__).values(**row))
         got = await sqlite_store.sessions.get(session.id)
         assert got is not None and got.title == ""

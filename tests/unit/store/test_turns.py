@@ -101,7 +101,9 @@ async def test_turns_accumulate_usage_and_continue_message_order(store: Store, c
     assert total.scope == "cumulative"
     assert (total.input_tokens, total.output_tokens, total.reasoning_tokens) == (2400, 680, 80)
     assert total.cost_usd == pytest.approx(0.0246)
-    assert [m.content for m in await store.messages.history(session.id, limit=1)] == [second.messages[1].content]
+    assert [m.content for m in await store.messages.history(session.id, limit=1)] == [
+        second.messages[1].content
+    ]
 
 
 async def test_resume_state_merges_and_a_none_state_removes_it(store: Store) -> None:

@@ -81,7 +81,9 @@ def test_every_stamped_event_is_redacted_text_thinking_tool_input_and_message_en
     stamped = SessionEmitter("s").stamp_all(events, turn_id="t")
     assert all(secret not in e.model_dump_json() for e in stamped)
     inputs = [e.props.input for e in stamped if e.type == "execute" and e.props.input]
-    assert inputs and all(i == {"command": "echo ***", "timeout": 5} for i in inputs)  # shape and numbers kept
+    assert inputs and all(
+        i == {"command": "echo ***", "timeout": 5} for i in inputs
+    )  # shape and numbers kept
     ends = [e for e in stamped if e.type == "event" and e.props.event == "message_end"]
     assert ends and all("***" in e.model_dump_json() for e in ends[:2])
     assert validate_stream(stamped) == []

@@ -9,7 +9,9 @@ def _turn(*build: str) -> list[str]:
     b = TurnBuilder(CountingIds(), clock=lambda: 0)
     events: list[Event] = list(b.stream_start("a"))
     steps = {
-        "ask": lambda: b.permission_request("p1", "bash", input={"command": "ls"}, deadline="2026-01-01T00:00:00Z"),
+        "ask": lambda: b.permission_request(
+            "p1", "bash", input={"command": "ls"}, deadline="2026-01-01T00:00:00Z"
+        ),
         "allow": lambda: b.permission_resolved("p1", "allow", by="user"),
         "timeout": lambda: b.permission_resolved("p1", "deny", by="timeout"),
         "policy": lambda: b.permission_resolved("p9", "deny", by="policy", tool="write"),

@@ -4,7 +4,12 @@ from typing import Any
 
 
 async def create(ctx: Any, messages: list[dict[str, Any]], options: dict[str, Any]) -> dict[str, Any]:
-    return {"delegate": {"agent_id": "hooks.echo", "messages": [{"role": "user", "content": "from the delegator"}]}}
+    return {
+        "delegate": {
+            "agent_id": "hooks.echo",
+            "messages": [{"role": "user", "content": "from the delegator"}],
+        }
+    }
 
 
 async def next(ctx: Any, payload: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
