@@ -306,8 +306,13 @@ class DockerEgress:
         return self._image
 
     async def _build_image(self) -> str:
-        """The proxy image's tag, built by the runner image builder when missing."""
-        return (await DockerImageBuilder(self._settings).ensure_image(EGRESS_IMAGE)).tag
+        """The proxy image's tag, built by the runner image builder when missing (its engine
+        client closed after: this runs once a process)."""
+        builder = DockerImageBuilder(self._settings)
+        try:
+            return (await builder.ensure_image(EGRESS_IMAGE)).tag
+        finally:
+            await builder.aclose()
 
     def _proxy_config(self, image: str) -> str:
         s = self._settings
