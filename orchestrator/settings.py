@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.attribute_docs import describe_fields
+
 SYSTEM_CA_BUNDLES = (
     Path("/etc/ssl/certs/ca-certificates.crt"),  # Debian, Ubuntu, Alpine
     Path("/etc/pki/tls/certs/ca-bundle.crt"),  # Fedora, RHEL
@@ -22,7 +24,7 @@ def _system_ca_bundle() -> Path | None:
 class Settings(BaseSettings):
     """Embedded defaults: SQLite under `<app_dir>/.cage/`, the local Docker engine, the app in the cwd."""
 
-    model_config = SettingsConfigDict(env_prefix="CAGE_", extra="ignore", use_attribute_docstrings=True)
+    model_config = SettingsConfigDict(env_prefix="CAGE_", extra="ignore", json_schema_extra=describe_fields)
 
     app_dir: Path = Field(default_factory=Path.cwd)
     """The application directory: `assistants/`, `connectors/`, `agent.yml`."""

@@ -9,6 +9,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.errors import ConfigError, ConfigErrors
 
 FILE = "sandbox.yao"
@@ -18,7 +19,7 @@ PREFIX = "runner.options"
 class RunnerOptions(BaseModel):
     """Frozen, documented per field; unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Self:

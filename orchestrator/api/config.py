@@ -6,12 +6,13 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.api.policy import ApiAssistantPolicy
+from orchestrator.attribute_docs import describe_fields
 
 
 class ApiConfig(BaseSettings):
     """Limits and timings of the HTTP/websocket server."""
 
-    model_config = SettingsConfigDict(env_prefix="CAGE_", extra="ignore", use_attribute_docstrings=True)
+    model_config = SettingsConfigDict(env_prefix="CAGE_", extra="ignore", json_schema_extra=describe_fields)
 
     rate_limit_per_minute: float = 600.0
     """Requests one API key may make per minute, sustained (a token bucket refilled continuously)."""

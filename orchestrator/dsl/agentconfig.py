@@ -18,9 +18,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.sandbox import KNOWN_RUNNERS, canonical_runner
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 ROLES = ("default", "light", "heavy", "vision", "audio")
 Role = Literal["default", "light", "heavy", "vision", "audio"]
 USE_PREFIX = "use::"

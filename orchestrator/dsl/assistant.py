@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.agentconfig import USE_PREFIX, AgentConfig, Uses
 from orchestrator.dsl.agentdir import load_locale_dir, load_prompts
 from orchestrator.dsl.connectors import ConnectorTable, file_id
@@ -50,7 +51,7 @@ from orchestrator.dsl.source import PROMPTS, SANDBOX, AssistantSource, read_docu
 from orchestrator.errors import ConfigError, ConfigErrors
 
 log = structlog.get_logger(__name__)
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 SYSTEM_PREFIXES = ("__yao.", "yao.")
 T = TypeVar("T")

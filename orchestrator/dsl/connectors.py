@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.diagnostics import validate
 from orchestrator.dsl.document import Document, KeyPath, format_key_path
 from orchestrator.dsl.envexpand import EnvExpander
@@ -26,7 +27,7 @@ from orchestrator.dsl.spec_table import SpecTable
 from orchestrator.dsl.units import Duration
 from orchestrator.errors import ConfigError
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 CONNECTOR_SUFFIX = ".conn.yao"
 CONNECTOR_SUFFIXES = (".conn.yao", ".conn.jsonc", ".conn.json")
 NON_MODEL_TYPES = frozenset(

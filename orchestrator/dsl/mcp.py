@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.diagnostics import validate
 from orchestrator.dsl.document import Document
 from orchestrator.dsl.envexpand import EnvExpander
@@ -30,7 +31,7 @@ from orchestrator.dsl.spec_table import SpecTable
 from orchestrator.dsl.units import Duration
 from orchestrator.errors import ConfigError
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 MCP_SUFFIX = ".mcp.yao"
 MCP_SUFFIXES = (".mcp.yao", ".mcp.jsonc", ".mcp.json")
 Transport = Literal["stdio", "http", "sse", "process"]
@@ -182,7 +183,7 @@ class McpOptions(BaseModel):
     loader names each of them in a warning, as Cage does not read them.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=describe_fields)
     max_turn: int = Field(default=5, ge=1, le=100)
     """Rounds of tool calls before handing over to the fallback assistant."""
     tool_loop: bool = True

@@ -16,11 +16,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.agentconfig import Uses
 from orchestrator.dsl.mcp import McpConfig
 from orchestrator.dsl.sandbox import SandboxSpec
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 
 
 class Prompt(BaseModel):
@@ -60,7 +61,7 @@ class PackageOptions(BaseModel):
     the reason (`orchestrator.dsl.option_support`), never dropped.
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=describe_fields)
     model: str | None = None
     """Model name overriding the connector's."""
     temperature: float | None = Field(default=None, ge=0, le=2)

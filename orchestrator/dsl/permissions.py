@@ -26,9 +26,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.units import Duration
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 DEFAULT_TIMEOUT = timedelta(minutes=5)
 _ACTIONS = ("allow", "deny", "ask")
 

@@ -25,10 +25,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.permissions import PermissionPolicy
 from orchestrator.dsl.units import Duration, MemoryBytes
 
-_STRICT = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_STRICT = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_RE = re.compile(rf"^(\*\.)?{_LABEL}(\.{_LABEL})*$")
 

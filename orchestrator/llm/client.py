@@ -17,6 +17,7 @@ from typing import Protocol, TypeVar
 import anyio
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.errors import ModelError
 from orchestrator.llm.deltas import ModelDelta
 from orchestrator.llm.messages import ModelRequest
@@ -52,7 +53,7 @@ class ModelClient(Protocol):
 class ClientSettings(BaseModel):
     """What a connector client needs, taken from a `ConnectorSpec` (or built directly in tests)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
     provider: str
     model: str
     base_url: str

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.llm.client import ModelClient
 from orchestrator.llm.deltas import TextDelta, UsageDelta
 from orchestrator.llm.messages import (
@@ -42,7 +43,7 @@ def estimate_tokens(system: str, messages: Sequence[ChatMessage], tools: Sequenc
 
 
 class CompactionPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
     budget_tokens: int
     """Compact before a model call whose estimated input passes this many tokens."""
     keep_rounds: int = 2

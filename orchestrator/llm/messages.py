@@ -10,7 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+from orchestrator.attribute_docs import describe_fields
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 
 
 class TextBlock(BaseModel):

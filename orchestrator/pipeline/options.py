@@ -7,9 +7,10 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, JsonValue
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.pipeline.contract import TurnOptions
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+_FROZEN = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
 
 class CallOptions(TurnOptions):

@@ -18,10 +18,11 @@ from typing import Literal, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.errors import StreamLimitError
 from orchestrator.sandbox.network import EgressPolicy
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_FROZEN = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -17,11 +17,12 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl.sandbox import KNOWN_RUNNERS, canonical_runner
 from orchestrator.errors import ImageBuildError, UsageError
 from orchestrator.sandbox.hashing import image_hash, image_tag
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_FROZEN = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 
 RUNNER_LABEL = "cage.runner"
 """Image label naming the runner an image is ready for; the key of the `computer.image` rule."""

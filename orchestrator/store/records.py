@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.stream import Event, StreamStatus, Usage
 
 MessageRole = Literal["system", "user", "assistant", "tool"]
@@ -16,7 +17,7 @@ KeyRole = Literal["admin", "user"]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
 
 class SessionRecord(_Record):

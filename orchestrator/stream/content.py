@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializeAsAny
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.stream.envelope import Envelope
 from orchestrator.stream.trusted import trusted_copy
 
@@ -23,7 +24,7 @@ ToolStatus = Literal["running", "completed", "error"]
 
 
 class _Props(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
 
 class TextProps(_Props):

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.attribute_docs import describe_fields
+
 DeltaAction = Literal["append", "merge", "replace"]
 """How a delta event's props combine with the message so far.
 
@@ -21,7 +23,7 @@ class Envelope(BaseModel):
     `SessionEmitter`; producers (translators, the native loop, the builder) leave them at zero/empty.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
     v: Literal[1] = 1
     """Protocol version."""

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializeAsAny
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.stream.content import ContentType, ExecuteProps, ToolCallProps
 from orchestrator.stream.envelope import Envelope
 from orchestrator.stream.usage import Usage
@@ -17,7 +18,7 @@ SandboxPhase = Literal[
 
 
 class _Props(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
 
 class StreamStart(_Props):

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.stream.trusted import trusted
 
 UsageScope = Literal["step", "turn", "cumulative"]
@@ -18,7 +19,7 @@ class Usage(BaseModel):
     `reasoning_tokens` are parts of `input_tokens` and `output_tokens`, not extra to them.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
     input_tokens: int = 0
     """Prompt tokens, cached ones included."""

@@ -10,12 +10,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.dsl import McpServerSpec
 from orchestrator.llm.compaction import CompactionPolicy
 from orchestrator.llm.messages import Sampling
 from runners.native_loop.options import NativeOptions
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+_FROZEN = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 KEY_ENV = "CAGE_TAI_MODEL_KEY"
 HEADERS_ENV = "CAGE_TAI_MODEL_HEADERS"
 MCP_ENV_PREFIX = "CAGE_TAI_MCP_"

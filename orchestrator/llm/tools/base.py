@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from orchestrator.attribute_docs import describe_fields
 from orchestrator.errors import ToolError
 from orchestrator.llm.messages import ToolSpec
 
@@ -73,7 +74,7 @@ A = TypeVar("A", bound=BaseModel)
 class ArgsModel(BaseModel):
     """Base of the tools' argument models: unknown keys are an error the model gets to see."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=describe_fields)
 
 
 class TypedTool(Generic[A]):
