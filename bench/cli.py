@@ -76,15 +76,41 @@ def start_up(runs: int) -> bool:
 
 def runner_turn(runs: int) -> bool:
     """`cage run` of a claude turn vs `docker run` of the claude CLI, same model server and prompt."""
-    sys.path.insert(0, str(ROOT))
-    from tests.fakes.model_server import FakeModelServer
-
     label = f"cage.bench={uuid.uuid4().hex}"
     base_env = {k: v for k, v in bench_env().items() if not k.startswith("CAGE_")}
     built = subprocess.run([*CAGE, "images", "build", "claude"], capture_output=True, text=True, env=base_env)
     if built.returncode != 0:
         raise SystemExit(f"cage images build claude failed: {built.stderr[-500:]}")
     tag = built.stdout.split()[-1]
+    try:
+        ours, raw, isolation = _turns(tag, label, base_env, runs)
+    finally:  # what the runs made (containers first: a network in use is not removed), however they ended
+        _remove(["docker", "ps", "-aq", "--filter", f"label={label}"], ["docker", "rm", "-f"])
+        _remove(["docker", "network", "ls", "-q", "--filter", f"label={label}"], ["docker", "network", "rm"])
+    ratio = ours / raw
+    print(f"{'docker run claude -p':32} {raw * 1000:7.0f} ms  (baseline)")
+    name = "cage run app.coder (claude)"
+    print(f"{name:32} {ours * 1000:7.0f} ms  {ratio:4.2f}x  (target <= {TARGET_TURN_RATIO}x)")
+    floor = raw + isolation
+    print(
+        f"{'docker run + own network':32} {floor * 1000:7.0f} ms  (the isolation floor: +"
+        f"{isolation * 1000:.0f} ms for the network)   cage run {ours / floor:4.2f}x of it"
+    )
+    return ratio <= TARGET_TURN_RATIO
+
+
+def _remove(listing: list[str], remove: list[str]) -> None:
+    """`remove` each object `listing` prints."""
+    for name in subprocess.run(listing, capture_output=True, text=True).stdout.split():
+        subprocess.run([*remove, name], capture_output=True)
+
+
+def _turns(tag: str, label: str, base_env: dict[str, str], runs: int) -> tuple[float, float, float]:
+    """Median seconds of `cage run` and of `docker run` of the claude turn, and what a network of
+    its own adds to a run; what they make carries `label`."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fakes.model_server import FakeModelServer
+
     with tempfile.TemporaryDirectory() as tmp, FakeModelServer("text", host="0.0.0.0") as model:
         work = Path(tmp)
         subprocess.run(
@@ -139,21 +165,7 @@ def runner_turn(runs: int) -> bool:
         ]
         raw = timed(docker, runs=runs, env=base_env)
         isolation = isolation_cost(tag, label, runs=runs, env=base_env)
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True
-    )
-    for container in left.stdout.split():
-        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
-    ratio = ours / raw
-    print(f"{'docker run claude -p':32} {raw * 1000:7.0f} ms  (baseline)")
-    name = "cage run app.coder (claude)"
-    print(f"{name:32} {ours * 1000:7.0f} ms  {ratio:4.2f}x  (target <= {TARGET_TURN_RATIO}x)")
-    floor = raw + isolation
-    print(
-        f"{'docker run + own network':32} {floor * 1000:7.0f} ms  (the isolation floor: +"
-        f"{isolation * 1000:.0f} ms for the network)   cage run {ours / floor:4.2f}x of it"
-    )
-    return ratio <= TARGET_TURN_RATIO
+    return ours, raw, isolation
 
 
 def isolation_cost(tag: str, label: str, *, runs: int, env: dict[str, str]) -> float:

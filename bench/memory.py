@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sessions import Session, bench_env, free_port, open_session, rss_kib, run_turns, serving, write_app
+from sessions import Session, bench_env, open_session, rss_kib, run_turns, serving, write_app
+
+from tests.serving import reserve_port  # importable: `sessions` put the checkout on sys.path
 
 IDLE_KIB_TARGET = 100.0
 SETTLE_KIB = 64
@@ -117,7 +119,7 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=8.0, help="MiB the RSS may end above its start")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cage-bench-memory-"))
-    model_port, port = free_port(), free_port()
+    model_port, port = reserve_port(), reserve_port()
     write_app(work / "app", model_port)
     env = bench_env(work, f"sqlite+aiosqlite:///{work / 'data' / 'cage.db'}")
     with serving(env, work, model_port, port) as server:

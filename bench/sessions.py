@@ -53,7 +53,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -72,15 +71,13 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 from websockets.protocol import Event
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' server helpers
+
+from tests.serving import reserve_port
+
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "bench-" + uuid.uuid4().hex
 MODEL_KEY = "sk-bench-fake-key-" + uuid.uuid4().hex[:12]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:
@@ -397,7 +394,7 @@ def one_run(
     """One fresh server and database, `sessions` concurrent sessions of `turns` turns each (a
     closed loop, or paced by `think_ms`)."""
     work = Path(tempfile.mkdtemp(prefix="cage-bench-"))
-    model_port, port = free_port(), free_port()
+    model_port, port = reserve_port(), reserve_port()
     write_app(work / "app", model_port)
     with (
         fresh_database(kind, work, postgres_url) as url,

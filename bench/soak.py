@@ -32,7 +32,9 @@ import httpx
 from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sessions import ADMIN_KEY, MODEL_KEY, ROOT, free_port, rss_kib, serving, write_app
+from sessions import ADMIN_KEY, MODEL_KEY, ROOT, rss_kib, serving, write_app
+
+from tests.serving import reserve_port  # importable: `sessions` put the checkout on sys.path
 
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 MAX_OPS = 1_000_000
@@ -172,7 +174,7 @@ def main() -> int:
     parser.add_argument("--retention", type=float, default=30.0, help="seconds between retention sweeps")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cage-soak-"))
-    model_port, port = free_port(), free_port()
+    model_port, port = reserve_port(), reserve_port()
     write_app(work / "app", model_port)
     label = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
