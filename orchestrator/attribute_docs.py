@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 def describe_fields(schema: dict[str, Any], cls: type[Any]) -> None:
     """`json_schema_extra` of a model config: give each property of `schema` (the JSON schema of
-    model `cls`) that has no description its field's docstring."""
+    model `cls`) its field's docstring as its description, over the one its type brings; a field
+    with `Field(description=...)` keeps that one."""
     properties = schema.get("properties")
     if not isinstance(properties, dict) or not (isinstance(cls, type) and issubclass(cls, BaseModel)):
         return
