@@ -107,6 +107,7 @@ ERROR_MODULES = (
     "orchestrator.api.errors",
     "orchestrator.api.caps",
     "orchestrator.api.gate",
+    "orchestrator.pipeline.load_gate",
     "orchestrator.cli.snapshot",
     "orchestrator.client.errors",
 )

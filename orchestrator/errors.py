@@ -15,7 +15,8 @@ CageError
 ├── CapacityError        scope, limit                  (too many sandboxes; HTTP 429)
 │   ├── OwnerTurnsRunning, OwnerSessionsFull              [store/errors.py]
 │   ├── MemoryFull                                     [store/memory.py]
-│   └── OwnerCapReached                                [api/caps.py]
+│   ├── OwnerCapReached                                [api/caps.py]
+│   └── Overloaded                                     [pipeline/load_gate.py]
 ├── RunnerError          runner, exit_code, stderr_tail
 ├── ModelError           provider, status, retryable    (a model API call failed, was cut or timed out)
 ├── ToolError            tool                           (a native-loop tool could not do its job)

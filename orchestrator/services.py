@@ -25,6 +25,7 @@ from orchestrator.assistants import AssistantRegistry
 from orchestrator.dsl import AppLoader
 from orchestrator.gateway import ModelGateway
 from orchestrator.pipeline import PipelineService, TurnService, turn_tasks
+from orchestrator.pipeline.load_gate import LoadGate
 from orchestrator.pipeline.permissions import Unattended
 from orchestrator.pipeline.service import CLOSE_GRACE
 from orchestrator.sandbox.backend import SandboxBackend
@@ -92,6 +93,11 @@ async def open_services(
                 close_grace=close_grace,
                 unattended=unattended,
                 titles=titles,
+                gate=LoadGate(
+                    floor=settings.turn_gate_floor,
+                    delay_target=settings.turn_gate_delay,
+                    max_wait=settings.turn_gate_wait,
+                ),
             )
             try:
                 yield Services(

@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     """Warm, unclaimed boxes alive at once, all assistants and owners together."""
     pool_idle: float = Field(default=600.0, gt=0)
     """Seconds an unclaimed warm box may wait before the reaper removes it."""
+    turn_gate_delay: float = Field(default=0.0012, gt=0)
+    """Seconds events may take on average from their stamp to their clients' connections (or 1.5
+    times the lowest such mean of late, if more) before a server admits fewer root turns at once; the
+    others wait at the door, so the events of the turns running reach their clients in milliseconds
+    (`docs/performance.md`, "Events under load")."""
+    turn_gate_floor: int = Field(default=2, ge=1)
+    """Root turns a server always admits at once, whatever its event loop's lag."""
+    turn_gate_wait: float = Field(default=60.0, gt=0)
+    """Seconds a root turn may wait at a saturated server's door; then it is refused (429 `capacity`)."""
     acquire_timeout: float = Field(default=900.0, gt=0)
     """Seconds a sandbox may take to be ready (image build + prepare steps); then the turn fails."""
     max_workspace_volumes_per_owner: int = Field(default=200, ge=1)

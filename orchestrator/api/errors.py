@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from orchestrator.error_table import surfaces
 from orchestrator.errors import CageError, RateLimited, Unauthorized
+from orchestrator.pipeline.load_gate import Overloaded
 from orchestrator.redaction import redact
 
 log = structlog.get_logger(__name__)
@@ -79,6 +80,8 @@ async def cage_error_handler(request: Request, exc: Exception) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, KeyRateLimited):
         headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+    elif isinstance(exc, Overloaded):
+        headers["Retry-After"] = "1"
     if status >= 500:
         log.warning("request failed", error=exc.code, detail=redact(str(exc)), status=status)
     body = error_body(request, type(exc).__name__, redact(str(exc)), code=exc.code)

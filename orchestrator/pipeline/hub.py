@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ Commit = Callable[[list[Event]], Awaitable[None]]
 LIVE_BUFFER = 4096
 """Events a live subscriber may lag behind before it is dropped and re-reads the log."""
 _PAGE = 1000
+_HALF_MS = 0.0005
+"""`ts` is whole milliseconds: an event was stamped, on average, half of one after it."""
 POLL_S = 2.0
 """Seconds between two reads of every followed session's `last_seq` (the fallback for lost notices)."""
 
@@ -84,8 +87,11 @@ class _Tail:
 class SessionHub:
     """Per-session emitters, the durable append, and live subscribers."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, on_delay: Callable[[float], None] | None = None) -> None:
+        """`on_delay` is told, as a live subscriber takes each event of a session this hub writes,
+        the seconds since the event's stamp (`LoadGate.observe`)."""
         self._store = store
+        self._on_delay = on_delay
         self._sessions: dict[str, _Session] = {}
         self._subscribers: dict[str, set[MemoryObjectSendStream[Event]]] = {}
         self._tails: dict[str, _Tail] = {}
@@ -319,6 +325,8 @@ class SessionHub:
                                 last = missed.seq
                                 yield missed
                         last = event.seq
+                        if self._on_delay is not None and session_id in self._sessions:
+                            self._on_delay(time.time() - event.ts / 1000 - _HALF_MS)
                         yield event
             finally:
                 receive.close()  # also when the reader left during the replay, before `async with`

@@ -37,6 +37,7 @@ from orchestrator.pipeline.handle import RunningTurn
 from orchestrator.pipeline.hooks.memory import HookMemory
 from orchestrator.pipeline.hooks.modules import HookModules
 from orchestrator.pipeline.hub import SessionHub
+from orchestrator.pipeline.load_gate import LoadGate
 from orchestrator.pipeline.options import CallOptions
 from orchestrator.pipeline.permission_answers import PermissionAnswer
 from orchestrator.pipeline.permissions import Permissions, Unattended
@@ -137,13 +138,16 @@ class PipelineService:
         allow_host_mcp: bool = False,
         unattended: Unattended | None = None,
         titles: bool = True,
+        gate: LoadGate | None = None,
     ) -> None:
         """`tasks`: where turns and title jobs run, the owner's group (open until after `aclose()`).
         `unattended` (CI mode): who answers permission requests when no client is there.
         `titles=False`: no title jobs (`cage run` closes the service as its turn ends, which would
         cancel the job, after its import of the LLM-mode stack had already cost the run).
         `assistants`: the process's registry (the API's catalog shares it); without one, the service
-        makes its own over `loader` and `store`, exposing `api_env_prefix` to stored assistants."""
+        makes its own over `loader` and `store`, exposing `api_env_prefix` to stored assistants.
+        `gate`: where root turns wait while the event loop is saturated (`LoadGate`'s defaults
+        without one)."""
         self._titles_on = titles
         self.loader = loader
         self._allow_host_mcp = allow_host_mcp
@@ -155,7 +159,8 @@ class PipelineService:
         """Where `authorize` finds assistants: files, system and stored ones."""
         self.manager = manager
         self.store = store
-        self.hub = SessionHub(store)
+        self.gate = gate or LoadGate()
+        self.hub = SessionHub(store, on_delay=self.gate.observe)
         self.hooks = HookModules()
         self.permissions = Permissions(store, unattended=unattended)
         self._resume = resume or SessionResumeStore(store)
@@ -177,9 +182,9 @@ class PipelineService:
 
     async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> RunningTurn:
         """The one admission point: reserve the session (a session whose turn's `stream_end` is out
-        already waits, bounded, for that turn to be persisted), resolve the assistant, check the
-        caller's `admit`, make sure the session exists and belongs to the owner, and run the turn in
-        the background.
+        already waits, bounded, for that turn to be persisted), wait at the door while the event
+        loop is saturated (`LoadGate`), resolve the assistant, check the caller's `admit`, make sure
+        the session exists and belongs to the owner, and run the turn in the background.
 
         Raises:
             NotFound: unknown assistant, one the owner may not use, or another owner's session.
@@ -187,7 +192,8 @@ class PipelineService:
             Forbidden: `metadata.team_id` names a team the owner is not a member of.
             ConfigError: the assistant's configuration is broken.
             UsageError: the options or metadata are not valid.
-            CapacityError: `admit` refused the turn.
+            CapacityError: `admit` refused the turn, or it found no place at the door in time
+                (`Overloaded`).
         """
         session_id = turn.session_id
         await self._settle(session_id)
@@ -197,7 +203,11 @@ class PipelineService:
             raise Conflict(busy(session_id))
         self._reserved.add(session_id)
         release: Release | None = None
+        place: Release | None = None
         try:
+            place = await self.gate.enter()
+            if self._closed:
+                raise Conflict("the pipeline is shutting down")
             async with self._starting:
                 assistant = await self.authorize(turn.owner, turn.assistant_id)
                 release = admit(assistant) if admit is not None else None
@@ -211,13 +221,16 @@ class PipelineService:
             self._reserved.discard(session_id)
             if release is not None:
                 release()
+            if place is not None:
+                place()
             raise
         handle = RunningTurn(self.hub, turn, start_seq)
         self._by_session[session_id] = handle
         self._by_turn[turn.turn_id] = handle
         named = bool(session.title) or session.parent_id is not None  # no title job to run after it
         self._spawn(
-            self._turns, lambda _: self._run(handle, assistant, options, team, recorder, release, named=named)
+            self._turns,
+            lambda _: self._run(handle, assistant, options, team, recorder, release, place, named=named),
         )
         log.info("pipeline.turn_started", session_id=session_id, turn_id=turn.turn_id, assistant=assistant.id)
         return handle
@@ -266,6 +279,7 @@ class PipelineService:
         """Interrupt running turns (graceful, then forced after the grace, then cancelled); wait
         for them to end, in bounded time. Idempotent."""
         self._closed = True
+        self.gate.close()
         for title in self._titles:
             title.stop.set()
         for title in await _ended(self._titles, FORCE_GRACE):
@@ -343,11 +357,13 @@ class PipelineService:
         options: CallOptions,
         team: str,
         recorder: TurnRecorder,
-        release: Release | None = None,
+        release: Release | None,
+        place: Release,
         *,
         named: bool = False,
     ) -> None:
-        """`named`: the session had a title (or is a sub-agent's) when the turn began: no title job."""
+        """`release` gives back what the caller's `admit` took, `place` the turn's place at the door.
+        `named`: the session had a title (or is a sub-agent's) when the turn began: no title job."""
         turn = handle.input
         memory = HookMemory(
             self.store,
@@ -407,6 +423,7 @@ class PipelineService:
                 self._reserved.discard(turn.session_id)
                 if release is not None:
                     release()
+                place()
                 handle.finish(result.redacted())
                 log.info(
                     "pipeline.turn_ended",

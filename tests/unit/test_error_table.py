@@ -48,6 +48,7 @@ from orchestrator.errors import (
     WorkspaceError,
 )
 from orchestrator.gateway.server import GatewayError
+from orchestrator.pipeline.load_gate import Overloaded
 from orchestrator.store import RecordNotFound, StoreError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,6 +144,10 @@ async def test_http_bodies_carry_the_stable_code() -> None:
         "param": None,
         "code": "unauthorized",
     }
+
+    busy = await cage_error_handler(_request("/v1/assistants/a/stream"), Overloaded(60.0, 4))
+    assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
+    assert json.loads(bytes(busy.body))["code"] == "server_busy"
 
 
 def test_event_codes_resolve_to_kinds() -> None:

@@ -10,6 +10,7 @@ from orchestrator.dsl import Assistant
 from orchestrator.errors import CapacityError, Conflict
 from orchestrator.pipeline import Release, TurnHandle, TurnInput
 from orchestrator.pipeline.handle import is_root_end
+from orchestrator.pipeline.load_gate import LoadGate, Overloaded
 from orchestrator.pipeline.service import STARTING
 from tests.pipeline_rig import Rig
 
@@ -108,3 +109,58 @@ async def test_a_burst_of_starts_begins_a_few_at_a_time_and_starts_them_all(
         results = [await handle.result() for handle in handles]
     assert most == STARTING
     assert [r.status for r in results] == ["completed"] * len(turns)
+
+
+async def test_a_turn_that_finds_no_place_at_the_door_is_refused_and_starts_nothing(rig: Rig) -> None:
+    """With the door full (`LoadGate`), a turn waits there, then is refused: no session reserved,
+    no event written, the same turn starts once there is room."""
+    rig.service.gate = LoadGate(floor=1, max_wait=0.1, interval=60.0)
+    slow = await rig.service.start(rig.turn("hooks.slow", "x", session_id="chat-holds"))
+    with pytest.raises(Overloaded) as refused:
+        await rig.service.start(rig.turn("hooks.echo", "hi", session_id="chat-door"))
+    assert refused.value.code == "server_busy"
+    assert rig.service.running("chat-door") is None
+    assert await rig.store.events.after("chat-door") == []
+    await slow.interrupt(force=True)
+    assert (await slow.result()).status == "cancelled"
+    ran = await rig.run("hooks.echo", "again", session_id="chat-door")
+    assert ran.result.status == "completed"
+    assert rig.service.gate.running == 0
+
+
+async def test_a_turn_waiting_at_the_door_starts_when_a_running_one_ends(rig: Rig) -> None:
+    rig.service.gate = LoadGate(floor=1, max_wait=30.0, interval=60.0)
+    slow = await rig.service.start(rig.turn("hooks.slow", "x", session_id="chat-first"))
+    started: list[TurnHandle] = []
+
+    async def start() -> None:
+        started.append(await rig.service.start(rig.turn("hooks.echo", "hi", session_id="chat-second")))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start)
+            await anyio.sleep(0.05)
+            assert started == [] and rig.service.gate.waiting == 1
+            await slow.interrupt(force=True)
+        assert (await started[0].result()).status == "completed"
+    assert rig.service.gate.running == 0
+
+
+async def test_closing_the_service_refuses_the_turns_at_the_door(rig: Rig) -> None:
+    rig.service.gate = LoadGate(floor=1, max_wait=30.0, interval=60.0)
+    await rig.service.start(rig.turn("hooks.slow", "x", session_id="chat-running"))
+    refused: list[str] = []
+
+    async def start() -> None:
+        try:
+            await rig.service.start(rig.turn("hooks.echo", "hi", session_id="chat-waiting"))
+        except Conflict as exc:
+            refused.append(str(exc))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start)
+            await anyio.sleep(0.05)
+            await rig.service.aclose()
+    assert refused == ["the server is shutting down; the turn was not started"]
+    assert rig.service.running("chat-waiting") is None
