@@ -6,9 +6,11 @@ an LLM-mode assistant whose native loop answers from the fake model server in-pr
 container), so the figures measure the orchestrator (pipeline, event log, fan-out, websocket).
 
 Reports turns/s, the delay between an event's creation (`ts`, stamped by the session emitter)
-and its arrival at the client (p50/p99), and the server's memory per idle session (RSS growth
-for sessions that are open but idle). Checks that no event is lost or reordered: every session's
-seqs are 1..N without a gap, and equal the durable log.
+and its arrival at the client (p50/p99), each turn's time from its `user_message` to its
+`stream_end` at the client (p50/p99: a turn held at a saturated server's door, `LoadGate`, waits
+there, so the queue the event delay no longer shows is visible here), and the server's memory
+per idle session (RSS growth for sessions that are open but idle). Checks that no event is lost
+or reordered: every session's seqs are 1..N without a gap, and equal the durable log.
 
 Arrival is stamped when the client's websocket reads the frame off the socket
 (`StampedConnection.process_event`), before the frame waits in the connection's queue for its
@@ -145,6 +147,8 @@ class Session:
     conn: StampedConnection | None = None
     seqs: list[int] = field(default_factory=list)
     delays_ms: list[float] = field(default_factory=list)
+    turn_ms: list[float] = field(default_factory=list)
+    """Each turn from its `user_message` sent to its root `stream_end` here: the wait at the door too."""
     turns_done: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -179,6 +183,7 @@ async def _run_turns(session: Session, turns: int, think_ms: float | None) -> No
     for n in range(turns):
         if n and think_ms is not None:
             await asyncio.sleep(random.uniform(0.5 * think_ms, 1.5 * think_ms) / 1000)
+        sent = now_ms()
         await conn.send(json.dumps({"type": "user_message", "text": f"turn {n} of {session.session_id}"}))
         while True:
             frame, arrived = await conn.recv_stamped()
@@ -195,6 +200,7 @@ async def _run_turns(session: Session, turns: int, think_ms: float | None) -> No
                 if props.get("status") != "completed":
                     session.errors.append(f"turn ended {props.get('status')}: {props.get('error')}")
                 session.turns_done += 1
+                session.turn_ms.append(arrived - sent)
                 break
 
 
@@ -261,6 +267,7 @@ async def bench(
         if s.conn is not None:
             await s.conn.close()
     delays = [d for s in all_sessions for d in s.delays_ms]
+    turn_ms = [t for s in all_sessions for t in s.turn_ms] or [0.0]
     done = sum(s.turns_done for s in all_sessions)
     return {
         "load": "closed" if think_ms is None else f"paced {think_ms:.0f} ms",
@@ -275,6 +282,8 @@ async def bench(
         "delay_ms_p50": round(percentile(delays, 0.50), 1),
         "delay_ms_p99": round(percentile(delays, 0.99), 1),
         "delay_ms_max": round(max(delays), 1),
+        "turn_ms_p50": round(percentile(turn_ms, 0.50), 1),
+        "turn_ms_p99": round(percentile(turn_ms, 0.99), 1),
         "rss_mib_start": round(before / 1024, 1),
         "rss_kib_per_idle_session": round((idle - before) / sessions, 1),
         "rss_mib_after_turns": round(after_turns / 1024, 1),
@@ -367,8 +376,13 @@ def fresh_database(kind: str, work: Path, postgres_url: str | None) -> Iterator[
         asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+GATE_SETTINGS = "CAGE_TURN_GATE_"
+"""The server's door (`LoadGate`) is set from this process's environment, so runs can compare
+settings: `CAGE_TURN_GATE_FLOOR=100000` measures a server that admits every turn at once."""
+
+
 def bench_env(work: Path, database_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAGE_") or k.startswith(GATE_SETTINGS)}
     env.update(
         {
             "PYTHONPATH": str(ROOT),
@@ -421,6 +435,8 @@ COLUMNS = (
     ("delay_ms_p50", "p50 ms"),
     ("delay_ms_p99", "p99 ms"),
     ("delay_ms_max", "max ms"),
+    ("turn_ms_p50", "turn p50 ms"),
+    ("turn_ms_p99", "turn p99 ms"),
     ("p99_ratio", "p99 / 1-session p99"),
     ("rss_kib_per_idle_session", "KiB/idle session"),
     ("sessions_with_lost_or_reordered_events", "lost/reordered"),
