@@ -12,8 +12,9 @@ running turn at their clients in milliseconds. The queue moves to the door.
 How many run at once is an adaptive limit, additive increase and multiplicative decrease as in
 TCP's congestion window (`AdaptiveLimit`). While the limit could matter (at least `floor` turns
 run), a timer takes a sample every `interval`: the mean delay of the events live subscribers took
-since the last sample (stamp to subscriber, `SessionHub.subscribe`), or how late the timer itself
-ran if that is longer (CPU work that makes no event). A sample over the target lowers the limit;
+since the last sample (stamp to subscriber, `SessionHub.subscribe`). Only events count, not the
+loop's own lag: a loop slowed by another process, while its turns wait on models, delays no one's
+events, and holding turns back would help no one. A sample over the target lowers the limit;
 one under it, with turns waiting at a full limit, raises it by one. The target is `delay_target`,
 or 1.5 times the path's floor where that is higher (`DelayFloor`: a remote database whose commit
 alone takes 5 ms is not congested at 5 ms). A turn that waits on a model or a container holds a
@@ -146,7 +147,7 @@ class LoadGate:
         self._timer: asyncio.TimerHandle | None = None
         self._delays = 0.0
         self._batches = 0
-        """The event delays reported since the last sample: their sum and their number."""
+        """The event delays reported since the last sample: their sum and their count."""
         self._closed = False
         self.running = 0
         """Root turns holding a place."""
@@ -254,14 +255,11 @@ class LoadGate:
 
     def _sample(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
         self._timer = None
-        lag = loop.time() - due
+        mean = 0.0
         if self._batches:
             mean = self._delays / self._batches
             self._floor.add(mean, due)
             self._delays, self._batches = 0.0, 0
-        else:
-            mean = 0.0
-        delay = max(mean, lag)
-        self._limit.observe(delay, self.target, self.running, len(self._waiting))
+        self._limit.observe(mean, self.target, self.running, len(self._waiting))
         self._admit()
         self._arm()
