@@ -43,11 +43,17 @@ from orchestrator.api.state import ApiState
 from orchestrator.dsl.locales import request_locale
 from orchestrator.error_table import close_code, surfaces
 from orchestrator.errors import CageError, Conflict, Forbidden, Unauthorized
-from orchestrator.pipeline import InputMessage, TurnOptions
+from orchestrator.pipeline import InputMessage, TurnHandle, TurnOptions
 from orchestrator.redaction import redact
 from orchestrator.store import SessionRecord
 
 log = structlog.get_logger(__name__)
+
+_STILL_STARTING = (
+    "a message of this connection is still waiting to start its turn in session {session!r}; "
+    "interrupt it or wait for session.accepted"
+)
+_WITHDRAWN = "no turn was running: the user message waiting for a place on the server was withdrawn"
 
 
 def error_frame(exc: CageError) -> SessionError:
@@ -71,6 +77,11 @@ class SessionConnection:
         )
         self._send_lock = anyio.Lock(fast_acquire=True)  # free but for a race: no loop turn per frame
         self._follower: anyio.CancelScope | None = None
+        self._starting: anyio.CancelScope | None = None
+        """The user message whose turn is starting: it may wait at a saturated server's door
+        (`LoadGate`), and the connection reads frames meanwhile (pings, an interrupt withdrawing it)."""
+        self._withdrawn_by_cancel = False
+        """The frame that withdrew it was a `cancel` (force), not an `interrupt`."""
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def run(self, after_seq: int | None) -> None:
@@ -165,6 +176,37 @@ class SessionConnection:
                     frame_error = frame_error.model_copy(update={"code": "no_turn"})
                 await self._send(frame_error)
 
+    async def _start_turn(self, frame: UserMessageFrame, scope: anyio.CancelScope) -> None:
+        """Start the message's turn and say how that went: `session.accepted`, or `session.error`
+        (`turn_running`, `capacity`, ..., or `no_turn` when an interrupt withdrew it first)."""
+        handle: TurnHandle | None = None
+        refusal: SessionError | None = None
+        language = self._ws.headers.get("accept-language")  # the handshake's: the turn's locale
+        with scope:
+            try:
+                handle = await self._sessions.start(
+                    self._session,
+                    [InputMessage(role="user", content=frame.text)],
+                    attachments=[a.attachment() for a in frame.attachments],
+                    options=TurnOptions(locale=request_locale(None, language)) if language else None,
+                )
+            except Conflict as exc:
+                refusal = SessionError(code="turn_running", message=redact(str(exc)))
+            except CageError as exc:
+                refusal = error_frame(exc)
+        if self._starting is scope:
+            self._starting = None
+        if handle is not None:
+            await self._send(SessionAccepted(turn_id=handle.turn_id, client_id=frame.client_id))
+            if scope.cancel_called:  # withdrawn as its start returned: interrupt the turn instead
+                force = self._withdrawn_by_cancel
+                await handle.interrupt(force=force)
+                await self._send(SessionInterrupting(turn_id=handle.turn_id, force=force))
+        elif refusal is not None:
+            await self._send(refusal)
+        else:
+            await self._send(SessionError(code="no_turn", message=_WITHDRAWN))
+
     async def _handle(self, frame: ClientFrame) -> None:
         match frame:
             case UserMessageFrame():
@@ -172,16 +214,17 @@ class SessionConnection:
                     await self._revoked()
                     return
                 await self._limiter.take(self._principal.key_id)
-                language = self._ws.headers.get("accept-language")  # the handshake's: the turn's locale
-                handle = await self._sessions.start(
-                    self._session,
-                    [InputMessage(role="user", content=frame.text)],
-                    attachments=[a.attachment() for a in frame.attachments],
-                    options=TurnOptions(locale=request_locale(None, language)) if language else None,
-                )
-                await self._send(SessionAccepted(turn_id=handle.turn_id, client_id=frame.client_id))
+                if self._starting is not None:
+                    raise Conflict(_STILL_STARTING.format(session=self._session.client_id))
+                self._starting = anyio.CancelScope()
+                assert self._tg is not None
+                self._tg.start_soon(self._start_turn, frame, self._starting)
             case InterruptFrame() | CancelFrame():
                 force = isinstance(frame, CancelFrame)
+                if self._starting is not None:  # its turn has not started: the message is withdrawn
+                    self._withdrawn_by_cancel = force
+                    self._starting.cancel()
+                    return
                 interrupted = await self._sessions.interrupt(
                     self._principal, self._session.client_id, force=force
                 )

@@ -111,6 +111,10 @@ class FakeTurnService:
         self.settle = settle
         """Seconds between a turn's `stream_end` and its end (the real pipeline persists then)."""
         self.started: list[TurnInput] = []
+        self.door: anyio.Event | None = None
+        """When a test sets it, `start` waits for it before starting anything (as `PipelineService`
+        waits at its `LoadGate` on a saturated server); `waiting` counts the starts held there."""
+        self.waiting = 0
         self._running: dict[str, FakeTurn] = {}
         self._turns: dict[str, FakeTurn] = {}
         self._emitters: dict[str, SessionEmitter] = {}
@@ -135,6 +139,12 @@ class FakeTurnService:
             await previous.result()
         if turn.session_id in self._running:
             raise Conflict(busy(turn.session_id))
+        if self.door is not None:
+            self.waiting += 1
+            try:
+                await self.door.wait()
+            finally:
+                self.waiting -= 1
         release: Release | None = None
         if admit is not None:
             assert self.assistants is not None, "FakeTurnService(assistants=...) resolves for admit"

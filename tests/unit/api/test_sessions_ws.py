@@ -8,6 +8,7 @@ import base64
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
@@ -233,3 +234,73 @@ async def _eventually(http: httpx.AsyncClient, path: str, check: Callable[[httpx
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _door(served: Served, closed: bool) -> None:
+    """Close the fake pipeline's door (its `start` waits, as at a saturated server's `LoadGate`)
+    or open it, on the server's own loop."""
+    turns = served.server.app.state.api.services.turns
+
+    async def move() -> None:
+        if closed:
+            turns.door = anyio.Event()
+        else:
+            turns.door.set()
+            turns.door = None
+
+    served.server.call(move())
+
+
+async def test_a_message_waiting_for_its_turn_to_start_leaves_the_socket_answering(served: Served) -> None:
+    turns = served.server.app.state.api.services.turns
+    ws = await SessionClient.open(
+        served.server.ws_url, "s-door", served.keys["alice"], assistant_id="tests.echo"
+    )
+    await ws.control("session.ready")
+    _door(served, closed=True)
+    await ws.send(type="user_message", text="hello", client_id="m1")
+    await _until(lambda: turns.waiting == 1, "the start to wait at the door")
+    await ws.send(type="ping")
+    pong = await ws.control("session.pong")  # frames are read while the message waits
+    await ws.send(type="user_message", text="again")
+    busy = await ws.control("session.error")
+    _door(served, closed=False)
+    accepted = await ws.control("session.accepted")
+    end = await ws.until_stream_end()
+    await ws.close()
+    assert pong == {"type": "session.pong"}
+    assert busy["code"] == "turn_running" and "still waiting to start its turn" in busy["message"]
+    assert accepted["client_id"] == "m1" and end["props"]["status"] == "completed"
+    assert texts(ws.events) == "echo: hello"
+
+
+async def test_an_interrupt_withdraws_a_message_still_waiting_for_its_turn(served: Served) -> None:
+    turns = served.server.app.state.api.services.turns
+    ws = await SessionClient.open(
+        served.server.ws_url, "s-gone", served.keys["alice"], assistant_id="tests.echo"
+    )
+    await ws.control("session.ready")
+    started = len(turns.started)
+    _door(served, closed=True)
+    await ws.send(type="user_message", text="never mind")
+    await _until(lambda: turns.waiting == 1, "the start to wait at the door")
+    await ws.send(type="interrupt")
+    withdrawn = await ws.next()
+    await _until(lambda: turns.waiting == 0, "the withdrawn start to leave the door")
+    _door(served, closed=False)
+    await ws.send(type="user_message", text="this one")
+    await ws.control("session.accepted")
+    await ws.until_stream_end()
+    await ws.close()
+    assert withdrawn["type"] == "session.error" and withdrawn["code"] == "no_turn"
+    assert "withdrawn" in withdrawn["message"]
+    assert [t.messages[0].content for t in turns.started[started:]] == ["this one"]
+    assert texts(ws.events) == "echo: this one"
