@@ -10,6 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from orchestrator.api.cluster import Cluster
+from orchestrator.pipeline.load_gate import LoadGate
 from orchestrator.sandbox import SandboxManager
 from orchestrator.sandbox.egress.denials import backend_denials
 
@@ -72,6 +73,34 @@ class _ClusterCollector(Collector):
         yield runs
 
 
+class _GateCollector(Collector):
+    """The door of root turns (`LoadGate`): its limit, the turns running and waiting, and how many
+    waited or were refused since start (zero without a pipeline)."""
+
+    def __init__(self, gate: Callable[[], LoadGate | None]) -> None:
+        self._gate = gate
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        gate = self._gate()
+        gauges = (
+            ("cage_turn_gate_limit", "Root turns this server admits at once now.", "limit"),
+            ("cage_turn_gate_running", "Root turns holding a place.", "running"),
+            ("cage_turn_gate_waiting", "Root turns waiting at the door.", "waiting"),
+        )
+        for name, doc, attribute in gauges:
+            family = GaugeMetricFamily(name, doc)
+            family.add_metric([], getattr(gate, attribute) if gate is not None else 0)
+            yield family
+        counters = (
+            ("cage_turn_gate_waited", "Root turns that waited at the door.", "waited"),
+            ("cage_turn_gate_refused", "Root turns refused after waiting too long (429).", "refused"),
+        )
+        for name, doc, attribute in counters:
+            counter = CounterMetricFamily(name, doc)
+            counter.add_metric([], getattr(gate, attribute) if gate is not None else 0)
+            yield counter
+
+
 class Metrics:
     """Every metric the server exports."""
 
@@ -118,12 +147,17 @@ class Metrics:
         r.register(_EgressCollector(lambda: self._manager))
         self._cluster: Cluster | None = None
         r.register(_ClusterCollector(lambda: self._cluster))
+        self._gate: LoadGate | None = None
+        r.register(_GateCollector(lambda: self._gate))
 
     def watch_sandboxes(self, manager: SandboxManager) -> None:
         self._manager = manager
 
     def watch_cluster(self, cluster: Cluster) -> None:
         self._cluster = cluster
+
+    def watch_gate(self, gate: LoadGate) -> None:
+        self._gate = gate
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

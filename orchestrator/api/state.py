@@ -20,6 +20,7 @@ from orchestrator.api.sessions import SessionService
 from orchestrator.api.supervisor import Supervisor
 from orchestrator.api.tickets import SharedTickets, Tickets, WsTickets
 from orchestrator.api.turn_metrics import TurnMetrics
+from orchestrator.pipeline import PipelineService
 from orchestrator.services import Services
 
 
@@ -70,6 +71,8 @@ class ApiState:
             output_bytes=config.exec_output_bytes,
         )
         metrics.watch_sandboxes(services.manager)
+        if isinstance(services.turns, PipelineService):
+            metrics.watch_gate(services.turns.gate)
         caps = OwnerCaps(
             {
                 "websocket": config.max_websockets_per_owner,

@@ -151,6 +151,8 @@ class LoadGate:
         self._closed = False
         self.running = 0
         """Root turns holding a place."""
+        self.waited = 0
+        """Turns that found no place at once and waited (a counter, for the metrics)."""
         self.refused = 0
         """Turns refused after waiting `max_wait` (a counter, for the metrics)."""
 
@@ -187,6 +189,7 @@ class LoadGate:
             return self._releaser()
         ticket = _Ticket()
         self._waiting.append(ticket)
+        self.waited += 1
         self._arm()
         try:
             with anyio.move_on_after(self._max_wait):

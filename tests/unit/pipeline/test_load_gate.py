@@ -92,6 +92,7 @@ async def test_places_go_to_the_turns_waiting_longest() -> None:
         assert gate.waiting == 5
         held()
     assert order == [0, 1, 2, 3, 4]
+    assert (gate.waited, gate.refused) == (5, 0)
     gate.close()
 
 
