@@ -88,8 +88,9 @@ class SessionHub:
     """Per-session emitters, the durable append, and live subscribers."""
 
     def __init__(self, store: Store, *, on_delay: Callable[[float], None] | None = None) -> None:
-        """`on_delay` is told, as a live subscriber takes each event of a session this hub writes,
-        the seconds since the event's stamp (`LoadGate.observe`)."""
+        """`on_delay` is told, as a live subscriber takes an event of a session this hub writes that
+        it was waiting for, the seconds since the event's stamp (`LoadGate.observe`): the server's
+        delay, not a slow reader's."""
         self._store = store
         self._on_delay = on_delay
         self._sessions: dict[str, _Session] = {}
@@ -317,7 +318,7 @@ class SessionHub:
                     last = event.seq
                     yield event
                 async with receive:
-                    async for event in _drained(receive):
+                    async for event, waited in _drained(receive):
                         if event.seq <= last:
                             continue
                         if event.seq > last + 1:  # a batch fanned out before our log read: fill in
@@ -325,7 +326,7 @@ class SessionHub:
                                 last = missed.seq
                                 yield missed
                         last = event.seq
-                        if self._on_delay is not None and session_id in self._sessions:
+                        if waited and self._on_delay is not None and session_id in self._sessions:
                             self._on_delay(time.time() - event.ts / 1000 - _HALF_MS)
                         yield event
             finally:
@@ -345,11 +346,14 @@ class SessionHub:
                 return
 
 
-async def _drained(receive: MemoryObjectReceiveStream[Event]) -> AsyncIterator[Event]:
-    """The stream's events: those queued already at once, waiting only when there are none (its
-    own `receive` gives the event loop a turn before each one, and a turn is milliseconds on a
-    busy server: the last event of a batch of ten would wait ten of them)."""
+async def _drained(receive: MemoryObjectReceiveStream[Event]) -> AsyncIterator[tuple[Event, bool]]:
+    """The stream's events, each with whether the reader waited for it: those queued already come
+    at once, and the reader waits only when there are none (its own `receive` gives the event loop a
+    turn before each one, and a turn is milliseconds on a busy server: the last event of a batch of
+    ten would wait ten of them). An event the reader waited for measures the server (its commit and
+    the loop); one that was queued already may only have waited for the reader (a slow client)."""
     while True:
+        waited = False
         try:
             event = receive.receive_nowait()
         except anyio.WouldBlock:
@@ -357,6 +361,7 @@ async def _drained(receive: MemoryObjectReceiveStream[Event]) -> AsyncIterator[E
                 event = await receive.receive()
             except anyio.EndOfStream:
                 return
+            waited = True
         except anyio.EndOfStream:  # dropped from the fan-out (too slow): the caller reads the log
             return
-        yield event
+        yield event, waited

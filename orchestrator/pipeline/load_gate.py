@@ -11,8 +11,10 @@ running turn at their clients in milliseconds. The queue moves to the door.
 
 How many run at once is an adaptive limit, additive increase and multiplicative decrease as in
 TCP's congestion window (`AdaptiveLimit`). While the limit could matter (at least `floor` turns
-run), a timer takes a sample every `interval`: the mean delay of the events live subscribers took
-since the last sample (stamp to subscriber, `SessionHub.subscribe`). Only events count, not the
+run), a timer takes a sample every `interval`: the mean delay of the events live subscribers were
+waiting for since the last sample (stamp to subscriber, `SessionHub.subscribe`; an event a slow
+reader left queued measures the reader, not the server, and a hostile client must not be able to
+close the door on everyone). Only events count, not the
 loop's own lag: a loop slowed by another process, while its turns wait on models, delays no one's
 events, and holding turns back would help no one. A sample over the target lowers the limit;
 one under it, with turns waiting at a full limit, raises it by one. The target is `delay_target`,
