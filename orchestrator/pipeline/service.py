@@ -182,9 +182,10 @@ class PipelineService:
 
     async def start(self, turn: TurnInput, *, admit: Admit | None = None) -> RunningTurn:
         """The one admission point: reserve the session (a session whose turn's `stream_end` is out
-        already waits, bounded, for that turn to be persisted), wait at the door while the event
-        loop is saturated (`LoadGate`), resolve the assistant, check the caller's `admit`, make sure
-        the session exists and belongs to the owner, and run the turn in the background.
+        already waits, bounded, for that turn to be persisted), resolve the assistant, check the
+        options and the caller's `admit` (so a turn waiting at the door counts against the caller's
+        caps), wait at the door while the event path is congested (`LoadGate`), make sure the
+        session exists and belongs to the owner, and run the turn in the background.
 
         Raises:
             NotFound: unknown assistant, one the owner may not use, or another owner's session.
@@ -205,13 +206,14 @@ class PipelineService:
         release: Release | None = None
         place: Release | None = None
         try:
+            async with self._starting:
+                assistant = await self.authorize(turn.owner, turn.assistant_id)
+            options = self._options(turn, assistant)
+            release = admit(assistant) if admit is not None else None  # a turn at the door counts
             place = await self.gate.enter()
             if self._closed:
                 raise Conflict("the pipeline is shutting down")
             async with self._starting:
-                assistant = await self.authorize(turn.owner, turn.assistant_id)
-                release = admit(assistant) if admit is not None else None
-                options = self._options(turn, assistant)
                 session = await self._ensure_session(turn)
                 team = await self._team(turn)
                 start_seq = await self.hub.begin(session_id)

@@ -164,3 +164,40 @@ async def test_closing_the_service_refuses_the_turns_at_the_door(rig: Rig) -> No
             await rig.service.aclose()
     assert refused == ["the server is shutting down; the turn was not started"]
     assert rig.service.running("chat-waiting") is None
+
+
+async def test_a_turn_at_the_door_already_holds_what_admit_reserved_and_a_refusal_comes_at_once(
+    rig: Rig,
+) -> None:
+    """The caller's caps count turns waiting at the door, so one owner cannot queue past them; a
+    turn they refuse is refused before it waits."""
+    rig.service.gate = LoadGate(floor=1, max_wait=30.0, interval=60.0)
+    held: list[str] = []
+
+    def admit(assistant: Assistant) -> Release:
+        if len(held) >= 2:
+            raise CapacityError("owner alice", 2)
+        held.append(assistant.id)
+        return lambda: held.remove(assistant.id)
+
+    slow = await rig.service.start(rig.turn("hooks.slow", "x", session_id="chat-cap-1"), admit=admit)
+    waiting: list[TurnHandle] = []
+
+    async def start() -> None:
+        waiting.append(
+            await rig.service.start(rig.turn("hooks.echo", "hi", session_id="chat-cap-2"), admit=admit)
+        )
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start)
+            await anyio.sleep(0.05)
+            assert rig.service.gate.waiting == 1 and len(held) == 2  # it waits, and counts
+            with anyio.fail_after(1):  # refused at once, not after a wait at the door
+                with pytest.raises(CapacityError):
+                    await rig.service.start(
+                        rig.turn("hooks.echo", "no", session_id="chat-cap-3"), admit=admit
+                    )
+            await slow.interrupt(force=True)
+        assert (await waiting[0].result()).status == "completed"
+    assert held == [] and rig.service.gate.running == 0
