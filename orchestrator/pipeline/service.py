@@ -146,7 +146,7 @@ class PipelineService:
         cancel the job, after its import of the LLM-mode stack had already cost the run).
         `assistants`: the process's registry (the API's catalog shares it); without one, the service
         makes its own over `loader` and `store`, exposing `api_env_prefix` to stored assistants.
-        `gate`: where root turns wait while the event loop is saturated (`LoadGate`'s defaults
+        `gate`: where root turns wait while the event path is congested (`LoadGate`'s defaults
         without one)."""
         self._titles_on = titles
         self.loader = loader
