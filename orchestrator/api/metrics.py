@@ -73,6 +73,22 @@ class _ClusterCollector(Collector):
         yield runs
 
 
+_Figure = tuple[type[GaugeMetricFamily | CounterMetricFamily], str, str, Callable[[LoadGate], int]]
+"""A metric of the door: its family, name, help, and how to read it."""
+_GATE_FIGURES: tuple[_Figure, ...] = (
+    (GaugeMetricFamily, "cage_turn_gate_limit", "Root turns this server admits at once.", lambda g: g.limit),
+    (GaugeMetricFamily, "cage_turn_gate_running", "Root turns holding a place.", lambda g: g.running),
+    (GaugeMetricFamily, "cage_turn_gate_waiting", "Root turns waiting at the door.", lambda g: g.waiting),
+    (CounterMetricFamily, "cage_turn_gate_waited", "Root turns that waited at the door.", lambda g: g.waited),
+    (
+        CounterMetricFamily,
+        "cage_turn_gate_refused",
+        "Root turns refused after waiting too long (429).",
+        lambda g: g.refused,
+    ),
+)
+
+
 class _GateCollector(Collector):
     """The door of root turns (`LoadGate`): its limit, the turns running and waiting, and how many
     waited or were refused since start (zero without a pipeline)."""
@@ -82,23 +98,10 @@ class _GateCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         gate = self._gate()
-        gauges = (
-            ("cage_turn_gate_limit", "Root turns this server admits at once now.", "limit"),
-            ("cage_turn_gate_running", "Root turns holding a place.", "running"),
-            ("cage_turn_gate_waiting", "Root turns waiting at the door.", "waiting"),
-        )
-        for name, doc, attribute in gauges:
-            family = GaugeMetricFamily(name, doc)
-            family.add_metric([], getattr(gate, attribute) if gate is not None else 0)
+        for family_type, name, doc, read in _GATE_FIGURES:
+            family = family_type(name, doc)
+            family.add_metric([], read(gate) if gate is not None else 0)
             yield family
-        counters = (
-            ("cage_turn_gate_waited", "Root turns that waited at the door.", "waited"),
-            ("cage_turn_gate_refused", "Root turns refused after waiting too long (429).", "refused"),
-        )
-        for name, doc, attribute in counters:
-            counter = CounterMetricFamily(name, doc)
-            counter.add_metric([], getattr(gate, attribute) if gate is not None else 0)
-            yield counter
 
 
 class Metrics:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import anyio
 import httpx
 
 from orchestrator.api import create_app
+from orchestrator.api.metrics import Metrics
+from orchestrator.pipeline.load_gate import LoadGate
 from orchestrator.store import Store
 from orchestrator.stream import LifecycleEvent, StreamEnd
 from tests.unit.api.conftest import Served, make_settings
@@ -43,6 +46,29 @@ async def test_metrics_are_prometheus_text(served: Served) -> None:
     assert 'cage_http_requests_total{method="GET",route="/healthz",status="200"}' in text
     assert 'cage_sandboxes{state="idle"} 0.0' in text
     assert "cage_websocket_clients 0.0" in text
+
+
+async def test_the_door_of_root_turns_is_on_metrics() -> None:
+    """Zero without a pipeline (the fake one has no door); the door's own figures once watched."""
+    metrics = Metrics()
+    assert "cage_turn_gate_waiting 0.0" in metrics.render().decode()
+    gate = LoadGate(floor=3, interval=60.0)
+    releases = [await gate.enter() for _ in range(3)]
+    with anyio.move_on_after(0.01):
+        await gate.enter()  # waits, then gives up
+    metrics.watch_gate(gate)
+    text = metrics.render().decode()
+    for line in (
+        "cage_turn_gate_limit 3.0",
+        "cage_turn_gate_running 3.0",
+        "cage_turn_gate_waiting 0.0",
+        "cage_turn_gate_waited_total 1.0",
+        "cage_turn_gate_refused_total 0.0",
+    ):
+        assert line in text
+    for release in releases:
+        release()
+    gate.close()
 
 
 async def test_openapi_lists_the_routes(served: Served) -> None:
