@@ -12,18 +12,20 @@ running turn at their clients in milliseconds. The queue moves to the door.
 How many run at once is an adaptive limit, additive increase and multiplicative decrease as in
 TCP's congestion window (`AdaptiveLimit`). While the limit could matter (at least `floor` turns
 run), a timer takes a sample every `interval`: the mean delay of the events live subscribers were
-waiting for since the last sample (stamp to subscriber, `SessionHub.subscribe`; an event a slow
-reader left queued measures the reader, not the server, and a hostile client must not be able to
-close the door on everyone). Only events count, not the
-loop's own lag: a loop slowed by another process, while its turns wait on models, delays no one's
-events, and holding turns back would help no one. A sample over the target lowers the limit;
-one under it, with turns waiting at a full limit, raises it by one. The target is `delay_target`,
-or 1.5 times the path's floor where that is higher (`DelayFloor`: a remote database whose commit
-alone takes 5 ms is not congested at 5 ms). A turn that waits on a model or a container holds a
-place but delays no event, so the limit grows to let the others in; `floor` turns are always
-admitted, so a slow path never stops turns outright; a turn that waits longer than `max_wait` is
-refused (`Overloaded`, HTTP 429), never left waiting for ever. Sub-agent calls run in their root
-turn's place: only root turns pass here.
+waiting for since the last sample, from their stamp to the subscriber (`SessionHub.subscribe`).
+An event a slow reader left queued measures the reader, not the server, so it does not count: a
+hostile client must not be able to close the door on everyone. Nor does the loop's own lag: a
+loop slowed by another process, while its turns wait on models, delays no one's events, and
+holding turns back would help no one. A sample over the target lowers the limit; one under it,
+with turns waiting at a full limit, raises it by one. The target is `delay_target`, or 1.5 times
+the path's floor where that is higher (`DelayFloor`: a remote database whose commit alone takes
+5 ms is not congested at 5 ms).
+
+A turn that waits on a model or a container holds a place but delays no event, so the limit grows
+to let the others in; `floor` turns are always admitted, so a slow path never stops turns
+outright; a turn that waits longer than `max_wait` is refused (`Overloaded`, HTTP 429), never left
+waiting for ever. Sub-agent calls run in their root turn's place: only root turns pass here (a
+child waiting for a place its parent holds would deadlock).
 
 Each process gates its own event path: replicas behind one balancer each admit what they serve.
 """
