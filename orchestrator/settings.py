@@ -73,9 +73,9 @@ class Settings(BaseSettings):
     others wait at the door, so the events of the turns running reach their clients in milliseconds
     (`docs/performance.md`, "Events under load")."""
     turn_gate_floor: int = Field(default=2, ge=1)
-    """Root turns a server always admits at once, whatever its event loop's lag."""
+    """Root turns a server always admits at once, however late its events are."""
     turn_gate_wait: float = Field(default=60.0, gt=0)
-    """Seconds a root turn may wait at a saturated server's door; then it is refused (429 `capacity`)."""
+    """Seconds a root turn may wait at a saturated server's door; then it is refused (429 `server_busy`)."""
     acquire_timeout: float = Field(default=900.0, gt=0)
     """Seconds a sandbox may take to be ready (image build + prepare steps); then the turn fails."""
     max_workspace_volumes_per_owner: int = Field(default=200, ge=1)

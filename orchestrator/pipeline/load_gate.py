@@ -150,7 +150,7 @@ class LoadGate:
         self._waiting: deque[_Ticket] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._delays = 0.0
-        self._batches = 0
+        self._events = 0
         """The event delays reported since the last sample: their sum and their count."""
         self._closed = False
         self.running = 0
@@ -177,7 +177,7 @@ class LoadGate:
     def observe(self, delay: float) -> None:
         """An event's delay from its stamp to a live subscriber (seconds), from the hub."""
         self._delays += delay
-        self._batches += 1
+        self._events += 1
 
     async def enter(self) -> Release:
         """Wait for a place, in arrival order; the returned callable gives it back (once).
@@ -258,15 +258,15 @@ class LoadGate:
         if self._timer is None and not self._closed and self.running >= self._limit.floor:
             loop = asyncio.get_running_loop()
             due = loop.time() + self._interval
-            self._timer = loop.call_at(due, self._sample, loop, due)
+            self._timer = loop.call_at(due, self._sample, due)
 
-    def _sample(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+    def _sample(self, due: float) -> None:
         self._timer = None
         mean = 0.0
-        if self._batches:
-            mean = self._delays / self._batches
+        if self._events:
+            mean = self._delays / self._events
             self._floor.add(mean, due)
-            self._delays, self._batches = 0.0, 0
+            self._delays, self._events = 0.0, 0
         self._limit.observe(mean, self.target, self.running, len(self._waiting))
         self._admit()
         self._arm()
