@@ -78,10 +78,8 @@ async def cage_error_handler(request: Request, exc: Exception) -> JSONResponse:
     headers: dict[str, str] = {}
     if isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = "Bearer"
-    if isinstance(exc, KeyRateLimited):
+    if isinstance(exc, KeyRateLimited | Overloaded):
         headers["Retry-After"] = str(max(1, round(exc.retry_after)))
-    elif isinstance(exc, Overloaded):
-        headers["Retry-After"] = "1"
     if status >= 500:
         log.warning("request failed", error=exc.code, detail=redact(str(exc)), status=status)
     body = error_body(request, type(exc).__name__, redact(str(exc)), code=exc.code)

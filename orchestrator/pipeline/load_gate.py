@@ -54,9 +54,11 @@ _CLOSED = "the server is shutting down; the turn was not started"
 
 
 class Overloaded(CapacityError):
-    """A root turn waited at this process's door longer than it may (429)."""
+    """A root turn waited at this process's door longer than it may (429); `retry_after` says when
+    to come back."""
 
     code = "server_busy"
+    retry_after = 1.0
 
     def __init__(self, waited: float, limit: int) -> None:
         self.scope = "this server"
