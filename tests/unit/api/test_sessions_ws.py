@@ -17,6 +17,7 @@ from orchestrator.api import create_app
 from tests.unit.api.conftest import Served, make_settings
 from tests.unit.api.harness import ServerThread, create_keys, fake_services
 from tests.unit.api.wsclient import SessionClient, is_stream_end
+from tests.waiting import until
 
 
 def texts(events: list[dict[str, object]]) -> str:
@@ -236,14 +237,6 @@ async def _eventually(http: httpx.AsyncClient, path: str, check: Callable[[httpx
     return False
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _door(served: Served, closed: bool) -> None:
     """Close the fake pipeline's door (its `start` waits, as at a saturated server's `LoadGate`)
     or open it, on the server's own loop."""
@@ -267,7 +260,7 @@ async def test_a_message_waiting_for_its_turn_to_start_leaves_the_socket_answeri
     await ws.control("session.ready")
     _door(served, closed=True)
     await ws.send(type="user_message", text="hello", client_id="m1")
-    await _until(lambda: turns.waiting == 1, "the start to wait at the door")
+    await until(lambda: turns.waiting == 1, within=5, what="the start to wait at the door")
     await ws.send(type="ping")
     pong = await ws.control("session.pong")  # frames are read while the message waits
     await ws.send(type="user_message", text="again")
@@ -291,10 +284,10 @@ async def test_an_interrupt_withdraws_a_message_still_waiting_for_its_turn(serve
     started = len(turns.started)
     _door(served, closed=True)
     await ws.send(type="user_message", text="never mind")
-    await _until(lambda: turns.waiting == 1, "the start to wait at the door")
+    await until(lambda: turns.waiting == 1, within=5, what="the start to wait at the door")
     await ws.send(type="interrupt")
     withdrawn = await ws.next()
-    await _until(lambda: turns.waiting == 0, "the withdrawn start to leave the door")
+    await until(lambda: turns.waiting == 0, within=5, what="the withdrawn start to leave the door")
     _door(served, closed=False)
     await ws.send(type="user_message", text="this one")
     await ws.control("session.accepted")

@@ -13,6 +13,7 @@ from orchestrator.pipeline.handle import is_root_end
 from orchestrator.pipeline.load_gate import LoadGate, Overloaded
 from orchestrator.pipeline.service import STARTING
 from tests.pipeline_rig import Rig
+from tests.waiting import until
 
 BUSY = "a turn is already running in session 'chat-race'; interrupt it or wait for stream_end"
 
@@ -111,13 +112,6 @@ async def test_a_burst_of_starts_begins_a_few_at_a_time_and_starts_them_all(
     assert [r.status for r in results] == ["completed"] * len(turns)
 
 
-async def at_the_door(rig: Rig, count: int) -> None:
-    """Until `count` turns wait at the door (their reads before it take a while on a busy machine)."""
-    with anyio.fail_after(20):
-        while rig.service.gate.waiting != count:  # noqa: ASYNC110 - a counter, no event to wait on
-            await anyio.sleep(0.005)
-
-
 async def test_a_turn_that_finds_no_place_at_the_door_is_refused_and_starts_nothing(rig: Rig) -> None:
     """With the door full (`LoadGate`), a turn waits there, then is refused: no session reserved,
     no event written, the same turn starts once there is room."""
@@ -146,7 +140,7 @@ async def test_a_turn_waiting_at_the_door_starts_when_a_running_one_ends(rig: Ri
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(start)
-            await at_the_door(rig, 1)
+            await until(lambda: rig.service.gate.waiting == 1, within=20, what="a turn at the door")
             assert started == [] and rig.service.gate.waiting == 1
             await slow.interrupt(force=True)
         assert (await started[0].result()).status == "completed"
@@ -167,7 +161,7 @@ async def test_closing_the_service_refuses_the_turns_at_the_door(rig: Rig) -> No
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(start)
-            await at_the_door(rig, 1)
+            await until(lambda: rig.service.gate.waiting == 1, within=20, what="a turn at the door")
             await rig.service.aclose()
     assert refused == ["the server is shutting down; the turn was not started"]
     assert rig.service.running("chat-waiting") is None
@@ -198,7 +192,7 @@ async def test_a_turn_at_the_door_already_holds_what_admit_reserved_and_a_refusa
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(start)
-            await at_the_door(rig, 1)
+            await until(lambda: rig.service.gate.waiting == 1, within=20, what="a turn at the door")
             assert rig.service.gate.waiting == 1 and len(held) == 2  # it waits, and counts
             with anyio.fail_after(1):  # refused at once, not after a wait at the door
                 with pytest.raises(CapacityError):

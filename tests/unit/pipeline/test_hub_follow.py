@@ -7,7 +7,7 @@ in the middle of it with the last seq they had, or while B's listener hears noth
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
@@ -20,6 +20,7 @@ from orchestrator.store import Store
 from orchestrator.store import notify as notify_module
 from orchestrator.store.notify import APPLICATION_NAME
 from orchestrator.stream import Event, RandomIds, TurnBuilder
+from tests.waiting import until
 
 pytestmark = pytest.mark.databases("postgres")  # several replicas share a Postgres database
 SESSION = "chat-hub-follow"
@@ -57,16 +58,6 @@ async def _collect(hub: SessionHub, after_seq: int, got: list[int]) -> None:
             return
 
 
-async def _until(condition: Callable[[], Awaitable[bool]] | Callable[[], bool]) -> None:
-    """Poll `condition` until it holds (bounded by `WAIT_S`)."""
-    with anyio.fail_after(WAIT_S):
-        while True:
-            held = condition()
-            if held if isinstance(held, bool) else await held:
-                return
-            await anyio.sleep(0.01)
-
-
 async def _at_least(store: Store, seq: int) -> bool:
     return await store.events.last_seq(SESSION) >= seq
 
@@ -81,11 +72,11 @@ async def test_a_subscriber_on_b_follows_a_turn_published_on_a(store: Store, rep
     got: list[int] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(_collect, hub_b, 0, got)
-        await _until(lambda: hub_b.following() > 0)
+        await until(lambda: hub_b.following() > 0, within=WAIT_S)
         await _wait_listening(replica_b)
         with anyio.fail_after(WAIT_S):
             published = await _publish_turn(hub_a, 40)
-        await _until(lambda: len(got) >= len(published))
+        await until(lambda: len(got) >= len(published), within=WAIT_S)
     assert got == [e.seq for e in published] == list(range(1, len(published) + 1))
     assert hub_b.following() == 0  # the subscriber left: nothing kept
 
@@ -103,7 +94,7 @@ async def test_a_client_resuming_on_b_mid_turn_gets_the_rest_without_gap_or_dupl
             await _publish_turn(hub_a, chunks, between=halfway)
 
         tg.start_soon(turn)
-        await _until(lambda: _at_least(store, chunks // 2))
+        await until(lambda: _at_least(store, chunks // 2), within=WAIT_S)
         resume_from = await store.events.last_seq(SESSION) - 3  # the client had these, not the last 3
         done = anyio.Event()
 
@@ -112,7 +103,7 @@ async def test_a_client_resuming_on_b_mid_turn_gets_the_rest_without_gap_or_dupl
             done.set()
 
         tg.start_soon(follow)
-        await _until(lambda: bool(got))
+        await until(lambda: bool(got), within=WAIT_S)
         halfway.set()
         with anyio.fail_after(WAIT_S):
             await done.wait()
@@ -128,9 +119,9 @@ async def test_without_notices_the_poll_still_delivers_in_order(
     got: list[int] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(_collect, hub_b, 0, got)
-        await _until(lambda: hub_b.following() > 0)
+        await until(lambda: hub_b.following() > 0, within=WAIT_S)
         published = await _publish_turn(hub_a, 10)
-        await _until(lambda: len(got) >= len(published))
+        await until(lambda: len(got) >= len(published), within=WAIT_S)
     assert got == list(range(1, len(published) + 1))
 
 
@@ -148,11 +139,11 @@ async def test_the_owners_own_subscribers_are_not_fed_twice(store: Store, replic
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(_collect, hub_a, 0, got)
-        await _until(lambda: hub_a.following() > 0)
+        await until(lambda: hub_a.following() > 0, within=WAIT_S)
         await _wait_listening(store)
         store.events.after = counted  # type: ignore[method-assign]
         published = await _publish_turn(hub_a, 10)
-        await _until(lambda: len(got) >= len(published))
+        await until(lambda: len(got) >= len(published), within=WAIT_S)
     assert got == list(range(1, len(published) + 1))
     assert reads == 0  # its own notices are skipped: the follower read nothing
 
@@ -180,15 +171,15 @@ async def test_a_lost_listener_reconnects_and_reads_what_it_missed(
     builder = TurnBuilder(RandomIds())
     async with anyio.create_task_group() as tg:
         tg.start_soon(_collect, hub_b, 0, got)
-        await _until(lambda: hub_b.following() > 0)
+        await until(lambda: hub_b.following() > 0, within=WAIT_S)
         await _wait_listening(replica_b)
         await hub_a.begin(SESSION)
         first = await hub_a.publish(SESSION, TURN, builder.stream_start("hooks.echo"))
-        await _until(lambda: len(got) >= len(first))
+        await until(lambda: len(got) >= len(first), within=WAIT_S)
         assert await _cut_listener(store) == 1  # B's listener (A has none: it follows nothing)
-        await _until(lambda: not replica_b.notices.connected.is_set())
+        await until(lambda: not replica_b.notices.connected.is_set(), within=WAIT_S)
         missed = await hub_a.publish(SESSION, TURN, builder.text("while B was away"))  # no notice reaches B
         await _wait_listening(replica_b)  # reconnected
         rest = await hub_a.publish(SESSION, TURN, builder.stream_end())
-        await _until(lambda: len(got) >= len(first + missed + rest))
+        await until(lambda: len(got) >= len(first + missed + rest), within=WAIT_S)
     assert got == [e.seq for e in first + missed + rest] == list(range(1, len(got) + 1))
