@@ -5,7 +5,9 @@
 * cold acquire: a fresh `oneshot` box up to the first output line of `echo` (acquire + exec) vs
   `docker run --rm` (issue 14's target: at most 1.3x), and, when boxes get a network of their own
   (`Settings.isolated_networks`, the default), vs the engine's floor for that same isolation:
-  `docker network create --internal` then `docker run --rm --network` on it, to the same first line.
+  `docker network create --internal` then `docker run --rm --network` on it, to the same first line;
+  beside them `docker run --rm --network none`, a box with no network at all: the floor of a design
+  whose boxes reach the proxy through something other than a network (`docs/performance.md`).
 
 Prints the medians and the ratios. Everything it creates is labelled `cage.bench=<uuid>` and
 removed at the end. Usage: `.venv/bin/python bench/sandbox.py [--runs 20]`.
@@ -51,9 +53,11 @@ def fixed_images(tag: str) -> FakeImageBuilder:
     return FakeImageBuilder(tag=tag, image_hash=hashlib.sha256(tag.encode()).hexdigest())
 
 
-def docker_run(run_id: str, tag: str) -> list[str]:
-    """`docker run --rm` of the bench image printing one line: the engine's floor for a cold box."""
-    return ["docker", "run", "--rm", "--label", f"{BENCH_LABEL}={run_id}", "-u", "sandbox", tag, "echo", "hi"]
+def docker_run(run_id: str, tag: str, *options: str) -> list[str]:
+    """`docker run --rm [options]` of the bench image printing one line: the engine's floor for a
+    cold box (`--network none`: one with a network namespace and no interface in it)."""
+    label = f"{BENCH_LABEL}={run_id}"
+    return ["docker", "run", "--rm", "--label", label, *options, "-u", "sandbox", tag, "echo", "hi"]
 
 
 def isolated_docker_run(run_id: str, tag: str, network: str) -> list[list[str]]:
@@ -62,7 +66,7 @@ def isolated_docker_run(run_id: str, tag: str, network: str) -> list[list[str]]:
     label = f"{BENCH_LABEL}={run_id}"
     return [
         ["docker", "network", "create", "--internal", "--label", label, network],
-        ["docker", "run", "--rm", "--label", label, "--network", network, "-u", "sandbox", tag, "echo", "hi"],
+        docker_run(run_id, tag, "--network", network),
     ]
 
 
@@ -161,7 +165,7 @@ async def main(runs: int) -> bool:
                 owner="bench", assistant_id="bench.sandbox", assistant_dir=Path(tmp), spec=oneshot
             )
             raw_run = docker_run(run_id, tag)
-            ours_cold, raw_cold, floor_cold = [], [], []
+            ours_cold, raw_cold, floor_cold, bare_cold = [], [], [], []
             for i in range(max(3, runs // 2)):
                 started = time.perf_counter()
                 cold = await manager.acquire(cold_req)
@@ -169,6 +173,7 @@ async def main(runs: int) -> bool:
                 ours_cold.append(time.perf_counter() - started)
                 await manager.release(cold)
                 raw_cold.append(await first_line_of_process(raw_run))
+                bare_cold.append(await first_line_of_process(docker_run(run_id, tag, "--network", "none")))
                 if settings.isolated_networks:
                     network = f"cage-bench-{run_id}-{i}"
                     floor_cold.append(await first_line_after(isolated_docker_run(run_id, tag, network)))
@@ -184,6 +189,7 @@ async def main(runs: int) -> bool:
     met = report("cold acquire", ours_cold, raw_cold, "docker run ", TARGET_COLD_RATIO)
     if floor_cold:
         report("cold acquire", ours_cold, floor_cold, "network + docker run")
+    report("cold acquire", ours_cold, bare_cold, "docker run --network none")
     return met
 
 
