@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 
 import anyio
@@ -10,6 +11,7 @@ import pytest
 
 from orchestrator.errors import Conflict
 from orchestrator.pipeline.load_gate import AdaptiveLimit, DelayFloor, LoadGate, Overloaded
+from orchestrator.settings import Settings
 
 # -- the limit (pure) ---------------------------------------------------------------------------
 
@@ -46,6 +48,18 @@ def test_the_floor_is_the_lowest_mean_of_the_last_span_and_old_lows_expire() -> 
     assert floor.value == 0.001
     floor.add(0.006, now=22.0)  # two spans on: only the last span's low is left
     assert floor.value == 0.005
+
+
+def test_a_gate_made_without_settings_has_the_settings_defaults() -> None:
+    """`PipelineService` without a gate makes `LoadGate()`: the same door `cage serve` has unset."""
+    door = inspect.signature(LoadGate).parameters
+    fields = Settings.model_fields
+    made = {name: door[name].default for name in ("floor", "delay_target", "max_wait")}
+    assert made == {
+        "floor": fields["turn_gate_floor"].default,
+        "delay_target": fields["turn_gate_delay"].default,
+        "max_wait": fields["turn_gate_wait"].default,
+    }
 
 
 # -- the gate, on the loop ----------------------------------------------------------------------
