@@ -59,6 +59,28 @@ def dns_query(label, server):
         s.sendto(q, (server, 53)); s.recvfrom(512); out[label] = "answered"
     except Exception as e:
         out[label] = type(e).__name__
+def raw(label, host, port, data):
+    # `data` as it stands, on a connection of its own: the first line of the answer
+    try:
+        with socket.create_connection((host, port), timeout=5) as s:
+            s.sendall(data.encode()); out[label] = s.recv(200).decode(errors="replace").split("\r\n")[0]
+    except Exception as e:
+        out[label] = type(e).__name__
+def hammer(label, seconds):
+    # a new connection to the proxy every 2 ms for `seconds`: how each attempt ended
+    import time
+    counts = {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection(("cage-egress", 3128), timeout=5) as s:
+                s.sendall(b"GET http://169.254.169.254/ HTTP/1.0\r\n\r\n")
+                key = "answered" if s.recv(12).startswith(b"HTTP/") else "closed"
+        except Exception as e:
+            key = type(e).__name__
+        counts[key] = counts.get(key, 0) + 1
+        time.sleep(0.002)
+    out[label] = counts
 def resolve(label, name):
     try:
         out[label] = socket.gethostbyname(name)

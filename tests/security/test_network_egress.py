@@ -154,6 +154,67 @@ async def test_one_sandbox_cannot_reach_another(
     await egress_manager.release(b)
 
 
+async def test_a_sandbox_cannot_pass_for_another_with_a_proxy_protocol_header(
+    egress_manager: SandboxManager,
+    host_server: HostServer,
+    docker_engine: docker.DockerClient,
+    tmp_path: Path,
+) -> None:
+    """The proxy's front tells squid each connection's address in a PROXY protocol header; a box
+    that writes one itself, naming a box whose allowlist has the host, still gets nothing, and
+    squid's own ports behind the front are out of reach."""
+    port = host_server.port
+    a = await acquire(egress_manager, tmp_path / "a", {"allow": [f"{ALLOWED}:{port}"]})
+    b = await acquire(egress_manager, tmp_path / "b", "none")
+    a_ip = container_ip(docker_engine, a.identity.name)
+    before = len(host_server.paths)
+    request = f"GET http://{ALLOWED}:{port}/spoofed HTTP/1.0\r\n\r\n"
+    out = await probe(
+        egress_manager,
+        b,
+        ["raw", "as_a", "cage-egress", 3128, f"PROXY TCP4 {a_ip} {a_ip} 40000 3128\r\n{request}"],
+        ["raw", "as_b", "cage-egress", 3128, request],
+        ["tcp", "squid_forward", "cage-egress", 13128],
+        ["tcp", "squid_gateway", "cage-egress", 18089],
+    )
+    assert out["as_b"].startswith("HTTP/1.1 403"), out
+    assert out["as_a"].split()[1] in {"400", "403"}, out  # a malformed request of B's, never A's
+    assert out["squid_forward"] != "connected" and out["squid_gateway"] != "connected", out
+    assert host_server.paths[before:] == []
+    reached = await probe(egress_manager, a, ["http", "a", f"http://{ALLOWED}:{port}/a"])
+    assert reached["a"] == [200, "hello /a"]  # what B asked for was A's to have
+    await egress_manager.release(a)
+    await egress_manager.release(b)
+
+
+async def test_a_sandbox_that_starts_never_cuts_another_off(
+    egress_manager: SandboxManager, tmp_path: Path
+) -> None:
+    """Each box that starts reconfigures squid, which closes its ports meanwhile (tens of ms); the
+    proxy's front keeps accepting and retries, so a box already running is never refused, whoever
+    starts boxes beside it. (Without the front, each start refused a box probing like this about
+    five times.) A connection squid had queued as it closed its port is reset, which the front
+    cannot retry: one in thousands."""
+    a = await acquire(egress_manager, tmp_path / "a", "bridge")
+    result: dict[str, dict[str, int]] = {}
+
+    async def hammer() -> None:
+        result.update(await probe(egress_manager, a, ["hammer", "a", 7.0]))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hammer)
+        await anyio.sleep(1.0)
+        for index in range(4):
+            other = await acquire(egress_manager, tmp_path / f"other-{index}", "none")
+            await egress_manager.release(other)
+    counts = result["a"]
+    attempts = sum(counts.values())
+    assert counts.get("answered", 0) > 500, counts
+    assert "ConnectionRefusedError" not in counts, counts
+    assert attempts - counts["answered"] <= attempts // 100, counts
+    await egress_manager.release(a)
+
+
 async def test_a_removed_sandbox_leaves_no_network(
     egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
 ) -> None:

@@ -8,7 +8,12 @@
   no other box is on its network and the proxy does not route (and refuses every sandbox subnet).
 * The proxy is one long-lived container (`Settings.egress_container`, squid, `images/egress/`) on
   `Settings.egress_network` (the outside, and the gateway's host). It joins each sandbox network
-  with the aliases `cage-egress` and `cage-gateway`.
+  with the aliases `cage-egress` and `cage-gateway`. Its image's front (HAProxy, `FRONT_LABEL`)
+  holds the ports sandboxes connect to and hands each connection to squid on loopback with a PROXY
+  protocol header naming the sandbox's address, retrying while a reconfigure has squid's own
+  ports closed: a reconfigure for one box never refuses another box's connection. A proxy made
+  from an image without the front (an older Cage's, kept while boxes use it) gets squid's own
+  ports in its configuration, as before.
 * Order, so that a box never reaches anything its policy does not allow: `attach` creates the
   network (the box's container is created on it next); `join`, made while the box starts, rewrites
   the proxy's configuration to name the network, waits until squid has taken it, and only then
@@ -75,6 +80,11 @@ CONFIG_LABEL = "cage.egress.config"
 NETWORK_SUFFIX = "-net"
 SUBNET_PREFIX = 28
 SQUID_CONF = "/etc/squid/squid.conf"
+"""Where squid reads its configuration in a proxy without the front."""
+FRONT_CONF = "/etc/squid/front.conf"
+"""Where squid reads it behind the front (`images/egress/cage-egress-front`)."""
+FRONT_LABEL = "cage.egress.front"
+"""On the proxy image (so on its container): `true` when HAProxy fronts squid."""
 _CREATE_TRIES = 8
 PROXY_START_SECONDS = 30.0
 """How long a just-started proxy may take to listen (squid reads its configuration first)."""
@@ -100,11 +110,11 @@ def network_name(sandbox: str) -> str:
     return f"{sandbox}{NETWORK_SUFFIX}"
 
 
-def _conf_tar(text: str) -> bytes:
+def _conf_tar(text: str, name: str) -> bytes:
     buf = io.BytesIO()
     data = text.encode()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("squid.conf")
+        info = tarfile.TarInfo(name)
         info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
         tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
@@ -628,8 +638,9 @@ class DockerEgress:
         has taken it; under an flock, so no other process's rewrite comes between.
 
         squid re-reads its configuration after the signal, in its own time (~40 ms here, more on
-        a loaded engine, its ports closed meanwhile): the proxy joins a box's network only once
-        the box's policy and relay are in force, not merely written.
+        a loaded engine, its ports closed meanwhile, which the front bridges for the boxes already
+        there): the proxy joins a box's network only once the box's policy and relay are in force,
+        not merely written.
 
         Raises:
             SandboxError: the network vanished, or squid did not take the configuration in time.
@@ -637,10 +648,13 @@ class DockerEgress:
         api = self._api()
         lock = self._settings.data_dir / "locks" / "egress.lock"
         with _flock(lock), engine_errors(self._settings.egress_container):
-            text = render(self._sandbox_nets(), never=(str(self._pool),))
+            labels = (api.inspect_container(proxy).get("Config") or {}).get("Labels") or {}
+            front = labels.get(FRONT_LABEL) == "true"
+            text = render(self._sandbox_nets(), never=(str(self._pool),), front=front)
             if f"# {network}:" not in text:
                 raise SandboxError(network, "the network vanished before the proxy was configured")
-            api.put_archive(proxy, str(Path(SQUID_CONF).parent), _conf_tar(text))
+            conf = Path(FRONT_CONF if front else SQUID_CONF)
+            api.put_archive(proxy, str(conf.parent), _conf_tar(text, conf.name))
             last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
             api.kill(proxy, signal="SIGHUP")
             self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")

@@ -12,6 +12,12 @@ Kubernetes its pod's IPs as /32 or /128), a `src` ACL on them, and that sandbox'
 - Port `GATEWAY_PORT` (reverse proxy, "accel"): relays to the model gateway that the sandbox's own
   orchestrator runs (`cache_peer ... originserver`); never anywhere else.
 
+`front`: squid sits behind the proxy image's front (`images/egress/haproxy.cfg`), which holds those
+two ports, so squid listens on loopback only (`FRONT_PORTS`) and takes each connection's client
+address from the PROXY protocol header the front sends, from loopback alone. Squid closes and
+reopens its ports on every reconfigure (one per sandbox that starts); the front keeps accepting
+meanwhile and retries its connection to squid, so no other sandbox's connection is refused.
+
 Denied requests are logged with the `cage` log format (`DENIAL_FORMAT`), one line each, to stdout.
 """
 
@@ -32,6 +38,9 @@ from orchestrator.sandbox.network import (
     EgressPolicy,
 )
 
+FRONT_PORTS = {PROXY_PORT: 13128, GATEWAY_PORT: 18089}
+"""Behind the front: the loopback port squid listens on for each port the front holds (the same
+pairs as `images/egress/haproxy.cfg`; a unit test keeps them equal)."""
 DENIAL_FORMAT = "%ts %>a %Ss %>Hs %rm %>rd %>rP"
 """Fields of each access log line: time, client IP, squid status, HTTP status, method, host, port."""
 _SAFE = re.compile(r"[^a-z0-9]")
@@ -78,15 +87,29 @@ def _entry_acls(sb: str, index: int, entry: AllowEntry) -> tuple[list[str], list
     return lines, names
 
 
-def render(clients: Iterable[EgressClient], *, never: Iterable[str]) -> str:
+def _listening(*, front: bool) -> list[str]:
+    """squid.conf's ports: the two sandboxes reach, or with `front` their loopback ports behind the
+    front, where only the front (loopback) may send a PROXY protocol header and every connection
+    must carry one."""
+    ports = [(PROXY_PORT, "name=forward"), (GATEWAY_PORT, "accel defaultsite=cage-gateway name=gateway")]
+    if not front:
+        return [f"http_port {port} {options}" for port, options in ports]
+    return [
+        *(f"http_port 127.0.0.1:{FRONT_PORTS[p]} {options} require-proxy-header" for p, options in ports),
+        "proxy_protocol_access allow localhost",
+        "proxy_protocol_access deny all",
+    ]
+
+
+def render(clients: Iterable[EgressClient], *, never: Iterable[str], front: bool) -> str:
     """squid.conf for `clients`; `never` are the CIDRs every sandbox's address comes from (Docker:
-    the subnet pool; Kubernetes: every sandbox pod's IP), never a destination."""
+    the subnet pool; Kubernetes: every sandbox pod's IP), never a destination. `front`: squid
+    listens behind the image's front (module docstring)."""
     nets = sorted(clients, key=lambda n: n.name)
     out = [
         "# Rendered by Cage (orchestrator.sandbox.egress.squid); rewritten on every sandbox network change.",
         "pid_filename /run/squid/squid.pid",
-        f"http_port {PROXY_PORT} name=forward",
-        f"http_port {GATEWAY_PORT} accel defaultsite=cage-gateway name=gateway",
+        *_listening(front=front),
         "visible_hostname cage-egress",
         "cache deny all",
         "cache_mem 0",

@@ -130,7 +130,7 @@ def egress_clients(pods: Iterable[SandboxPod]) -> tuple[list[EgressClient], list
 def render_pods(pods: Iterable[SandboxPod]) -> str:
     """squid.conf for the sandbox pods `pods` (the gateway is reached directly: no relay)."""
     clients, never = egress_clients(pods)
-    return render(clients, never=never)
+    return render(clients, never=never, front=False)  # the chart's pods run squid alone
 
 
 def needs_proxy(policy_key: str | None) -> bool:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from orchestrator.dsl.sandbox import ComputerSpec, NetworkAllowlist, SandboxSpec, parse_allow_entry
 from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
-from orchestrator.sandbox.egress.squid import EgressClient, render
+from orchestrator.sandbox.egress.squid import FRONT_PORTS, EgressClient, render
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
 from orchestrator.sandbox.network import (
     EgressPolicy,
@@ -95,7 +95,10 @@ def test_proxy_env_has_both_spellings_and_bypasses_the_gateway() -> None:
     assert in_ranges("169.254.169.254", ("169.254.0.0/16",)) and not in_ranges("8.8.8.8", ("10.0.0.0/8",))
 
 
-def _config() -> str:
+EGRESS_IMAGE_DIR = Path(__file__).parents[3] / "images" / "egress"
+
+
+def _config(*, front: bool = True) -> str:
     allow = egress_policy(NetworkAllowlist(allow=("allowed.test:8080", "*.example.com", "203.0.113.7")))
     return render(
         [
@@ -104,12 +107,65 @@ def _config() -> str:
             EgressClient("c-net", ("10.213.0.48/28",), egress_policy("none")),
         ],
         never=("10.213.0.0/16",),
+        front=front,
     )
 
 
 def test_the_docker_render_is_unchanged() -> None:
     golden = Path(__file__).parents[2] / "golden" / "egress" / "squid-docker.conf"
     assert _config() == golden.read_text()
+
+
+def _ports(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(("http_port", "proxy_protocol_access"))]
+
+
+def _rules(text: str) -> list[str]:
+    ports = set(_ports(text))
+    return [line for line in text.splitlines() if line not in ports]
+
+
+def test_behind_the_front_squid_listens_on_loopback_for_proxy_protocol_from_loopback_only() -> None:
+    assert _ports(_config()) == [
+        "http_port 127.0.0.1:13128 name=forward require-proxy-header",
+        "http_port 127.0.0.1:18089 accel defaultsite=cage-gateway name=gateway require-proxy-header",
+        "proxy_protocol_access allow localhost",
+        "proxy_protocol_access deny all",
+    ]
+    assert _ports(_config(front=False)) == [
+        "http_port 3128 name=forward",
+        "http_port 8089 accel defaultsite=cage-gateway name=gateway",
+    ]
+    assert _rules(_config()) == _rules(_config(front=False))  # the policy is the same either way
+
+
+def test_the_image_front_hands_each_port_to_the_loopback_port_squid_listens_on() -> None:
+    """`images/egress/haproxy.cfg`: each frontend's port, through its backend, to `FRONT_PORTS`."""
+    sections: dict[str, list[str]] = {}
+    for line in (EGRESS_IMAGE_DIR / "haproxy.cfg").read_text().splitlines():
+        words = line.split("#", 1)[0].split()
+        if words and not line.startswith(" "):
+            current = sections.setdefault(" ".join(words), [])
+        elif words:
+            current.append(" ".join(words))
+    pairs: dict[int, int] = {}
+    for head, body in sections.items():
+        if head.startswith("frontend "):
+            port = int(next(w for w in body if w.startswith("bind :")).removeprefix("bind :"))
+            backend = next(w for w in body if w.startswith("default_backend ")).split()[1]
+            server = sections[f"backend {backend}"][0].split()
+            assert server[-1] == "send-proxy"  # squid requires the header on these ports
+            host, _, target = server[2].rpartition(":")
+            assert host == "127.0.0.1"
+            pairs[port] = int(target)
+    assert pairs == FRONT_PORTS
+
+
+def test_the_image_placeholders_listen_where_the_renders_do() -> None:
+    """Until Cage's first render: `front.conf` behind the front (Docker), `squid.conf` alone
+    (the Kubernetes chart)."""
+    assert _ports((EGRESS_IMAGE_DIR / "front.conf").read_text()) == _ports(_config())
+    assert _ports((EGRESS_IMAGE_DIR / "squid.conf").read_text()) == _ports(_config(front=False))
 
 
 def test_render_gives_each_subnet_its_own_rules() -> None:
