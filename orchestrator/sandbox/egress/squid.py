@@ -88,9 +88,9 @@ def _entry_acls(sb: str, index: int, entry: AllowEntry) -> tuple[list[str], list
 
 
 def _listening(*, front: bool) -> list[str]:
-    """squid.conf's ports: the two sandboxes reach, or with `front` their loopback ports behind the
-    front, where only the front (loopback) may send a PROXY protocol header and every connection
-    must carry one."""
+    """squid.conf's `http_port` lines: the two ports sandboxes connect to or, with `front`, squid's
+    loopback ports behind the front, where every connection must start with a PROXY protocol
+    header and only loopback (the front) may send one."""
     ports = [(PROXY_PORT, "name=forward"), (GATEWAY_PORT, "accel defaultsite=cage-gateway name=gateway")]
     if not front:
         return [f"http_port {port} {options}" for port, options in ports]
