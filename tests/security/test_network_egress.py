@@ -192,9 +192,9 @@ async def test_a_sandbox_that_starts_never_cuts_another_off(
 ) -> None:
     """Each box that starts reconfigures squid, which closes its ports meanwhile (tens of ms); the
     proxy's front keeps accepting and retries, so a box already running is never refused, whoever
-    starts boxes beside it. (Without the front, each start refused a box probing like this about
-    five times.) A connection squid had queued as it closed its port is reset, which the front
-    cannot retry: one in thousands."""
+    starts boxes beside it. (Without the front, four starts refused a box probing like this 33 times
+    at one connection every 2 ms, 5 to 7 times at one every 10 ms, as here.) A connection squid had
+    queued as it closed its port is reset, which the front cannot retry: one in thousands."""
     a = await acquire(egress_manager, tmp_path / "a", "bridge")
     result: dict[str, dict[str, int]] = {}
 
@@ -209,7 +209,7 @@ async def test_a_sandbox_that_starts_never_cuts_another_off(
             await egress_manager.release(other)
     counts = result["a"]
     attempts = sum(counts.values())
-    assert counts.get("answered", 0) > 500, counts
+    assert counts.get("answered", 0) > 300, counts
     assert "ConnectionRefusedError" not in counts, counts
     assert attempts - counts["answered"] <= attempts // 100, counts
     await egress_manager.release(a)

@@ -65,9 +65,10 @@ def write(container: Container, text: str) -> tuple[int, str]:
 
 
 def status_of(container: Container, url: str) -> str:
-    """The status line the proxy answers a GET of `url` with, asked from the pod's loopback."""
+    """The status line the proxy answers a GET of `url` with, asked from the pod's loopback (given
+    up to 15 s: on a loaded CI machine an answer once took more than 5)."""
     request = f"GET {url} HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n"
-    code, out = sh(container, f"printf '{request}' | socat -t 5 - TCP:127.0.0.1:3128,shut-none 2>/dev/null")
+    code, out = sh(container, f"printf '{request}' | socat -t 15 - TCP:127.0.0.1:3128,shut-none 2>/dev/null")
     assert code == 0, out
     return out.splitlines()[0].strip() if out else ""
 

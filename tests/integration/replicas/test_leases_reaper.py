@@ -56,7 +56,10 @@ def test_the_leader_reaps_the_other_replicas_idle_box_and_spares_its_busy_one(
     selector = {"label": [*replicas.label_selector, f"cage.assistant={BOXED}"]}
 
     def names() -> set[str]:
-        return {c.name for c in docker_engine.containers.list(all=True, filters=selector)}
+        # the list endpoint's own names: `containers.list` inspects every container it lists, and
+        # one the reaper removes in between fails that inspect (NotFound)
+        listed = docker_engine.api.containers(all=True, filters=selector)
+        return {name.lstrip("/") for container in listed for name in container["Names"]}
 
     busy = stream_turn(
         replicas.b.url,
