@@ -94,6 +94,8 @@ LISTENING = b"Accepting reverse-proxy HTTP Socket connections"
 _RECONFIGURE_POLL = 0.01
 _TAIL = 200
 """Log lines read back when waiting for squid: more than it logs in a few polls on a busy engine."""
+_SAID = 20
+"""Lines of squid's log put in the server's log when it does not answer in time."""
 _LOCK_POLL = 0.1
 _HOST_ALIAS = "host.docker.internal"
 POKE_SECONDS = 0.25
@@ -397,6 +399,10 @@ class DockerEgress:
                 if any(LISTENING in text and when > mark for when, text in _stamped(since)):
                     return
             if time.monotonic() > deadline:
+                # squid's own log (stderr; stdout is other boxes' requests) for the operator
+                said = api.logs(proxy, stdout=False, stderr=True, tail=_SAID, timestamps=True)
+                last = said.decode(errors="replace")
+                log.warning("egress.proxy.silent", container=proxy, status=state.get("Status"), last=last)
                 raise SandboxError(
                     self._settings.egress_container,
                     f"the egress proxy did not {what} within {PROXY_START_SECONDS:g}s",

@@ -10,8 +10,11 @@ from typing import Any
 import anyio
 import pytest
 from pydantic import ValidationError
+from structlog.testing import capture_logs
 
 from orchestrator.dsl.sandbox import ComputerSpec, NetworkAllowlist, SandboxSpec, parse_allow_entry
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox.docker import egress as docker_egress
 from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
 from orchestrator.sandbox.egress.squid import FRONT_PORTS, EgressClient, render
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
@@ -361,3 +364,28 @@ async def test_a_box_whose_relay_points_at_another_gateway_is_recreated(tmp_path
     assert not same.created and same.ref.id == first.ref.id
     assert moved.created and moved.config_hash != first.config_hash
     assert backend.boxes[moved.ref.id].spec.gateway_relay == "host.docker.internal:4001"
+
+
+class _SilentProxy:
+    """The engine's API for a proxy that runs and never says it listens."""
+
+    def inspect_container(self, name: str) -> dict[str, Any]:
+        return {"State": {"Running": True, "Status": "running", "StartedAt": "2026-12-05T22:17:14.672Z"}}
+
+    def logs(self, name: str, *, stdout: bool, stderr: bool, **_: Any) -> bytes:
+        said = b"2026-12-05T22:17:15.000Z 2026/12/05 22:17:15| FATAL: squid could not open a port\n"
+        requests = b"2026-12-05T22:17:16.000Z 1796 10.213.0.18 TCP_DENIED 403 GET other.example 80\n"
+        return (said if stderr else b"") + (requests if stdout else b"")
+
+
+def test_a_proxy_that_never_listens_fails_the_box_and_leaves_squids_own_words_in_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(docker_egress, "PROXY_START_SECONDS", 0.05)
+    api = _SilentProxy()
+    egress = docker_egress.DockerEgress(lambda: api, Settings(data_dir=tmp_path))
+    with capture_logs() as logs, pytest.raises(SandboxError, match="did not listen within"):
+        egress._await_listening("cage-egress")
+    [silent] = [entry for entry in logs if entry["event"] == "egress.proxy.silent"]
+    assert "FATAL: squid could not open a port" in silent["last"]
+    assert "other.example" not in silent["last"]  # squid's stderr only, never boxes' requests
