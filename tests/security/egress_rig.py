@@ -32,7 +32,7 @@ from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL, docker_engin
 ALLOWED = "allowed.cage.test"
 DENIED = "denied.cage.test"
 PROBE = r"""
-import json, socket, sys, urllib.request
+import json, socket, sys, time, urllib.request
 out = {}
 def http(label, url, proxy=True):
     handler = urllib.request.ProxyHandler({"http": "http://cage-egress:3128"} if proxy else {})
@@ -68,7 +68,6 @@ def raw(label, host, port, data):
         out[label] = type(e).__name__
 def hammer(label, seconds):
     # a new connection to the proxy every 10 ms for `seconds`: how each attempt ended
-    import time
     counts = {}
     end = time.monotonic() + seconds
     while time.monotonic() < end:

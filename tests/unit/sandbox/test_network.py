@@ -17,6 +17,7 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.docker import egress as docker_egress
 from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
 from orchestrator.sandbox.egress.squid import FRONT_PORTS, EgressClient, render
+from orchestrator.sandbox.images import default_images_dir
 from orchestrator.sandbox.manager import SandboxManager, SandboxRequest
 from orchestrator.sandbox.network import (
     EgressPolicy,
@@ -98,7 +99,7 @@ def test_proxy_env_has_both_spellings_and_bypasses_the_gateway() -> None:
     assert in_ranges("169.254.169.254", ("169.254.0.0/16",)) and not in_ranges("8.8.8.8", ("10.0.0.0/8",))
 
 
-EGRESS_IMAGE_DIR = Path(__file__).parents[3] / "images" / "egress"
+EGRESS_IMAGE_DIR = default_images_dir() / "egress"
 
 
 def _config(*, front: bool = True) -> str:
