@@ -103,6 +103,11 @@ class Settings(BaseSettings):
     isolated_networks: bool = True
     """Every sandbox on a network of its own behind the egress proxy (allowlists always are); off puts
     `none`/`bridge` boxes on the engine's shared bridge with `host.docker.internal` (no policy)."""
+    namespace_egress: bool = True
+    """Docker: an isolated box that publishes no ports gets no network interface at all, and this
+    process serves its way to the proxy from inside its namespace (`sandbox/docker/netns.py`);
+    used when this process can (root, the engine on this host). Off: every isolated box gets a
+    network of its own."""
     egress_container: str = "cage-egress"
     """Name of the shared egress proxy container."""
     egress_network: str = "bridge"

@@ -25,6 +25,8 @@ from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
+from orchestrator.sandbox.docker.egress import BOX, EGRESS_LABEL
+from orchestrator.sandbox.docker.netns import box_address
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings
 from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL, docker_engine
@@ -80,6 +82,11 @@ def hammer(label, seconds):
         counts[key] = counts.get(key, 0) + 1
         time.sleep(0.01)
     out[label] = counts
+def interfaces(label):
+    out[label] = sorted(line.split(":")[0].strip() for line in open("/proc/net/dev").readlines()[2:])
+def exists(label, path):
+    import os
+    out[label] = os.path.exists(path)
 def resolve(label, name):
     try:
         out[label] = socket.gethostbyname(name)
@@ -138,11 +145,17 @@ def proxy_name(docker_engine: docker.DockerClient) -> Iterator[str]:
         docker_engine.containers.get(name).remove(force=True)
 
 
-@pytest.fixture
-def egress_settings(tmp_path: Path, proxy_name: str) -> Settings:
+MODES = ("namespace", "network")
+"""How an isolated box reaches the proxy: with no interface, served from inside its namespace
+(`namespace_egress`, what this root test process gets by default), or on a network of its own."""
+
+
+@pytest.fixture(params=MODES)
+def egress_settings(request: pytest.FixtureRequest, tmp_path: Path, proxy_name: str) -> Settings:
     return Settings(
         data_dir=tmp_path / "cage",
         isolated_networks=True,
+        namespace_egress=request.param == "namespace",
         egress_container=proxy_name,
         egress_hosts={ALLOWED: "host-gateway", DENIED: "host-gateway"},
     )
@@ -203,6 +216,21 @@ FIXTURES = (docker_engine, host_server, proxy_name, egress_settings, egress_mana
 
 
 def container_ip(engine: docker.DockerClient, name: str) -> str:
-    networks = engine.api.inspect_container(name)["NetworkSettings"]["Networks"]
-    (only,) = networks.values()
+    """The address the proxy knows box `name` by: its address on its network, or for a box with no
+    interface the one its way out names it by (`box_address`)."""
+    data = engine.api.inspect_container(name)
+    if (data["Config"].get("Labels") or {}).get(EGRESS_LABEL) == BOX:
+        assert data["HostConfig"]["NetworkMode"] == "none"
+        return str(box_address(data["Id"]))
+    (only,) = data["NetworkSettings"]["Networks"].values()
     return str(only["IPAddress"])
+
+
+def url_host(ip: str) -> str:
+    """`ip` as a URL's host (an IPv6 address in brackets)."""
+    return f"[{ip}]" if ":" in ip else ip
+
+
+def served_without_interface(engine: docker.DockerClient, name: str) -> bool:
+    """Whether box `name` has no network interface (its way out served from its namespace)."""
+    return (engine.api.inspect_container(name)["Config"].get("Labels") or {}).get(EGRESS_LABEL) == BOX

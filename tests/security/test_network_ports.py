@@ -26,7 +26,15 @@ from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker.ports import relay_name
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from tests.security import egress_rig
-from tests.security.egress_rig import ALLOWED, HostServer, acquire, container_ip, probe
+from tests.security.egress_rig import (
+    ALLOWED,
+    HostServer,
+    acquire,
+    container_ip,
+    probe,
+    served_without_interface,
+    url_host,
+)
 from tests.serving import reserve_port
 
 pytestmark = [pytest.mark.docker]
@@ -149,7 +157,10 @@ async def test_a_fixed_host_port_is_kept_and_none_publishes_nothing(
     assert await anyio.to_thread.run_sync(fetch, fixed) == (200, "inside")
     # `none` never published ports (the box had no network to publish from): still no relay
     quiet = await acquire_ported(egress_manager, tmp_path / "none", "none", [8000])
-    assert docker_engine.api.inspect_network(f"{quiet.identity.name}-net")["Internal"] is True
+    if served_without_interface(docker_engine, quiet.identity.name):
+        assert not docker_engine.networks.list(names=[f"{quiet.identity.name}-net"])
+    else:
+        assert docker_engine.api.inspect_network(f"{quiet.identity.name}-net")["Internal"] is True
     assert not docker_engine.containers.list(all=True, filters={"name": relay_name(quiet.identity.name)})
     for each in (lease, quiet):
         await egress_manager.release(each)
@@ -168,11 +179,17 @@ async def test_a_box_with_ports_cannot_reach_another_box(
         egress_manager,
         ported,
         ["tcp", "direct", other_ip, 8000],
-        ["http", "by_ip", f"http://{other_ip}:8000/"],
+        ["http", "by_ip", f"http://{url_host(other_ip)}:8000/"],
         ["http", "by_name", f"http://{other.identity.name}:8000/"],
         ["resolve", "name", other.identity.name],
     )
-    assert out["direct"] != "connected" and out["by_ip"][0] == 403 and out["by_name"][0] == 403
+    # a box with no interface has no address its name could resolve to (squid cannot connect),
+    # and the address the proxy knows it by is IPv6, which squid cannot even try without IPv6
+    without = served_without_interface(docker_engine, other.identity.name)
+    unreached = (403, 502, "error") if without else (403,)  # "error": squid still trying in vain
+    assert out["direct"] != "connected" and out["by_name"][0] in unreached and out["by_ip"][0] in unreached, (
+        out
+    )
     assert out["name"] in ("gaierror", "herror")
     # nor the other way round: the other box cannot reach the ported one or its relay
     relay = docker_engine.api.inspect_container(relay_name(ported.identity.name))

@@ -15,6 +15,7 @@ import secrets
 import signal as signals
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
@@ -38,11 +39,19 @@ from orchestrator.sandbox.backend import (
     VolumeMount,
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
-from orchestrator.sandbox.docker.egress import DockerEgress, network_name
+from orchestrator.sandbox.docker.egress import (
+    BOX,
+    EGRESS_LABEL,
+    GATEWAY_LABEL,
+    POLICY_LABEL,
+    DockerEgress,
+    network_name,
+)
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
 from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.timestamps import engine_time
+from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -189,11 +198,27 @@ class DockerBackend:
         return ResourceUsage(memory_bytes=mem, pids=pids)
 
     async def create(self, spec: CreateSpec) -> SandboxRef:
-        """Create the box; isolated, on a network of its own that the egress proxy takes and joins
-        in `start`, as the box starts (`DockerEgress`: the order)."""
+        """Create the box; isolated, either with no network interface at all, its way to the proxy
+        served from inside its namespace from `start` on (`netns.py`: a box that publishes no
+        ports, where this process can), or on a network of its own that the egress proxy takes and
+        joins in `start`, as the box starts (`DockerEgress`: the order)."""
         if spec.egress is None:
             return await self._create_container(spec)
-        policy, network = spec.egress, network_name(spec.name)
+        policy = spec.egress
+        if not spec.ports and await self.egress.box_sockets() is not None:
+            labels = {
+                **spec.labels,
+                EGRESS_LABEL: BOX,
+                POLICY_LABEL: policy.key(),
+                **({GATEWAY_LABEL: spec.gateway_relay} if spec.gateway_relay else {}),
+            }
+            hosts = {PROXY_ALIAS: "127.0.0.1", GATEWAY_ALIAS: "127.0.0.1"}
+            update = {"egress": None, "network": "none", "labels": labels, "extra_hosts": hosts}
+            box = spec.model_copy(update=update)
+            ref = await self._create_container(box)
+            self.egress.admit(spec.name, ref.id, policy)
+            return ref
+        network = network_name(spec.name)
 
         async def attach() -> None:
             await self.egress.attach(spec.name, policy, gateway=spec.gateway_relay, labels=spec.labels)
@@ -369,7 +394,24 @@ class DockerBackend:
             await container()
             return
         name = ref.name
+        if ref.labels.get(EGRESS_LABEL) == BOX:  # its policy in force before its way out is served
+            sockets = await self._box_sockets(ref)
+            await at_once(container, lambda: self.egress.open_box(name))
+            await self.egress.serve(ref.id, sockets)
+            return
         await at_once(container, lambda: self.egress.join(name), lambda: self.egress.resume(name))
+
+    async def _box_sockets(self, ref: SandboxRef) -> Path:
+        """Where the proxy's front is reached for box `ref` (no interface).
+
+        Raises:
+            SandboxError: this process cannot serve it (the proxy was replaced by one without the
+                sockets, or this process cannot enter namespaces).
+        """
+        sockets = await self.egress.box_sockets()
+        if sockets is None:
+            raise SandboxError(ref.name or ref.id, "its way out cannot be served from this process")
+        return sockets
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
         with engine_errors(ref.name or ref.id):
@@ -403,6 +445,10 @@ class DockerBackend:
             await container()
             return
         name = ref.name
+        if ref.labels.get(EGRESS_LABEL) == BOX:  # its way out goes first, then the box
+            await self.egress.close_box(name, ref.id)
+            await container()
+            return
         if force:
             await at_once(container, lambda: self.egress.leave(name))
         else:  # a running box refuses: it keeps its way out
@@ -410,6 +456,8 @@ class DockerBackend:
         await self.egress.detach(name, left=force)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
+        if ref.labels.get(EGRESS_LABEL) == BOX:  # a box adopted from another process: served first
+            await self.egress.serve(ref.id, await self._box_sockets(ref))
         with engine_errors(ref.name or ref.id):
             exec_id, sock = await self._call(self._start_exec, ref.id, spec)
         try:

@@ -59,6 +59,7 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
+from orchestrator.sandbox.docker.netns import BOX_PREFIX, NamespaceRelay, box_address, namespaces_supported
 from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
 from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
@@ -85,6 +86,11 @@ FRONT_CONF = "/etc/squid/front.conf"
 """Where squid reads it behind the front (`images/egress/cage-egress-front`)."""
 FRONT_LABEL = "cage.egress.front"
 """On the proxy image (so on its container): `true` when HAProxy fronts squid."""
+SOCKETS_LABEL = "cage.egress.sockets"
+"""On the proxy image: where its front listens on Unix sockets for boxes with no interface
+(`orchestrator.sandbox.docker.netns`); the proxy mounts a volume there."""
+BOX = "box"
+"""`EGRESS_LABEL` of a box with no interface (its policy and gateway in its own labels)."""
 _CREATE_TRIES = 8
 PROXY_START_SECONDS = 30.0
 """How long a just-started proxy may take to listen (squid reads its configuration first)."""
@@ -179,6 +185,9 @@ class DockerEgress:
         """Sandbox -> its network made by `attach` that the proxy has yet to take (`join`, `detach`)."""
         self._follower: threading.Thread | None = None
         self._pool = settings.egress_subnet_pool
+        self._relay = NamespaceRelay()
+        self._sockets: tuple[str, Path | None] | None = None
+        """(proxy id, where its front's sockets are here) as `box_sockets` last found them."""
 
     # --- public ------------------------------------------------------------------------------
 
@@ -207,13 +216,7 @@ class DockerEgress:
         made: dict[str, str] = {}
 
         async def proxy_up() -> None:
-            image = await self._proxy_image()
-            async with self._proxy_lock:
-                try:
-                    made["proxy"] = await to_thread.run_sync(self._ensure_proxy, image)
-                except SandboxError:
-                    self._image = None  # removed behind our back, say: look it up again next time
-                    raise
+            made["proxy"] = await self._proxy_up()
 
         async def network() -> None:
             async with self._lock:  # this process's creators pick free subnets one at a time
@@ -234,6 +237,83 @@ class DockerEgress:
         self._start_follower()
         log.info("egress.attached", sandbox=sandbox, network=name, subnet=subnet, policy=policy.mode)
         return name
+
+    async def box_sockets(self) -> Path | None:
+        """Where this process reaches the proxy's front for boxes with no interface
+        (`orchestrator.sandbox.docker.netns`), with the proxy up; None when such boxes cannot be
+        served from here: `Settings.namespace_egress` off, not root, an engine on another host, or
+        a proxy made from an image without the sockets (kept while boxes use it).
+
+        Raises:
+            SandboxError: the proxy failed to start.
+        """
+        if not self._settings.namespace_egress or not namespaces_supported():
+            return None
+        host = self._settings.docker_host or os.environ.get("DOCKER_HOST", "")
+        if host and not host.startswith("unix://"):
+            return None
+        proxy = await self._proxy_up()
+        if self._sockets is None or self._sockets[0] != proxy:
+            found = await to_thread.run_sync(self._sockets_of, proxy)
+            self._sockets = (proxy, found)
+        return self._sockets[1]
+
+    def _sockets_of(self, proxy: str) -> Path | None:
+        data = self._api().inspect_container(proxy)
+        where = ((data.get("Config") or {}).get("Labels") or {}).get(SOCKETS_LABEL)
+        for mount in data.get("Mounts") or []:
+            if where and mount.get("Destination") == where and mount.get("Type") == "volume":
+                source = Path(str(mount.get("Source") or ""))
+                return source if source.is_dir() else None
+        return None
+
+    def admit(self, sandbox: str, container_id: str, policy: EgressPolicy) -> None:
+        """Attribute denials of box `sandbox` (no interface, engine id `container_id`) to it."""
+        self.denials.track(sandbox, f"{box_address(container_id)}/128", policy.mode)
+        self._start_follower()
+
+    async def open_box(self, sandbox: str) -> None:
+        """Put box `sandbox`'s policy (its labels) in the proxy's configuration and wait until squid
+        has taken it: made while the box starts, before anything serves its way out (`serve`)."""
+        await to_thread.run_sync(self._reconfigure, self._settings.egress_container, sandbox)
+
+    async def serve(self, container_id: str, sockets: Path) -> None:
+        """Serve the running box `container_id`'s way out from inside its namespace.
+
+        Raises:
+            SandboxError: the box is not running, its namespace cannot be entered, or it holds the
+                port its way out is served on.
+        """
+
+        def place() -> None:
+            with engine_errors(container_id[:12]):
+                state = self._api().inspect_container(container_id).get("State") or {}
+            pid = int(state.get("Pid") or 0)
+            if not state.get("Running") or pid <= 0:
+                raise SandboxError(container_id[:12], "the box is not running")
+            if not self._relay.placed(container_id, pid):
+                self._relay.place(container_id, pid, sockets)
+
+        await to_thread.run_sync(place)
+
+    def served(self) -> list[str]:
+        """The ids of the boxes with no interface this process serves the way out of now."""
+        return self._relay.served()
+
+    async def close_box(self, sandbox: str, container_id: str) -> None:
+        """Stop serving box `sandbox`'s way out (its open connections cut): made before it goes."""
+        self.denials.forget(sandbox)
+        await to_thread.run_sync(self._relay.remove, container_id)
+
+    async def _proxy_up(self) -> str:
+        """The proxy's container id, created or started as needed."""
+        image = await self._proxy_image()
+        async with self._proxy_lock:
+            try:
+                return await to_thread.run_sync(self._ensure_proxy, image)
+            except SandboxError:
+                self._image = None  # removed behind our back, say: look it up again next time
+                raise
 
     async def join(self, sandbox: str) -> None:
         """Put `sandbox`'s policy in the proxy's configuration, then connect the proxy to its network:
@@ -345,12 +425,13 @@ class DockerEgress:
                 labels = (data.get("Config") or {}).get("Labels") or {}
                 attached = set((data.get("NetworkSettings") or {}).get("Networks") or {})
                 stale = labels.get(CONFIG_LABEL) != digest
-                if stale and attached <= {self._settings.egress_network}:
+                served = bool(api.containers(filters={"label": f"{EGRESS_LABEL}={BOX}"}))
+                if stale and attached <= {self._settings.egress_network} and not served:
                     log.info("egress.proxy.recreate", container=name)
                     api.remove_container(name, force=True)
                     data = None
                 elif stale:
-                    log.warning("egress.proxy.stale", container=name, reason="sandbox networks attached")
+                    log.warning("egress.proxy.stale", container=name, reason="sandboxes behind it")
             fresh = data is None  # made now, by this process or (a name conflict) by another
             if data is None:
                 data = self._create_proxy(name, image, digest)
@@ -413,8 +494,15 @@ class DockerEgress:
         api = self._api()
         s = self._settings
         hosts = {_HOST_ALIAS: "host-gateway", **s.egress_hosts}
+        sockets = ((api.inspect_image(image).get("Config") or {}).get("Labels") or {}).get(SOCKETS_LABEL)
+        mounts = []
+        if sockets:  # the front's sockets for boxes with no interface: a volume the host reaches
+            volume = f"{name}-sockets"
+            api.create_volume(volume, labels={"cage.managed": "true", EGRESS_LABEL: "sockets"})
+            mounts.append(docker.types.Mount(target=sockets, source=volume, type="volume"))
         host_config = api.create_host_config(
             network_mode=s.egress_network,
+            mounts=mounts or None,
             extra_hosts=hosts,
             restart_policy={"Name": "unless-stopped"},
             cap_drop=["ALL"],
@@ -578,6 +666,32 @@ class DockerEgress:
             if sandbox:
                 yield net, labels, sandbox
 
+    def _boxes(self) -> list[EgressClient]:
+        """Every box with no interface on the engine, as the proxy knows it (`box_address`)."""
+        boxes: list[EgressClient] = []
+        for row in self._api().containers(all=True, filters={"label": f"{EGRESS_LABEL}={BOX}"}):
+            labels = row.get("Labels") or {}
+            names = row.get("Names") or []
+            if not names:
+                continue
+            try:
+                policy = EgressPolicy.from_key(labels.get(POLICY_LABEL, ""))
+            except ValueError:
+                policy = EgressPolicy(mode="none")  # unreadable: the safe reading
+            boxes.append(
+                EgressClient(
+                    name=str(names[0]).lstrip("/"),
+                    sources=(f"{box_address(str(row['Id']))}/128",),
+                    policy=policy,
+                    gateway=labels.get(GATEWAY_LABEL) or None,
+                )
+            )
+        return boxes
+
+    def _clients(self) -> list[EgressClient]:
+        """Every isolated sandbox the proxy serves: the networks and the boxes with no interface."""
+        return [*self._sandbox_nets(), *self._boxes()]
+
     def _sandbox_nets(self) -> list[EgressClient]:
         nets: list[EgressClient] = []
         for net, labels, _sandbox in self._made_networks():
@@ -602,10 +716,10 @@ class DockerEgress:
         """`(sandbox, subnet, mode)` of the sandbox network holding `client` (follower thread)."""
         ip = ipaddress.ip_address(client)
         try:
-            nets = self._sandbox_nets()
+            clients = self._boxes() if ip in BOX_PREFIX else self._sandbox_nets()
         except (docker.errors.DockerException, OSError):  # the engine is away: try with the next line
             return None
-        for net in nets:
+        for net in clients:
             if ip in ipaddress.ip_network(net.sources[0]):
                 return net.name.removesuffix(NETWORK_SUFFIX), net.sources[0], net.policy.mode
         return None
@@ -613,6 +727,13 @@ class DockerEgress:
     def _sweep(self) -> list[str]:
         api = self._api()
         removed: list[str] = []
+        for container_id in self._relay.served():  # boxes removed behind Cage's back
+            try:
+                running = (api.inspect_container(container_id).get("State") or {}).get("Running")
+            except docker.errors.NotFound:
+                running = False
+            if not running:
+                self._relay.remove(container_id)
         with engine_errors("egress networks"):
             for net, _labels, sandbox in self._made_networks():
                 if engine_age(net.get("Created")) < SWEEP_MIN_AGE:
@@ -639,9 +760,10 @@ class DockerEgress:
 
     # --- configuration ---------------------------------------------------------------------------
 
-    def _reconfigure(self, proxy: str, network: str) -> None:
-        """Render squid.conf from every sandbox network, write it, SIGHUP squid and wait until squid
-        has taken it; under an flock, so no other process's rewrite comes between.
+    def _reconfigure(self, proxy: str, client: str) -> None:
+        """Render squid.conf from every isolated sandbox (`client`, a network or a box with no
+        interface, among them), write it, SIGHUP squid and wait until squid has taken it; under an
+        flock, so no other process's rewrite comes between.
 
         squid re-reads its configuration after the signal, in its own time (~40 ms here, more on
         a loaded engine, its ports closed meanwhile, which the front bridges for the boxes already
@@ -649,22 +771,22 @@ class DockerEgress:
         not merely written.
 
         Raises:
-            SandboxError: the network vanished, or squid did not take the configuration in time.
+            SandboxError: `client` vanished, or squid did not take the configuration in time.
         """
         api = self._api()
         lock = self._settings.data_dir / "locks" / "egress.lock"
         with _flock(lock), engine_errors(self._settings.egress_container):
             labels = (api.inspect_container(proxy).get("Config") or {}).get("Labels") or {}
             front = labels.get(FRONT_LABEL) == "true"
-            text = render(self._sandbox_nets(), never=(str(self._pool),), front=front)
-            if f"# {network}:" not in text:
-                raise SandboxError(network, "the network vanished before the proxy was configured")
+            text = render(self._clients(), never=(str(self._pool), str(BOX_PREFIX)), front=front)
+            if f"# {client}:" not in text:
+                raise SandboxError(client, "the sandbox vanished before the proxy was configured")
             conf = Path(FRONT_CONF if front else SQUID_CONF)
             api.put_archive(proxy, str(conf.parent), _conf_tar(text, conf.name))
             last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
             api.kill(proxy, signal="SIGHUP")
             self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")
-        log.debug("egress.reconfigured", network=network)
+        log.debug("egress.reconfigured", client=client)
 
     # --- denials -----------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ Denied requests are logged with the `cage` log format (`DENIAL_FORMAT`), one lin
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +58,15 @@ class EgressClient:
     policy: EgressPolicy
     gateway: str | None = None
     """`host:port` of the model gateway as the proxy reaches it; None: no relay for this sandbox."""
+
+
+def _src(cidr: str) -> str:
+    """A source range as squid matches it: one address bare, a range as it is. In a container
+    without IPv6 (Docker's default), squid turns its own IPv6 off ("BCP 177 violation") and then
+    matches an IPv6 client (a PROXY header can name one) against a bare address only, never
+    against a range, not even a `/128`."""
+    net = ipaddress.ip_network(cidr)
+    return str(net.network_address) if net.num_addresses == 1 else str(net)
 
 
 def _acl_id(name: str) -> str:
@@ -137,7 +147,7 @@ def render(clients: Iterable[EgressClient], *, never: Iterable[str], front: bool
     for net in nets:
         sb = _acl_id(net.name)
         out.append(f"# {net.name}: {net.policy.key()}")
-        out.append(f"acl {sb} src {' '.join(net.sources)}")
+        out.append(f"acl {sb} src {' '.join(_src(source) for source in net.sources)}")
         if net.gateway is not None:
             peer = peers.setdefault(net.gateway, f"gw_{_SAFE.sub('_', net.gateway.lower())}")
             relay.append(f"cache_peer_access {peer} allow gateway {sb}")

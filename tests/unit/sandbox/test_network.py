@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 from orchestrator.dsl.sandbox import ComputerSpec, NetworkAllowlist, SandboxSpec, parse_allow_entry
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.docker import egress as docker_egress
+from orchestrator.sandbox.docker import netns
 from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
 from orchestrator.sandbox.egress.squid import FRONT_PORTS, EgressClient, render
 from orchestrator.sandbox.images import default_images_dir
@@ -143,8 +144,7 @@ def test_behind_the_front_squid_listens_on_loopback_for_proxy_protocol_from_loop
     assert _rules(_config()) == _rules(_config(front=False))  # the policy is the same either way
 
 
-def test_the_image_front_hands_each_port_to_the_loopback_port_squid_listens_on() -> None:
-    """`images/egress/haproxy.cfg`: each frontend's port, through its backend, to `FRONT_PORTS`."""
+def _front_sections() -> dict[str, list[str]]:
     sections: dict[str, list[str]] = {}
     for line in (EGRESS_IMAGE_DIR / "haproxy.cfg").read_text().splitlines():
         words = line.split("#", 1)[0].split()
@@ -152,17 +152,41 @@ def test_the_image_front_hands_each_port_to_the_loopback_port_squid_listens_on()
             current = sections.setdefault(" ".join(words), [])
         elif words:
             current.append(" ".join(words))
+    return sections
+
+
+def _front_target(sections: dict[str, list[str]], body: list[str]) -> int:
+    """The loopback port squid listens on that a frontend's backend hands its connections to."""
+    backend = next(w for w in body if w.startswith("default_backend ")).split()[1]
+    server = sections[f"backend {backend}"][0].split()
+    assert server[-1] == "send-proxy"  # squid requires the header on these ports
+    host, _, target = server[2].rpartition(":")
+    assert host == "127.0.0.1"
+    return int(target)
+
+
+def test_the_image_front_hands_each_port_to_the_loopback_port_squid_listens_on() -> None:
+    """`images/egress/haproxy.cfg`: each frontend's port, through its backend, to `FRONT_PORTS`;
+    each Unix socket of boxes with no interface (`netns.SOCKETS`, in the directory the image's
+    label names) to the same port as its TCP twin, taking the PROXY header it is sent."""
+    sections = _front_sections()
     pairs: dict[int, int] = {}
+    sockets: dict[str, int] = {}
+    labels = (EGRESS_IMAGE_DIR / "Dockerfile").read_text()
+    where = labels.split(f"{docker_egress.SOCKETS_LABEL}=", 1)[1].split()[0]
     for head, body in sections.items():
-        if head.startswith("frontend "):
-            port = int(next(w for w in body if w.startswith("bind :")).removeprefix("bind :"))
-            backend = next(w for w in body if w.startswith("default_backend ")).split()[1]
-            server = sections[f"backend {backend}"][0].split()
-            assert server[-1] == "send-proxy"  # squid requires the header on these ports
-            host, _, target = server[2].rpartition(":")
-            assert host == "127.0.0.1"
-            pairs[port] = int(target)
+        if not head.startswith("frontend "):
+            continue
+        bind = next(w for w in body if w.startswith("bind ")).split()
+        if bind[1].startswith(":"):
+            assert "accept-proxy" not in bind  # a box's own header would be believed
+            pairs[int(bind[1].removeprefix(":"))] = _front_target(sections, body)
+        else:
+            path = Path(bind[1])
+            assert path.parent == Path(where) and "accept-proxy" in bind and "mode 600" in " ".join(bind)
+            sockets[path.name] = _front_target(sections, body)
     assert pairs == FRONT_PORTS
+    assert sockets == {name: FRONT_PORTS[port] for port, name in netns.SOCKETS.items()}
 
 
 def test_the_image_placeholders_listen_where_the_renders_do() -> None:

@@ -130,7 +130,7 @@ async def test_a_sandbox_is_written_into_every_proxy_before_it_runs_and_out_when
     await backend.start(bridge)
     for proxy in ("cage-egress-a", "cage-egress-b"):
         assert "\n# box-bridge: bridge\n" in proxies.conf(proxy)
-        assert "acl sb_" in proxies.conf(proxy) and " src 10.244.0.1/32\n" in proxies.conf(proxy)
+        assert "acl sb_" in proxies.conf(proxy) and " src 10.244.0.1\n" in proxies.conf(proxy)
     assert (proxies.reloads("cage-egress-a", at_least=1), proxies.reloads("cage-egress-b")) == (1, 0)
     written = (proxies.root / "cage-egress-a" / "squid.conf").stat().st_mtime_ns
     await backend.start(bridge)  # started again: the same text, left alone (no rewrite, no reload)

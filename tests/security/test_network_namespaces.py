@@ -1,0 +1,183 @@
+"""A box with no network interface (`namespace_egress`), attacked on the real engine.
+
+Such a box has only `lo`; this process serves `cage-egress:3128` and `cage-gateway:8089` on its
+loopback from inside its namespace and hands each connection to the proxy's front over a Unix
+socket the box never sees, naming the box (`orchestrator/sandbox/docker/netns.py`). Each test
+attacks that: the way round it, the sockets, a port the box takes for itself, a process that
+adopts the box, a pid that is not the box's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox.backend import ExecSpec
+from orchestrator.sandbox.docker import DockerBackend, netns
+from orchestrator.sandbox.docker.netns import box_namespace
+from orchestrator.sandbox.manager import SandboxManager
+from orchestrator.settings import Settings
+from tests.security import egress_rig
+from tests.security.egress_rig import (
+    ALLOWED,
+    PROBE,
+    HostServer,
+    acquire,
+    probe,
+    served_without_interface,
+)
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.parametrize("egress_settings", ["namespace"], indirect=True),
+]
+docker_engine, host_server, proxy_name, egress_settings, egress_manager = egress_rig.FIXTURES
+SQUAT = "nohup python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\", 3128)); s.listen(); time.sleep(120)' >/dev/null 2>&1 & sleep 1; echo up"
+
+
+def backend_of(manager: SandboxManager) -> DockerBackend:
+    assert isinstance(manager.backend, DockerBackend)
+    return manager.backend
+
+
+async def probe_with(backend: DockerBackend, ref: Any, *steps: list[Any]) -> dict[str, Any]:
+    """The probe, run through `backend` (another process's, say) instead of the manager."""
+    spec = ExecSpec(argv=("python3", "-c", PROBE, json.dumps(steps)), user="sandbox")
+    async with await backend.exec(ref, spec) as handle:
+        lines = [item for item in [i async for i in handle] if isinstance(item, bytes)]
+        assert await handle.wait() == 0, (handle.stderr, lines)
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+async def test_the_box_has_only_loopback_and_nothing_of_the_proxy(
+    egress_manager: SandboxManager,
+    host_server: HostServer,
+    docker_engine: docker.DockerClient,
+    tmp_path: Path,
+) -> None:
+    port = host_server.port
+    lease = await acquire(egress_manager, tmp_path, {"allow": [f"{ALLOWED}:{port}"]})
+    assert served_without_interface(docker_engine, lease.identity.name)
+    proxy = docker_engine.api.inspect_container(egress_manager.settings.egress_container)
+    outside = proxy["NetworkSettings"]["Networks"][egress_manager.settings.egress_network]["IPAddress"]
+    out = await probe(
+        egress_manager,
+        lease,
+        ["interfaces", "interfaces"],
+        ["exists", "sockets", "/run/cage-egress"],
+        ["tcp", "proxy_outside", outside, 3128],
+        ["dns_query", "outside_dns", "1.1.1.1"],
+        ["resolve", "proxy_name", "cage-egress"],
+        ["http", "allowed", f"http://{ALLOWED}:{port}/through-the-namespace"],
+    )
+    assert out["interfaces"] == ["lo"]
+    assert out["sockets"] is False  # the front's Unix sockets are the host's alone
+    assert out["proxy_outside"] == "OSError" and out["outside_dns"] == "OSError"  # unreachable
+    assert out["proxy_name"] == "127.0.0.1"
+    assert out["allowed"] == [200, "hello /through-the-namespace"]
+    await egress_manager.release(lease)
+
+
+def connects_in(namespace: int, port: int) -> bool:
+    """Whether something accepts on `127.0.0.1:port` in network namespace `namespace`."""
+    result: list[bool] = []
+
+    def attempt() -> None:
+        home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            netns._setns(namespace)
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2):
+                    result.append(True)
+            except OSError:
+                result.append(False)
+            finally:
+                netns._setns(home)
+        finally:
+            os.close(home)
+
+    worker = threading.Thread(target=attempt)
+    worker.start()
+    worker.join()
+    return result[0]
+
+
+async def test_a_removed_box_is_served_no_more(
+    egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    """Its listeners close as it goes, before the container (the namespace is held open here to
+    look: a listener left behind would keep answering in it)."""
+    lease = await acquire(egress_manager, tmp_path, "bridge")
+    pid = int(docker_engine.api.inspect_container(lease.ref.id)["State"]["Pid"])
+    namespace = box_namespace(pid, lease.ref.id)
+    try:
+        assert connects_in(namespace, 3128) and connects_in(namespace, 8089)
+        await egress_manager.release(lease)  # oneshot: removed
+        assert not connects_in(namespace, 3128) and not connects_in(namespace, 8089)
+    finally:
+        os.close(namespace)
+    assert lease.ref.id not in backend_of(egress_manager).egress.served()
+
+
+async def test_a_process_that_adopts_the_box_serves_it_before_its_exec(
+    egress_manager: SandboxManager,
+    egress_settings: Settings,
+    host_server: HostServer,
+    tmp_path: Path,
+) -> None:
+    port = host_server.port
+    lease = await acquire(egress_manager, tmp_path, {"allow": [f"{ALLOWED}:{port}"]})
+    await backend_of(egress_manager).egress.close_box(lease.identity.name, lease.ref.id)  # "gone"
+    adopter = DockerBackend(egress_settings)
+    try:
+        out = await probe_with(adopter, lease.ref, ["http", "allowed", f"http://{ALLOWED}:{port}/adopted"])
+        assert out["allowed"] == [200, "hello /adopted"]
+        assert lease.ref.id in adopter.egress.served()
+    finally:
+        await adopter.egress.close_box(lease.identity.name, lease.ref.id)
+        await adopter.aclose()
+    await egress_manager.release(lease)
+
+
+async def test_a_box_that_took_its_port_is_not_served(
+    egress_manager: SandboxManager, egress_settings: Settings, tmp_path: Path
+) -> None:
+    """While no process served it, the agent bound 127.0.0.1:3128 itself (to read what tools
+    send the proxy, say): the next process refuses to serve the box rather than share the port."""
+    lease = await acquire(egress_manager, tmp_path, "bridge")
+    await backend_of(egress_manager).egress.close_box(lease.identity.name, lease.ref.id)
+    async with await egress_manager.exec(lease, ExecSpec(argv=("sh", "-c", SQUAT))) as handle:
+        assert await handle.wait() == 0
+    adopter = DockerBackend(egress_settings)
+    try:
+        with pytest.raises(SandboxError, match="holds the port its way out is served on"):
+            await adopter.exec(lease.ref, ExecSpec(argv=("true",)))
+        assert lease.ref.id not in adopter.egress.served()
+    finally:
+        await adopter.aclose()
+    await egress_manager.release(lease)
+
+
+async def test_a_pid_that_is_not_the_box_s_is_never_entered(
+    egress_manager: SandboxManager, docker_engine: docker.DockerClient, tmp_path: Path
+) -> None:
+    a = await acquire(egress_manager, tmp_path / "a", "none")
+    b = await acquire(egress_manager, tmp_path / "b", "none")
+    pid_a = int(docker_engine.api.inspect_container(a.ref.id)["State"]["Pid"])
+    fd = box_namespace(pid_a, a.ref.id)  # the box's own process: its namespace
+    os.close(fd)
+    with pytest.raises(OSError, match="is not box"):
+        box_namespace(pid_a, b.ref.id)  # A's process named as B's
+    with pytest.raises(OSError, match="is not box"):
+        box_namespace(os.getpid(), a.ref.id)  # a pid that means this process here
+    for lease in (a, b):
+        await egress_manager.release(lease)
