@@ -16,6 +16,7 @@ it makes is labelled `cage.bench=<uuid>` and removed at the end. Usage:
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import sys
@@ -51,7 +52,8 @@ WAIT_REFILL = 60.0
 
 
 class TimedEgress:
-    """The backend's egress helper with its calls timed (network attach is part of a cold create)."""
+    """The backend's egress helper with its coroutine calls timed (a network's attach, a box's
+    configuration, are part of a cold create)."""
 
     def __init__(self, inner: Any, times: dict[str, list[float]]) -> None:
         self._inner = inner
@@ -59,7 +61,7 @@ class TimedEgress:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
-        if not callable(value) or name.startswith("_"):
+        if not inspect.iscoroutinefunction(value) or name.startswith("_"):
             return value
 
         async def timed(*args: Any, **kwargs: Any) -> Any:

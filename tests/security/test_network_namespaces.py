@@ -148,15 +148,40 @@ async def test_a_process_that_adopts_the_box_serves_it_before_its_exec(
     await egress_manager.release(lease)
 
 
+async def test_a_replica_on_the_same_host_uses_a_box_another_one_serves(
+    egress_manager: SandboxManager,
+    egress_settings: Settings,
+    host_server: HostServer,
+    tmp_path: Path,
+) -> None:
+    """Two Cage processes on one engine (replicas): the second runs a turn in a box the first
+    serves; the port is held, but by a process outside the box, so the box is served already."""
+    port = host_server.port
+    lease = await acquire(egress_manager, tmp_path, {"allow": [f"{ALLOWED}:{port}"]})
+    replica = DockerBackend(egress_settings)
+    try:
+        out = await probe_with(replica, lease.ref, ["http", "allowed", f"http://{ALLOWED}:{port}/replica"])
+        assert out["allowed"] == [200, "hello /replica"]
+        assert lease.ref.id not in replica.egress.served()  # the first process serves it
+        assert replica.egress.serving(lease.ref.id)
+    finally:
+        await replica.aclose()
+    await egress_manager.release(lease)
+
+
 async def test_a_box_that_took_its_port_is_not_served(
-    egress_manager: SandboxManager, egress_settings: Settings, tmp_path: Path
+    egress_manager: SandboxManager,
+    egress_settings: Settings,
+    docker_engine: docker.DockerClient,
+    tmp_path: Path,
 ) -> None:
     """While no process served it, the agent bound 127.0.0.1:3128 itself (to read what tools
     send the proxy, say): the next process refuses to serve the box rather than share the port."""
     lease = await acquire(egress_manager, tmp_path, "bridge")
     await backend_of(egress_manager).egress.close_box(lease.identity.name, lease.ref.id)
-    async with await egress_manager.exec(lease, ExecSpec(argv=("sh", "-c", SQUAT))) as handle:
-        assert await handle.wait() == 0
+    # straight through the engine: Cage's own exec would serve the box again first
+    made = docker_engine.api.exec_create(lease.ref.id, ["sh", "-c", SQUAT], user="sandbox")
+    assert docker_engine.api.exec_start(made["Id"]).strip() == b"up"
     adopter = DockerBackend(egress_settings)
     try:
         with pytest.raises(SandboxError, match="holds the port its way out is served on"):

@@ -15,7 +15,6 @@ import secrets
 import signal as signals
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
@@ -132,7 +131,9 @@ class DockerBackend:
             return self._client
 
     async def aclose(self) -> None:
-        """Close the engine client, if one was opened (the next call opens a new one)."""
+        """Close the engine client, if one was opened, and stop serving the boxes with no interface
+        this process served (the next call opens a client again, and an exec serves its box)."""
+        await self.egress.aclose()
         with self._client_lock:
             client, self._client = self._client, None
         if client is not None:
@@ -216,7 +217,7 @@ class DockerBackend:
             update = {"egress": None, "network": "none", "labels": labels, "extra_hosts": hosts}
             box = spec.model_copy(update=update)
             ref = await self._create_container(box)
-            self.egress.admit(spec.name, ref.id, policy)
+            await self.egress.admit(spec.name, ref.id, policy)
             return ref
         network = network_name(spec.name)
 
@@ -395,23 +396,10 @@ class DockerBackend:
             return
         name = ref.name
         if ref.labels.get(EGRESS_LABEL) == BOX:  # its policy in force before its way out is served
-            sockets = await self._box_sockets(ref)
             await at_once(container, lambda: self.egress.open_box(name))
-            await self.egress.serve(ref.id, sockets)
+            await self.egress.serve(ref.id)
             return
         await at_once(container, lambda: self.egress.join(name), lambda: self.egress.resume(name))
-
-    async def _box_sockets(self, ref: SandboxRef) -> Path:
-        """Where the proxy's front is reached for box `ref` (no interface).
-
-        Raises:
-            SandboxError: this process cannot serve it (the proxy was replaced by one without the
-                sockets, or this process cannot enter namespaces).
-        """
-        sockets = await self.egress.box_sockets()
-        if sockets is None:
-            raise SandboxError(ref.name or ref.id, "its way out cannot be served from this process")
-        return sockets
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
         with engine_errors(ref.name or ref.id):
@@ -456,8 +444,8 @@ class DockerBackend:
         await self.egress.detach(name, left=force)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
-        if ref.labels.get(EGRESS_LABEL) == BOX:  # a box adopted from another process: served first
-            await self.egress.serve(ref.id, await self._box_sockets(ref))
+        if ref.labels.get(EGRESS_LABEL) == BOX and not self.egress.serving(ref.id):
+            await self.egress.serve(ref.id)  # a box adopted from another process: served first
         with engine_errors(ref.name or ref.id):
             exec_id, sock = await self._call(self._start_exec, ref.id, spec)
         try:

@@ -267,7 +267,7 @@ class DockerEgress:
                 return source if source.is_dir() else None
         return None
 
-    def admit(self, sandbox: str, container_id: str, policy: EgressPolicy) -> None:
+    async def admit(self, sandbox: str, container_id: str, policy: EgressPolicy) -> None:
         """Attribute denials of box `sandbox` (no interface, engine id `container_id`) to it."""
         self.denials.track(sandbox, f"{box_address(container_id)}/128", policy.mode)
         self._start_follower()
@@ -277,13 +277,18 @@ class DockerEgress:
         has taken it: made while the box starts, before anything serves its way out (`serve`)."""
         await to_thread.run_sync(self._reconfigure, self._settings.egress_container, sandbox)
 
-    async def serve(self, container_id: str, sockets: Path) -> None:
-        """Serve the running box `container_id`'s way out from inside its namespace.
+    async def serve(self, container_id: str) -> None:
+        """Serve the running box `container_id`'s way out from inside its namespace (again, after a
+        start: its namespace is new).
 
         Raises:
-            SandboxError: the box is not running, its namespace cannot be entered, or it holds the
-                port its way out is served on.
+            SandboxError: this process cannot serve such boxes (`box_sockets`), the box is not
+                running, its namespace cannot be entered, or it holds the port its way out is
+                served on.
         """
+        sockets = await self.box_sockets()
+        if sockets is None:
+            raise SandboxError(container_id[:12], "its way out cannot be served from this process")
 
         def place() -> None:
             with engine_errors(container_id[:12]):
@@ -296,9 +301,17 @@ class DockerEgress:
 
         await to_thread.run_sync(place)
 
+    def serving(self, container_id: str) -> bool:
+        """Whether box `container_id`'s way out is served as it runs now (no engine call)."""
+        return self._relay.serving(container_id)
+
     def served(self) -> list[str]:
         """The ids of the boxes with no interface this process serves the way out of now."""
         return self._relay.served()
+
+    async def aclose(self) -> None:
+        """Stop serving every box with no interface this process serves (its connections cut)."""
+        await to_thread.run_sync(self._relay.close)
 
     async def close_box(self, sandbox: str, container_id: str) -> None:
         """Stop serving box `sandbox`'s way out (its open connections cut): made before it goes."""

@@ -99,6 +99,52 @@ def box_namespace(pid: int, container_id: str) -> int:
         os.close(proc)
 
 
+def _is_box(pid: int, container_id: str) -> bool:
+    """Whether process `pid` runs in box `container_id` (its cgroup names the container)."""
+    try:
+        return container_id.encode("ascii") in Path(f"/proc/{pid}/cgroup").read_bytes()
+    except OSError:
+        return False
+
+
+def _listener_inode(pid: int, port: int) -> int | None:
+    """The inode of the socket listening on `127.0.0.1:port` in process `pid`'s network namespace."""
+    local = f"0100007F:{port:04X}"
+    try:
+        for row in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[1] == local and fields[3] == "0A":  # LISTEN
+                return int(fields[9])
+    except OSError:
+        return None
+    return None
+
+
+def held_inside(pid: int, port: int) -> bool:
+    """Whether a process of the box whose main process is `pid` (one in its network namespace)
+    holds the listener on `127.0.0.1:port` there; False when the holder is outside it (another Cage
+    process on this host serving the box: the socket is in the box's namespace, its owner is not)."""
+    inode = _listener_inode(pid, port)
+    if inode is None:
+        return False
+    try:
+        namespace = Path(f"/proc/{pid}/ns/net").stat().st_ino
+    except OSError:
+        return False
+    target = f"socket:[{inode}]"
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        try:
+            if (process / "ns" / "net").stat().st_ino != namespace:
+                continue
+            if any(str(fd.readlink()) == target for fd in (process / "fd").iterdir()):
+                return True
+        except OSError:  # gone meanwhile, or not ours to look at
+            continue
+    return False
+
+
 def listen_in(namespace: int, port: int) -> socket.socket:
     """A socket listening on `127.0.0.1:port` in network namespace `namespace` (a descriptor).
 
@@ -162,6 +208,8 @@ class NamespaceRelay:
 
     def __init__(self) -> None:
         self._boxes: dict[str, _Box] = {}
+        self._elsewhere: dict[str, int] = {}
+        """Box id -> its main process, for boxes another Cage process serves (`place`)."""
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -187,6 +235,11 @@ class NamespaceRelay:
         except OSError as exc:
             for _, made in listeners:
                 made.close()
+            if exc.errno == errno.EADDRINUSE and not any(held_inside(pid, port) for port in SOCKETS):
+                log.debug("netns.served_elsewhere", box=container_id[:12])
+                with self._lock:  # another Cage process on this host serves it (a replica)
+                    self._elsewhere[container_id] = pid
+                return
             what = f"cannot enter its namespace: {exc}"
             if exc.errno == errno.EADDRINUSE:
                 what = "the box holds the port its way out is served on"
@@ -203,10 +256,21 @@ class NamespaceRelay:
         log.debug("netns.placed", box=container_id[:12], address=str(address))
 
     def placed(self, container_id: str, pid: int) -> bool:
-        """Whether this process serves box `container_id` as its process `pid` runs it."""
+        """Whether box `container_id`, as its process `pid` runs it, is served: by this process, or
+        by another one on this host (`place` found its listeners, held outside the box)."""
         with self._lock:
             box = self._boxes.get(container_id)
-        return box is not None and box.pid == pid
+            elsewhere = self._elsewhere.get(container_id)
+        return (box is not None and box.pid == pid) or elsewhere == pid
+
+    def serving(self, container_id: str) -> bool:
+        """Whether box `container_id` is served as it runs now, without asking the engine: the
+        process it was served for still runs in it (a box started again behind Cage's back has a
+        new one, in a new namespace)."""
+        with self._lock:
+            box = self._boxes.get(container_id)
+            pid = box.pid if box is not None else self._elsewhere.get(container_id)
+        return pid is not None and _is_box(pid, container_id)
 
     def served(self) -> list[str]:
         """The ids of the boxes served now."""
@@ -217,6 +281,7 @@ class NamespaceRelay:
         """Stop serving box `container_id`: no new connection, and the open ones are cut."""
         with self._lock:
             box = self._boxes.pop(container_id, None)
+            self._elsewhere.pop(container_id, None)
         if box is not None and self._loop is not None:
             self._call(self._close(box))
 
@@ -224,29 +289,22 @@ class NamespaceRelay:
         """Stop serving every box and end the loop's thread."""
         with self._lock:
             boxes, self._boxes = list(self._boxes.values()), {}
-        loop, self._loop = self._loop, None
+            self._elsewhere.clear()
+            loop, self._loop = self._loop, None
         if loop is None:
             return
         for box in boxes:
             asyncio.run_coroutine_threadsafe(self._close(box), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(loop.stop)  # its thread closes it
 
     # --- the loop's side ------------------------------------------------------------------------
 
     def _call(self, work: Coroutine[Any, Any, _T]) -> _T:
-        if self._loop is None:
-            loop = asyncio.new_event_loop()
-            started = threading.Event()
-
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(started.set)
-                loop.run_forever()
-
-            threading.Thread(target=run, name="cage-netns", daemon=True).start()
-            started.wait()
-            self._loop = loop
-        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
+        with self._lock:
+            if self._loop is None:
+                self._loop = _loop_thread()
+            loop = self._loop
+        return asyncio.run_coroutine_threadsafe(work, loop).result()
 
     async def _serve(self, box: _Box, sockets: list[tuple[int, socket.socket]]) -> None:
         for port, listener in sockets:
@@ -270,28 +328,49 @@ class NamespaceRelay:
     async def _pipe(
         self, box: _Box, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        source_port = int(writer.get_extra_info("peername")[1])
+        ends = [writer]
         try:
-            up_reader, up_writer = await asyncio.open_unix_connection(str(box.sockets / SOCKETS[port]))
-        except OSError as exc:
-            log.warning("netns.front_unreachable", box=str(box.address), error=str(exc))
-            writer.close()
-            return
-        up_writer.write(proxy_header(box.address, source_port, port))
-        try:
+            source_port = int(writer.get_extra_info("peername")[1])
+            try:
+                up_reader, up_writer = await asyncio.open_unix_connection(str(box.sockets / SOCKETS[port]))
+            except OSError as exc:
+                log.warning("netns.front_unreachable", box=str(box.address), error=str(exc))
+                return
+            ends.append(up_writer)
+            up_writer.write(proxy_header(box.address, source_port, port))
             await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
         finally:
-            for end in (writer, up_writer):
+            for end in ends:
                 end.close()
 
     async def _close(self, box: _Box) -> None:
         for server in box.servers:
             server.close()
-        for task in list(box.pipes):
+        pipes = list(box.pipes)
+        for task in pipes:
             task.cancel()
+        await asyncio.gather(*pipes, return_exceptions=True)
         for server in box.servers:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
+
+
+def _loop_thread() -> asyncio.AbstractEventLoop:
+    """A new event loop running in a daemon thread of its own, closed there once stopped."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    threading.Thread(target=run, name="cage-netns", daemon=True).start()
+    started.wait()
+    return loop
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
