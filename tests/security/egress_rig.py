@@ -25,7 +25,7 @@ from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
-from orchestrator.sandbox.docker.egress import BOX, EGRESS_LABEL
+from orchestrator.sandbox.docker.egress import BOX, EGRESS_LABEL, sockets_volume
 from orchestrator.sandbox.docker.netns import box_address
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings
@@ -143,6 +143,8 @@ def proxy_name(docker_engine: docker.DockerClient) -> Iterator[str]:
     yield name
     with contextlib.suppress(docker.errors.NotFound):
         docker_engine.containers.get(name).remove(force=True)
+    with contextlib.suppress(docker.errors.NotFound):
+        docker_engine.volumes.get(sockets_volume(name)).remove(force=True)
 
 
 MODES = ("namespace", "network")

@@ -402,6 +402,8 @@ class DockerBackend:
         await at_once(container, lambda: self.egress.join(name), lambda: self.egress.resume(name))
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
+        if ref.labels.get(EGRESS_LABEL) == BOX and ref.name:  # served again when it starts
+            await self.egress.close_box(ref.name, ref.id)
         with engine_errors(ref.name or ref.id):
             await self._call(self._sync, "stop", ref.id, timeout=max(0, math.ceil(timeout)))
 

@@ -113,6 +113,11 @@ SWEEP_MIN_AGE = 600.0
 made just before its container, so a younger one may belong to a box being created."""
 
 
+def sockets_volume(proxy: str) -> str:
+    """The volume that holds proxy container `proxy`'s front sockets for boxes with no interface."""
+    return f"{proxy}-sockets"
+
+
 def network_name(sandbox: str) -> str:
     """The network of sandbox `sandbox` (container names are unique, so network names are)."""
     return f"{sandbox}{NETWORK_SUFFIX}"
@@ -510,7 +515,7 @@ class DockerEgress:
         sockets = ((api.inspect_image(image).get("Config") or {}).get("Labels") or {}).get(SOCKETS_LABEL)
         mounts = []
         if sockets:  # the front's sockets for boxes with no interface: a volume the host reaches
-            volume = f"{name}-sockets"
+            volume = sockets_volume(name)
             api.create_volume(volume, labels={"cage.managed": "true", EGRESS_LABEL: "sockets"})
             mounts.append(docker.types.Mount(target=sockets, source=volume, type="volume"))
         host_config = api.create_host_config(
