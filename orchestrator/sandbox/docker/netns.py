@@ -11,10 +11,11 @@ policy, as it applies a box network's subnet's. Nothing runs in the box for it, 
 reach the sockets' other end, and the header is written before a byte of the box's.
 
 The listeners are this process's: they close with it, and a process that adopts a running box
-places them again before the box's next exec (`placed`). A port the box took meanwhile (it could
-bind `127.0.0.1:3128` while nobody held it) makes `place` fail: that box is not served. The
-namespace is entered only once the process the engine named is checked to be the box's
-(`box_namespace`): a pid means nothing to a process in a PID namespace of its own.
+places them again before the box's next exec (`serving`). A port the box took meanwhile (it could
+bind `127.0.0.1:3128` while nobody held it) makes `place` fail: that box is not served; a port held
+by a process outside the box (another Cage process on this host serving it) means it is served
+already. The namespace is entered only once the process the engine named is checked to be the
+box's (`box_namespace`): a pid means nothing to a process in a PID namespace of its own.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ SOCKETS = {PROXY_PORT: "forward.sock", GATEWAY_PORT: "gateway.sock"}
 """The front's Unix socket for each port a box's loopback is served on (`images/egress/haproxy.cfg`)."""
 _CLONE_NEWNET = 0x40000000
 _CHUNK = 65536
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def box_address(container_id: str) -> ipaddress.IPv6Address:
@@ -61,15 +63,11 @@ def box_address(container_id: str) -> ipaddress.IPv6Address:
 
 def namespaces_supported() -> bool:
     """Whether this process can enter other processes' network namespaces: root, with `setns`."""
-    return os.geteuid() == 0 and hasattr(_libc(), "setns") and Path("/proc/thread-self/ns/net").exists()
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    return os.geteuid() == 0 and hasattr(_LIBC, "setns") and Path("/proc/thread-self/ns/net").exists()
 
 
 def _setns(fd: int) -> None:
-    if _libc().setns(fd, _CLONE_NEWNET) != 0:
+    if _LIBC.setns(fd, _CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
