@@ -24,6 +24,12 @@
   every sandbox network carries its policy and gateway in labels, so two Cage processes sharing one
   engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
   under an `flock`, and the result is read back to check this process's network is in it.
+* A box that publishes no ports gets no network at all where this process can serve it
+  (`box_sockets`): it runs on `none`, its policy and gateway in its own labels (`cage.egress=box`),
+  squid knows it by `netns.box_address` (rendered with the networks, `_clients`), and this process
+  serves its loopback from inside its namespace (`serve`, `netns.NamespaceRelay`) once squid has
+  its policy (`open_box`), through the front's Unix sockets in the proxy's volume
+  (`sockets_volume`), until it goes (`close_box`).
 * Denials: a daemon thread follows the proxy's stdout and feeds `EgressDenials`.
 * A box that publishes ports gets a relay container on the outside and on its network
   (`orchestrator.sandbox.docker.ports`); removing the network removes the relay first.
