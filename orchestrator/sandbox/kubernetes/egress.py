@@ -49,11 +49,15 @@ CONF = "/run/squid/squid.conf"
 """Where a proxy pod's squid reads its configuration (an `emptyDir`: the root is read-only)."""
 PLACEHOLDER = "/etc/squid/squid.conf"
 """The image's refuse-everything configuration, copied to `CONF` when the pod starts."""
+PID_FILE = "/run/squid/squid.pid"
+"""Where squid writes its pid (`pid_filename` in every configuration; the readiness probe reads it)."""
 RENDERED_MARK = "# Rendered by Cage"
 """The first line of every rendered configuration (the readiness probe looks for it)."""
-START_SCRIPT = f"[ -e {CONF} ] || cp {PLACEHOLDER} {CONF}; exec squid -N -f {CONF}"
-"""A proxy pod's command: start on Cage's configuration if it was written first, else the placeholder."""
-READY_SCRIPT = f"grep -q '^{RENDERED_MARK}' {CONF} && [ -s /run/squid/squid.pid ]"
+START_SCRIPT = f"rm -f {PID_FILE}; [ -e {CONF} ] || cp {PLACEHOLDER} {CONF}; exec squid -N -f {CONF}"
+"""A proxy pod's command: start on Cage's configuration if it was written first, else the placeholder.
+The pid file a squid killed before its shutdown left in the `emptyDir` (it outlives the container)
+goes first: squid is pid 1 again, so it would take the file for a live instance and never start."""
+READY_SCRIPT = f"grep -q '^{RENDERED_MARK}' {CONF} && [ -s {PID_FILE} ]"
 WRITE_SCRIPT = f"""conf={CONF}; new="$conf.new.$$"
 cat > "$new" || exit 4
 if [ -f "$conf" ] && [ "$(sha256sum < "$new")" = "$(sha256sum < "$conf")" ]; then
@@ -63,7 +67,7 @@ if ! squid -k parse -f "$new" > "$new.log" 2>&1; then
   tail -n 5 "$new.log" >&2; rm -f "$new" "$new.log"; exit 5
 fi
 rm -f "$new.log"; mv -f "$new" "$conf" || exit 4
-if [ -s /run/squid/squid.pid ]; then kill -s HUP "$(cat /run/squid/squid.pid)" || exit 6; fi
+if [ -s {PID_FILE} ]; then kill -s HUP "$(cat {PID_FILE})" || exit 6; fi
 echo reconfigured"""
 """stdin: the new squid.conf. Exit 0 (`unchanged` or `reconfigured`), 4 not writable, 5 refused
 by `squid -k parse` (the old configuration stays), 6 squid did not take the signal. SIGHUP is what
