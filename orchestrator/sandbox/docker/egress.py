@@ -150,6 +150,16 @@ def _stamped(log: bytes) -> list[tuple[datetime, bytes]]:
     return lines
 
 
+def _client(name: str, source: str, labels: Mapping[str, str]) -> EgressClient:
+    """The proxy's client `name` (a network, a box) with the policy and gateway its labels carry."""
+    try:
+        policy = EgressPolicy.from_key(labels.get(POLICY_LABEL, ""))
+    except ValueError:
+        policy = EgressPolicy(mode="none")  # unreadable: the safe reading
+    gateway = labels.get(GATEWAY_LABEL) or None
+    return EgressClient(name=name, sources=(source,), policy=policy, gateway=gateway)
+
+
 @dataclass(frozen=True)
 class _Join:
     """A network `attach` made that the proxy has yet to take and join (`join`)."""
@@ -694,22 +704,10 @@ class DockerEgress:
         """Every box with no interface on the engine, as the proxy knows it (`box_address`)."""
         boxes: list[EgressClient] = []
         for row in self._api().containers(all=True, filters={"label": f"{EGRESS_LABEL}={BOX}"}):
-            labels = row.get("Labels") or {}
             names = row.get("Names") or []
-            if not names:
-                continue
-            try:
-                policy = EgressPolicy.from_key(labels.get(POLICY_LABEL, ""))
-            except ValueError:
-                policy = EgressPolicy(mode="none")  # unreadable: the safe reading
-            boxes.append(
-                EgressClient(
-                    name=str(names[0]).lstrip("/"),
-                    sources=(f"{box_address(str(row['Id']))}/128",),
-                    policy=policy,
-                    gateway=labels.get(GATEWAY_LABEL) or None,
-                )
-            )
+            if names:
+                source = f"{box_address(str(row['Id']))}/128"
+                boxes.append(_client(str(names[0]).lstrip("/"), source, row.get("Labels") or {}))
         return boxes
 
     def _clients(self) -> list[EgressClient]:
@@ -720,20 +718,8 @@ class DockerEgress:
         nets: list[EgressClient] = []
         for net, labels, _sandbox in self._made_networks():
             configs = (net.get("IPAM") or {}).get("Config") or []
-            if not configs or not configs[0].get("Subnet"):
-                continue
-            try:
-                policy = EgressPolicy.from_key(labels.get(POLICY_LABEL, ""))
-            except ValueError:
-                policy = EgressPolicy(mode="none")  # unreadable: the safe reading
-            nets.append(
-                EgressClient(
-                    name=str(net["Name"]),
-                    sources=(str(configs[0]["Subnet"]),),
-                    policy=policy,
-                    gateway=labels.get(GATEWAY_LABEL) or None,
-                )
-            )
+            if configs and configs[0].get("Subnet"):
+                nets.append(_client(str(net["Name"]), str(configs[0]["Subnet"]), labels))
         return nets
 
     def _network_of(self, client: str) -> tuple[str, str, str] | None:
