@@ -17,7 +17,6 @@ Everything it creates is labelled `cage.bench=<uuid>` and removed at the end (it
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import tempfile
@@ -30,14 +29,12 @@ from typing import Any
 
 import anyio
 import docker
-import docker.errors
 
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.logs import configure_logging
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
-from orchestrator.sandbox.docker.egress import sockets_volume
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings
 
@@ -159,8 +156,6 @@ async def main(mib: int, runs: int) -> None:
                 container.remove(force=True)
             for container in client.containers.list(all=True, filters={"name": proxy_name}):
                 container.remove(force=True)
-            with contextlib.suppress(docker.errors.NotFound):
-                client.volumes.get(sockets_volume(proxy_name)).remove(force=True)
             server.shutdown()
     print(json.dumps(results, indent=2))
 

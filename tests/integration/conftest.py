@@ -23,7 +23,7 @@ import docker
 import docker.errors
 import pytest
 
-from orchestrator.sandbox.docker.egress import EGRESS_LABEL, SANDBOX_LABEL, SWEEP_MIN_AGE, sockets_volume
+from orchestrator.sandbox.docker.egress import EGRESS_LABEL, SANDBOX_LABEL, SWEEP_MIN_AGE
 from orchestrator.sandbox.docker.timestamps import engine_age
 from tests.run_ids import of_this_run, per_worker, process_run_id
 
@@ -81,8 +81,6 @@ def docker_engine() -> Iterator[docker.DockerClient]:
         if container.name == EGRESS_CONTAINER:  # the filter matches substrings: not gw10's for gw1
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
-    with contextlib.suppress(docker.errors.NotFound):  # the proxy's sockets for boxes without interface
-        client.volumes.get(sockets_volume(EGRESS_CONTAINER)).remove(force=True)
     _remove_orphan_networks(client, removed)
     client.close()
 
@@ -129,16 +127,6 @@ def remove_leftovers(
     for volume in client.volumes.list(filters={"label": label}):
         labels = volume.attrs.get("Labels") or {}
         if _stale(labels.get(label, ""), volume.attrs.get("CreatedAt"), stale_after):
-            with contextlib.suppress(docker.errors.APIError):
-                volume.remove(force=True)
-                gone.append(volume.name)
-    for volume in client.volumes.list(filters={"label": f"{EGRESS_LABEL}=sockets"}):
-        proxy = volume.name.removesuffix("-sockets")  # a test proxy's front sockets, its proxy gone
-        if (
-            proxy.startswith("cage-egress-")
-            and proxy != "cage-egress"
-            and not client.containers.list(all=True, filters={"name": f"^/{proxy}$"})
-        ):
             with contextlib.suppress(docker.errors.APIError):
                 volume.remove(force=True)
                 gone.append(volume.name)

@@ -25,7 +25,7 @@ from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
-from orchestrator.sandbox.docker.egress import BOX, EGRESS_LABEL, sockets_volume
+from orchestrator.sandbox.docker.egress import BOX, EGRESS_LABEL
 from orchestrator.sandbox.docker.netns import box_address
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings
@@ -84,9 +84,15 @@ def hammer(label, seconds):
     out[label] = counts
 def interfaces(label):
     out[label] = sorted(line.split(":")[0].strip() for line in open("/proc/net/dev").readlines()[2:])
-def exists(label, path):
-    import os
-    out[label] = os.path.exists(path)
+def abstract(label, name):
+    # an abstract Unix socket: the proxy's front has its own under this name, in its namespace
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(("\0" + name).encode().ljust(108, b"\0")); out[label] = "connected"
+    except Exception as e:
+        out[label] = type(e).__name__
+    finally:
+        s.close()
 def resolve(label, name):
     try:
         out[label] = socket.gethostbyname(name)
@@ -143,8 +149,6 @@ def proxy_name(docker_engine: docker.DockerClient) -> Iterator[str]:
     yield name
     with contextlib.suppress(docker.errors.NotFound):
         docker_engine.containers.get(name).remove(force=True)
-    with contextlib.suppress(docker.errors.NotFound):
-        docker_engine.volumes.get(sockets_volume(name)).remove(force=True)
 
 
 MODES = ("namespace", "network")

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import docker
 import pytest
 
@@ -73,14 +74,16 @@ async def test_the_box_has_only_loopback_and_nothing_of_the_proxy(
         egress_manager,
         lease,
         ["interfaces", "interfaces"],
-        ["exists", "sockets", "/run/cage-egress"],
+        ["abstract", "front_forward", "cage-forward"],
+        ["abstract", "front_gateway", "cage-gateway"],
         ["tcp", "proxy_outside", outside, 3128],
         ["dns_query", "outside_dns", "1.1.1.1"],
         ["resolve", "proxy_name", "cage-egress"],
         ["http", "allowed", f"http://{ALLOWED}:{port}/through-the-namespace"],
     )
     assert out["interfaces"] == ["lo"]
-    assert out["sockets"] is False  # the front's Unix sockets are the host's alone
+    # the front's sockets for such boxes are in the proxy's namespace, not in the box's
+    assert out["front_forward"] == out["front_gateway"] == "ConnectionRefusedError"
     assert out["proxy_outside"] == "OSError" and out["outside_dns"] == "OSError"  # unreachable
     assert out["proxy_name"] == "127.0.0.1"
     assert out["allowed"] == [200, "hello /through-the-namespace"]
@@ -126,6 +129,28 @@ async def test_a_removed_box_is_served_no_more(
     finally:
         os.close(namespace)
     assert lease.ref.id not in backend_of(egress_manager).egress.served()
+
+
+async def test_the_box_keeps_its_way_out_when_the_proxy_starts_again(
+    egress_manager: SandboxManager,
+    host_server: HostServer,
+    docker_engine: docker.DockerClient,
+    tmp_path: Path,
+) -> None:
+    """The proxy killed and started again (a new namespace, perhaps under the same pid): the next
+    connection of a box already served finds the front in the new namespace."""
+    port = host_server.port
+    lease = await acquire(egress_manager, tmp_path, {"allow": [f"{ALLOWED}:{port}"]})
+    before = await probe(egress_manager, lease, ["http", "a", f"http://{ALLOWED}:{port}/before"])
+    assert before["a"] == [200, "hello /before"]
+    egress = backend_of(egress_manager).egress
+    proxy = egress_manager.settings.egress_container
+    docker_engine.api.kill(proxy)
+    docker_engine.api.start(proxy)
+    await anyio.to_thread.run_sync(egress._await_listening, proxy)
+    after = await probe(egress_manager, lease, ["http", "a", f"http://{ALLOWED}:{port}/after"])
+    assert after["a"] == [200, "hello /after"]
+    await egress_manager.release(lease)
 
 
 async def test_a_process_that_adopts_the_box_serves_it_before_its_exec(

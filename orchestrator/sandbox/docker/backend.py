@@ -206,7 +206,7 @@ class DockerBackend:
         if spec.egress is None:
             return await self._create_container(spec)
         policy = spec.egress
-        if not spec.ports and await self.egress.box_sockets() is not None:
+        if not spec.ports and await self.egress.box_front():
             labels = {
                 **spec.labels,
                 EGRESS_LABEL: BOX,

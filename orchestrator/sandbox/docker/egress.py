@@ -25,11 +25,11 @@
   engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
   under an `flock`, and the result is read back to check this process's network is in it.
 * A box that publishes no ports gets no network at all where this process can serve it
-  (`box_sockets`): it runs on `none`, its policy and gateway in its own labels (`cage.egress=box`),
+  (`box_front`): it runs on `none`, its policy and gateway in its own labels (`cage.egress=box`),
   squid knows it by `netns.box_address` (rendered with the networks, `_clients`), and this process
   serves its loopback from inside its namespace (`serve`, `netns.NamespaceRelay`) once squid has
-  its policy (`open_box`), through the front's Unix sockets in the proxy's volume
-  (`sockets_volume`), until it goes (`close_box`).
+  its policy (`open_box`), through the front's abstract sockets in the proxy's own network
+  namespace (`_front_namespace`), until it goes (`close_box`).
 * Denials: a daemon thread follows the proxy's stdout and feeds `EgressDenials`.
 * A box that publishes ports gets a relay container on the outside and on its network
   (`orchestrator.sandbox.docker.ports`); removing the network removes the relay first.
@@ -65,7 +65,13 @@ from orchestrator.errors import SandboxError
 from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
-from orchestrator.sandbox.docker.netns import BOX_PREFIX, NamespaceRelay, box_address, namespaces_supported
+from orchestrator.sandbox.docker.netns import (
+    BOX_PREFIX,
+    NamespaceRelay,
+    box_address,
+    box_namespace,
+    namespaces_supported,
+)
 from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
 from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
@@ -92,9 +98,9 @@ FRONT_CONF = "/etc/squid/front.conf"
 """Where squid reads it behind the front (`images/egress/cage-egress-front`)."""
 FRONT_LABEL = "cage.egress.front"
 """On the proxy image (so on its container): `true` when HAProxy fronts squid."""
-SOCKETS_LABEL = "cage.egress.sockets"
-"""On the proxy image: where its front listens on Unix sockets for boxes with no interface
-(`orchestrator.sandbox.docker.netns`); the proxy mounts a volume there."""
+BOXES_LABEL = "cage.egress.boxes"
+"""On the proxy image: `abns` when its front takes boxes with no interface on abstract Unix
+sockets in its network namespace (`orchestrator.sandbox.docker.netns.SOCKETS`)."""
 BOX = "box"
 """`EGRESS_LABEL` of a box with no interface (its policy and gateway in its own labels)."""
 _CREATE_TRIES = 8
@@ -117,11 +123,6 @@ POKE_SECONDS = 0.25
 SWEEP_MIN_AGE = 600.0
 """Seconds a sandbox network must exist before a sweep may take it for an orphan: a box's network is
 made just before its container, so a younger one may belong to a box being created."""
-
-
-def sockets_volume(proxy: str) -> str:
-    """The volume that holds proxy container `proxy`'s front sockets for boxes with no interface."""
-    return f"{proxy}-sockets"
 
 
 def network_name(sandbox: str) -> str:
@@ -206,9 +207,17 @@ class DockerEgress:
         """Sandbox -> its network made by `attach` that the proxy has yet to take (`join`, `detach`)."""
         self._follower: threading.Thread | None = None
         self._pool = settings.egress_subnet_pool
-        self._relay = NamespaceRelay()
-        self._sockets: tuple[str, Path | None] | None = None
-        """(proxy id, where its front's sockets are here) as `box_sockets` last found them."""
+        self._relay = NamespaceRelay(self._front_namespace)
+        self._front: tuple[str, bool] | None = None
+        """(proxy id, whether its front takes boxes with no interface) as `box_front` found them."""
+        self._front_lock = threading.Lock()
+        self._front_namespaces: dict[int, int] = {}
+        """The proxy's main process -> a descriptor of its network namespace (kept open while a
+        connection may be entering it: retired, not closed, when the proxy starts again; all
+        closed with this object)."""
+        self._front_pid: int | None = None
+        self._front_retired: list[int] = []
+        """Descriptors of namespaces the proxy left (a connection may still be entering one)."""
 
     # --- public ------------------------------------------------------------------------------
 
@@ -259,34 +268,60 @@ class DockerEgress:
         log.info("egress.attached", sandbox=sandbox, network=name, subnet=subnet, policy=policy.mode)
         return name
 
-    async def box_sockets(self) -> Path | None:
-        """Where this process reaches the proxy's front for boxes with no interface
-        (`orchestrator.sandbox.docker.netns`), with the proxy up; None when such boxes cannot be
-        served from here: `Settings.namespace_egress` off, not root, an engine on another host, or
-        a proxy made from an image without the sockets (kept while boxes use it).
+    async def box_front(self) -> bool:
+        """Whether this process can serve boxes with no interface (`orchestrator.sandbox.docker.netns`),
+        with the proxy up: `Settings.namespace_egress` on, root, the engine on this host, and a
+        proxy whose front takes them (one made from an older image, kept while boxes use it, does
+        not) and whose namespace this process can enter.
 
         Raises:
             SandboxError: the proxy failed to start.
         """
         if not self._settings.namespace_egress or not namespaces_supported():
-            return None
+            return False
         host = self._settings.docker_host or os.environ.get("DOCKER_HOST", "")
         if host and not host.startswith("unix://"):
-            return None
+            return False
         proxy = await self._proxy_up()
-        if self._sockets is None or self._sockets[0] != proxy:
-            found = await to_thread.run_sync(self._sockets_of, proxy)
-            self._sockets = (proxy, found)
-        return self._sockets[1]
+        if self._front is None or self._front[0] != proxy:
+            self._front = (proxy, await to_thread.run_sync(self._takes_boxes, proxy))
+        return self._front[1]
 
-    def _sockets_of(self, proxy: str) -> Path | None:
-        data = self._api().inspect_container(proxy)
-        where = ((data.get("Config") or {}).get("Labels") or {}).get(SOCKETS_LABEL)
-        for mount in data.get("Mounts") or []:
-            if where and mount.get("Destination") == where and mount.get("Type") == "volume":
-                source = Path(str(mount.get("Source") or ""))
-                return source if source.is_dir() else None
-        return None
+    def _takes_boxes(self, proxy: str) -> bool:
+        labels = (self._api().inspect_container(proxy).get("Config") or {}).get("Labels") or {}
+        if labels.get(BOXES_LABEL) != "abns":
+            return False
+        try:
+            self._front_namespace(None)
+        except (OSError, SandboxError) as exc:  # not this host's engine after all, say
+            log.warning("egress.front_unreachable", error=str(exc))
+            return False
+        return True
+
+    def _front_namespace(self, stale: int | None) -> int:
+        """A descriptor of the proxy's network namespace, found anew when `stale` is the current
+        one (a connection failed in it: the proxy started again). Any thread.
+
+        Raises:
+            OSError: the proxy's process cannot be checked or its namespace entered.
+            SandboxError: the proxy is not running.
+        """
+        with self._front_lock:
+            current = self._front_namespaces.get(self._front_pid or 0)
+            if current is not None and current != stale:
+                return current
+            if current is not None:  # stale: the proxy started again, perhaps under the same pid
+                self._front_retired.append(self._front_namespaces.pop(self._front_pid or 0))
+            name = self._settings.egress_container
+            with engine_errors(name):
+                data = self._api().inspect_container(name)
+            pid = int((data.get("State") or {}).get("Pid") or 0)
+            if pid <= 0:
+                raise SandboxError(name, "the egress proxy is not running")
+            if pid not in self._front_namespaces:
+                self._front_namespaces[pid] = box_namespace(pid, str(data["Id"]))
+            self._front_pid = pid
+            return self._front_namespaces[pid]
 
     async def admit(self, sandbox: str, container_id: str, policy: EgressPolicy) -> None:
         """Attribute denials of box `sandbox` (no interface, engine id `container_id`) to it."""
@@ -303,12 +338,11 @@ class DockerEgress:
         start: its namespace is new).
 
         Raises:
-            SandboxError: this process cannot serve such boxes (`box_sockets`), the box is not
+            SandboxError: this process cannot serve such boxes (`box_front`), the box is not
                 running, its namespace cannot be entered, or it holds the port its way out is
                 served on.
         """
-        sockets = await self.box_sockets()
-        if sockets is None:
+        if not await self.box_front():
             raise SandboxError(container_id[:12], "its way out cannot be served from this process")
 
         def place() -> None:
@@ -318,7 +352,7 @@ class DockerEgress:
             if not state.get("Running") or pid <= 0:
                 raise SandboxError(container_id[:12], "the box is not running")
             if not self._relay.placed(container_id, pid):
-                self._relay.place(container_id, pid, sockets)
+                self._relay.place(container_id, pid)
 
         await to_thread.run_sync(place)
 
@@ -333,6 +367,12 @@ class DockerEgress:
     async def aclose(self) -> None:
         """Stop serving every box with no interface this process serves (its connections cut)."""
         await to_thread.run_sync(self._relay.close)
+        with self._front_lock:
+            for namespace in [*self._front_namespaces.values(), *self._front_retired]:
+                os.close(namespace)
+            self._front_namespaces.clear()
+            self._front_retired.clear()
+            self._front, self._front_pid = None, None
 
     async def close_box(self, sandbox: str, container_id: str) -> None:
         """Stop serving box `sandbox`'s way out (its open connections cut): made before it goes."""
@@ -528,15 +568,8 @@ class DockerEgress:
         api = self._api()
         s = self._settings
         hosts = {_HOST_ALIAS: "host-gateway", **s.egress_hosts}
-        sockets = ((api.inspect_image(image).get("Config") or {}).get("Labels") or {}).get(SOCKETS_LABEL)
-        mounts = []
-        if sockets:  # the front's sockets for boxes with no interface: a volume the host reaches
-            volume = sockets_volume(name)
-            api.create_volume(volume, labels={"cage.managed": "true", EGRESS_LABEL: "sockets"})
-            mounts.append(docker.types.Mount(target=sockets, source=volume, type="volume"))
         host_config = api.create_host_config(
             network_mode=s.egress_network,
-            mounts=mounts or None,
             extra_hosts=hosts,
             restart_policy={"Name": "unless-stopped"},
             cap_drop=["ALL"],

@@ -5,10 +5,12 @@ it. `NamespaceRelay.place` opens two listening sockets *inside* that namespace (
 with `setns(2)`, binds, and comes back; a socket stays in the namespace it was made in), on
 `127.0.0.1:PROXY_PORT` and `127.0.0.1:GATEWAY_PORT`, where `cage-egress` and `cage-gateway` resolve
 in the box (`/etc/hosts`). Each connection the box makes there is piped, from this process, to
-the egress proxy's front over a Unix socket only the host reaches (a volume of the proxy's),
-after a PROXY protocol header naming the box by `box_address`: squid applies that address's
-policy, as it applies a box network's subnet's. Nothing runs in the box for it, the box cannot
-reach the sockets' other end, and the header is written before a byte of the box's.
+the egress proxy's front over an abstract Unix socket in the proxy's own network namespace
+(`connect_in`: entered the same way; only the proxy's processes and a process that can enter that
+namespace reach it, no file, no permission to get wrong), after a PROXY protocol header naming the
+box by `box_address`: squid applies that address's policy, as it applies a box network's subnet's.
+Nothing runs in the box for it, the box cannot reach the sockets' other end, and the header is
+written before a byte of the box's.
 
 The listeners are this process's: they close with it, and a process that adopts a running box
 places them again before the box's next exec (`serving`). A port the box took meanwhile (it could
@@ -45,11 +47,14 @@ _T = TypeVar("_T")
 BOX_PREFIX = ipaddress.IPv6Network("fd63:6167:6500::/48")
 """Where `box_address` takes the addresses squid knows namespace boxes by: a unique local range
 (never routed) that no box, network or host uses."""
-SOCKETS = {PROXY_PORT: "forward.sock", GATEWAY_PORT: "gateway.sock"}
-"""The front's Unix socket for each port a box's loopback is served on (`images/egress/haproxy.cfg`)."""
+SOCKETS = {PROXY_PORT: "cage-forward", GATEWAY_PORT: "cage-gateway"}
+"""The front's abstract Unix socket (`abns@` in `images/egress/haproxy.cfg`) for each port a box's
+loopback is served on."""
 _CLONE_NEWNET = 0x40000000
 _CHUNK = 65536
 _LIBC = ctypes.CDLL(None, use_errno=True)
+_SUN_PATH = 108
+"""The size of `sockaddr_un.sun_path` on Linux."""
 
 
 def box_address(container_id: str) -> ipaddress.IPv6Address:
@@ -184,6 +189,52 @@ def listen_in(namespace: int, port: int) -> socket.socket:
     return made[0]
 
 
+def abstract_address(name: str) -> bytes:
+    """The address of HAProxy's `abns@name`: the whole `sun_path` (108 bytes), a NUL, the name
+    and NULs after it (HAProxy binds the padded form; a shorter address is another socket)."""
+    return (b"\0" + name.encode("ascii")).ljust(_SUN_PATH, b"\0")
+
+
+def connect_in(namespace: int, name: str) -> socket.socket:
+    """A socket connected to the abstract Unix socket `name` of network namespace `namespace`.
+
+    Raises:
+        OSError: the namespace cannot be entered, or nothing listens there under that name.
+    """
+    made: list[socket.socket] = []
+    failed: list[OSError] = []
+
+    def connect() -> None:  # setns moves the calling thread only: a thread of its own goes there
+        try:
+            home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            failed.append(exc)
+            return
+        try:
+            _setns(namespace)
+            try:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.connect(abstract_address(name))
+                except OSError:
+                    sock.close()
+                    raise
+                made.append(sock)
+            finally:
+                _setns(home)  # a thread that cannot come back must not live on: it ends here
+        except OSError as exc:
+            failed.append(exc)
+        finally:
+            os.close(home)
+
+    worker = threading.Thread(target=connect, name="cage-netns-connect")
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
+    return made[0]
+
+
 def proxy_header(source: ipaddress.IPv6Address, source_port: int, port: int) -> bytes:
     """The PROXY protocol (v1) line naming `source` as the client of a connection to `port`."""
     return f"PROXY TCP6 {source} ::1 {source_port} {port}\r\n".encode("ascii")
@@ -193,7 +244,6 @@ def proxy_header(source: ipaddress.IPv6Address, source_port: int, port: int) -> 
 class _Box:
     address: ipaddress.IPv6Address
     pid: int
-    sockets: Path
     servers: list[asyncio.AbstractServer] = field(default_factory=list)
     pipes: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -204,7 +254,10 @@ class NamespaceRelay:
     Its listeners and pipes run on an event loop of their own, in a daemon thread, so they do not
     depend on the caller's loop (the backend's calls run in worker threads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, front: Callable[[int | None], int]) -> None:
+        """`front(stale)`: a descriptor of the proxy's network namespace, found anew when it is
+        `stale` (the one a connection failed in: the proxy was started again meanwhile)."""
+        self._front = front
         self._boxes: dict[str, _Box] = {}
         self._elsewhere: dict[str, int] = {}
         """Box id -> its main process, for boxes another Cage process serves (`place`)."""
@@ -213,9 +266,9 @@ class NamespaceRelay:
 
     # --- public (any thread) --------------------------------------------------------------------
 
-    def place(self, container_id: str, pid: int, sockets: Path) -> None:
-        """Serve box `container_id` (its main process: `pid`) from now on, through the front's
-        sockets in `sockets`, replacing what served an earlier start of it.
+    def place(self, container_id: str, pid: int) -> None:
+        """Serve box `container_id` (its main process: `pid`) from now on, replacing what served
+        an earlier start of it.
 
         Raises:
             SandboxError: its namespace cannot be entered, or the box holds one of the ports.
@@ -242,7 +295,7 @@ class NamespaceRelay:
             if exc.errno == errno.EADDRINUSE:
                 what = "the box holds the port its way out is served on"
             raise SandboxError(container_id[:12], what) from exc
-        box = _Box(address=address, pid=pid, sockets=sockets)
+        box = _Box(address=address, pid=pid)
         try:
             self._call(self._serve(box, listeners))
         except BaseException:
@@ -330,7 +383,8 @@ class NamespaceRelay:
         try:
             source_port = int(writer.get_extra_info("peername")[1])
             try:
-                up_reader, up_writer = await asyncio.open_unix_connection(str(box.sockets / SOCKETS[port]))
+                upstream = await asyncio.to_thread(self._connect_front, port)
+                up_reader, up_writer = await asyncio.open_unix_connection(sock=upstream)
             except OSError as exc:
                 log.warning("netns.front_unreachable", box=str(box.address), error=str(exc))
                 return
@@ -340,6 +394,13 @@ class NamespaceRelay:
         finally:
             for end in ends:
                 end.close()
+
+    def _connect_front(self, port: int) -> socket.socket:
+        namespace = self._front(None)
+        try:
+            return connect_in(namespace, SOCKETS[port])
+        except OSError:  # the proxy started again (a new namespace): find it, once
+            return connect_in(self._front(namespace), SOCKETS[port])
 
     async def _close(self, box: _Box) -> None:
         for server in box.servers:

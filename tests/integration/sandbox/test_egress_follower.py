@@ -17,7 +17,7 @@ import docker
 import docker.errors
 import pytest
 
-from orchestrator.sandbox.docker.egress import DockerEgress, sockets_volume
+from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.sandbox.egress.denials import Denial
 from orchestrator.sandbox.network import PROXY_PORT, EgressPolicy
 from orchestrator.settings import Settings
@@ -71,5 +71,3 @@ async def test_settle_returns_once_the_log_is_read_past_it(
         await egress.detach(box)
         with contextlib.suppress(docker.errors.NotFound):
             docker_engine.api.remove_container(proxy, force=True)
-        with contextlib.suppress(docker.errors.NotFound):
-            docker_engine.api.remove_volume(sockets_volume(proxy), force=True)

@@ -18,7 +18,7 @@ import anyio
 import docker
 import docker.errors
 
-from orchestrator.sandbox.docker.egress import DockerEgress, sockets_volume
+from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.sandbox.network import PROXY_PORT
 from orchestrator.settings import Settings
 
@@ -54,5 +54,3 @@ async def test_a_killed_proxy_starts_again_and_answers_once_it_says_it_listens(
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             api.remove_container(proxy, force=True)
-        with contextlib.suppress(docker.errors.NotFound):
-            api.remove_volume(sockets_volume(proxy), force=True)

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from orchestrator.sandbox.docker.netns import BOX_PREFIX, box_address, proxy_header
+from orchestrator.sandbox.docker.netns import BOX_PREFIX, abstract_address, box_address, proxy_header
 from orchestrator.sandbox.egress.squid import EgressClient, render
 from orchestrator.sandbox.network import EgressPolicy
 
@@ -40,3 +40,12 @@ def test_squid_gives_a_box_its_own_rules_and_never_takes_the_range_for_a_destina
     assert f"src {box_address(ID_A)}\n" in text  # bare: squid matches no IPv6 /128
     never = next(line for line in text.splitlines() if line.startswith("acl cage_never dst"))
     assert str(BOX_PREFIX) in never.split()
+
+
+def test_the_front_s_abstract_address_is_haproxy_s_padded_form() -> None:
+    address = abstract_address("cage-forward")
+    assert (
+        len(address) == 108
+        and address.startswith(b"\0cage-forward\0")
+        and address.strip(b"\0") == b"cage-forward"
+    )

@@ -167,13 +167,12 @@ def _front_target(sections: dict[str, list[str]], body: list[str]) -> int:
 
 def test_the_image_front_hands_each_port_to_the_loopback_port_squid_listens_on() -> None:
     """`images/egress/haproxy.cfg`: each frontend's port, through its backend, to `FRONT_PORTS`;
-    each Unix socket of boxes with no interface (`netns.SOCKETS`, in the directory the image's
-    label names) to the same port as its TCP twin, taking the PROXY header it is sent."""
+    each abstract socket of boxes with no interface (`netns.SOCKETS`, the image labelled so) to the
+    same port as its TCP twin, taking the PROXY header it is sent."""
     sections = _front_sections()
     pairs: dict[int, int] = {}
     sockets: dict[str, int] = {}
-    labels = (EGRESS_IMAGE_DIR / "Dockerfile").read_text()
-    where = labels.split(f"{docker_egress.SOCKETS_LABEL}=", 1)[1].split()[0]
+    assert f"{docker_egress.BOXES_LABEL}=abns" in (EGRESS_IMAGE_DIR / "Dockerfile").read_text()
     for head, body in sections.items():
         if not head.startswith("frontend "):
             continue
@@ -182,9 +181,8 @@ def test_the_image_front_hands_each_port_to_the_loopback_port_squid_listens_on()
             assert "accept-proxy" not in bind  # a box's own header would be believed
             pairs[int(bind[1].removeprefix(":"))] = _front_target(sections, body)
         else:
-            path = Path(bind[1])
-            assert path.parent == Path(where) and "accept-proxy" in bind and "mode 600" in " ".join(bind)
-            sockets[path.name] = _front_target(sections, body)
+            assert bind[1].startswith("abns@") and "accept-proxy" in bind  # the proxy's namespace only
+            sockets[bind[1].removeprefix("abns@")] = _front_target(sections, body)
     assert pairs == FRONT_PORTS
     assert sockets == {name: FRONT_PORTS[port] for port, name in netns.SOCKETS.items()}
 
