@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -92,26 +91,15 @@ async def test_the_box_has_only_loopback_and_nothing_of_the_proxy(
 
 def connects_in(namespace: int, port: int) -> bool:
     """Whether something accepts on `127.0.0.1:port` in network namespace `namespace`."""
-    result: list[bool] = []
 
-    def attempt() -> None:
-        home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    def attempt() -> bool:
         try:
-            netns._setns(namespace)
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=2):
-                    result.append(True)
-            except OSError:
-                result.append(False)
-            finally:
-                netns._setns(home)
-        finally:
-            os.close(home)
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                return True
+        except OSError:
+            return False
 
-    worker = threading.Thread(target=attempt)
-    worker.start()
-    worker.join()
-    return result[0]
+    return netns.inside(namespace, attempt)
 
 
 async def test_a_removed_box_is_served_no_more(

@@ -148,16 +148,17 @@ def held_inside(pid: int, port: int) -> bool:
     return False
 
 
-def listen_in(namespace: int, port: int) -> socket.socket:
-    """A socket listening on `127.0.0.1:port` in network namespace `namespace` (a descriptor).
+def inside(namespace: int, work: Callable[[], _T]) -> _T:
+    """`work()`, run by a thread of its own in network namespace `namespace` (a descriptor):
+    `setns(2)` moves only the calling thread, and a socket made there stays in that namespace.
 
     Raises:
-        OSError: the namespace cannot be entered, or the port is taken there (`EADDRINUSE`).
+        OSError: the namespace cannot be entered, or what `work` raised.
     """
-    made: list[socket.socket] = []
-    failed: list[OSError] = []
+    made: list[_T] = []
+    failed: list[BaseException] = []
 
-    def place() -> None:  # setns moves the calling thread only: a thread of its own goes there
+    def run() -> None:
         try:
             home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
@@ -166,27 +167,40 @@ def listen_in(namespace: int, port: int) -> socket.socket:
         try:
             _setns(namespace)
             try:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                try:
-                    sock.bind(("127.0.0.1", port))
-                    sock.listen(128)
-                except OSError:
-                    sock.close()
-                    raise
-                made.append(sock)
+                made.append(work())
             finally:
                 _setns(home)  # a thread that cannot come back must not live on: it ends here
-        except OSError as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             failed.append(exc)
         finally:
             os.close(home)
 
-    worker = threading.Thread(target=place, name="cage-netns-place")
+    worker = threading.Thread(target=run, name="cage-netns")
     worker.start()
     worker.join()
     if failed:
         raise failed[0]
     return made[0]
+
+
+def listen_in(namespace: int, port: int) -> socket.socket:
+    """A socket listening on `127.0.0.1:port` in network namespace `namespace` (a descriptor).
+
+    Raises:
+        OSError: the namespace cannot be entered, or the port is taken there (`EADDRINUSE`).
+    """
+
+    def bind() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    return inside(namespace, bind)
 
 
 def abstract_address(name: str) -> bytes:
@@ -196,43 +210,22 @@ def abstract_address(name: str) -> bytes:
 
 
 def connect_in(namespace: int, name: str) -> socket.socket:
-    """A socket connected to the abstract Unix socket `name` of network namespace `namespace`.
+    """A socket connected to HAProxy's abstract socket `abns@name` of network namespace `namespace`.
 
     Raises:
         OSError: the namespace cannot be entered, or nothing listens there under that name.
     """
-    made: list[socket.socket] = []
-    failed: list[OSError] = []
 
-    def connect() -> None:  # setns moves the calling thread only: a thread of its own goes there
+    def connect() -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            failed.append(exc)
-            return
-        try:
-            _setns(namespace)
-            try:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.connect(abstract_address(name))
-                except OSError:
-                    sock.close()
-                    raise
-                made.append(sock)
-            finally:
-                _setns(home)  # a thread that cannot come back must not live on: it ends here
-        except OSError as exc:
-            failed.append(exc)
-        finally:
-            os.close(home)
+            sock.connect(abstract_address(name))
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
-    worker = threading.Thread(target=connect, name="cage-netns-connect")
-    worker.start()
-    worker.join()
-    if failed:
-        raise failed[0]
-    return made[0]
+    return inside(namespace, connect)
 
 
 def proxy_header(source: ipaddress.IPv6Address, source_port: int, port: int) -> bytes:
