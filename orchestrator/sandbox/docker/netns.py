@@ -375,12 +375,20 @@ class NamespaceRelay:
         ends = [writer]
         try:
             source_port = int(writer.get_extra_info("peername")[1])
+            connecting = asyncio.ensure_future(asyncio.to_thread(self._connect_front, port))
             try:
-                upstream = await asyncio.to_thread(self._connect_front, port)
-                up_reader, up_writer = await asyncio.open_unix_connection(sock=upstream)
+                upstream = await asyncio.shield(connecting)
             except OSError as exc:
                 log.warning("netns.front_unreachable", box=str(box.address), error=str(exc))
                 return
+            except asyncio.CancelledError:  # the box goes: the socket still on its way is closed
+                connecting.add_done_callback(_close_landed)
+                raise
+            try:
+                up_reader, up_writer = await asyncio.open_unix_connection(sock=upstream)
+            except BaseException:
+                upstream.close()
+                raise
             ends.append(up_writer)
             up_writer.write(proxy_header(box.address, source_port, port))
             await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
@@ -423,6 +431,12 @@ def _loop_thread() -> asyncio.AbstractEventLoop:
     threading.Thread(target=run, name="cage-netns", daemon=True).start()
     started.wait()
     return loop
+
+
+def _close_landed(connecting: asyncio.Future[socket.socket]) -> None:
+    """Close the socket a connection made for a pipe that was cancelled meanwhile."""
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().close()
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
