@@ -156,6 +156,8 @@ async def main(mib: int, runs: int) -> None:
                 container.remove(force=True)
             for container in client.containers.list(all=True, filters={"name": proxy_name}):
                 container.remove(force=True)
+            for volume in client.volumes.list(filters={"label": f"cage.bench={bench}"}):
+                volume.remove(force=True)  # the boxes' workspaces
             server.shutdown()
     print(json.dumps(results, indent=2))
 
