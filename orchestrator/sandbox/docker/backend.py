@@ -98,6 +98,11 @@ def _process(line: bytes) -> ProcessInfo | None:
     return ProcessInfo(pid=pid, ppid=ppid, pgid=pgid, start=start, exe=exe, argv=tuple(words[5:9]))
 
 
+def _without_interface(ref: SandboxRef) -> bool:
+    """Whether box `ref` has no network interface (its way out served from its namespace)."""
+    return ref.labels.get(EGRESS_LABEL) == BOX
+
+
 class DockerBackend:
     """SandboxBackend on a Docker engine (local socket, `DOCKER_HOST` or `settings.docker_host`)."""
 
@@ -395,14 +400,14 @@ class DockerBackend:
             await container()
             return
         name = ref.name
-        if ref.labels.get(EGRESS_LABEL) == BOX:  # its policy in force before its way out is served
+        if _without_interface(ref):  # its policy in force before its way out is served
             await at_once(container, lambda: self.egress.open_box(name))
             await self.egress.serve(ref.id)
             return
         await at_once(container, lambda: self.egress.join(name), lambda: self.egress.resume(name))
 
     async def stop(self, ref: SandboxRef, *, timeout: float = 2.0) -> None:  # noqa: ASYNC109 - engine grace
-        if ref.labels.get(EGRESS_LABEL) == BOX and ref.name:  # served again when it starts
+        if _without_interface(ref) and ref.name:  # served again when it starts
             await self.egress.close_box(ref.name, ref.id)
         with engine_errors(ref.name or ref.id):
             await self._call(self._sync, "stop", ref.id, timeout=max(0, math.ceil(timeout)))
@@ -435,7 +440,7 @@ class DockerBackend:
             await container()
             return
         name = ref.name
-        if ref.labels.get(EGRESS_LABEL) == BOX:  # its way out goes first, then the box
+        if _without_interface(ref):  # its way out goes first, then the box
             await self.egress.close_box(name, ref.id)
             await container()
             return
@@ -446,7 +451,7 @@ class DockerBackend:
         await self.egress.detach(name, left=force)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
-        if ref.labels.get(EGRESS_LABEL) == BOX and not self.egress.serving(ref.id):
+        if _without_interface(ref) and not self.egress.serving(ref.id):
             await self.egress.serve(ref.id)  # a box adopted from another process: served first
         with engine_errors(ref.name or ref.id):
             exec_id, sock = await self._call(self._start_exec, ref.id, spec)

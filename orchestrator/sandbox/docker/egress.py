@@ -211,13 +211,11 @@ class DockerEgress:
         self._front: tuple[str, bool] | None = None
         """(proxy id, whether its front takes boxes with no interface) as `box_front` found them."""
         self._front_lock = threading.Lock()
-        self._front_namespaces: dict[int, int] = {}
-        """The proxy's main process -> a descriptor of its network namespace (kept open while a
-        connection may be entering it: retired, not closed, when the proxy starts again; all
-        closed with this object)."""
-        self._front_pid: int | None = None
+        self._front_namespace_fd: int | None = None
+        """A descriptor of the proxy's network namespace, as `_front_namespace` last found it."""
         self._front_retired: list[int] = []
-        """Descriptors of namespaces the proxy left (a connection may still be entering one)."""
+        """Descriptors of namespaces the proxy left (a connection may still be entering one: they
+        are closed with this object, not before)."""
 
     # --- public ------------------------------------------------------------------------------
 
@@ -307,21 +305,20 @@ class DockerEgress:
             SandboxError: the proxy is not running.
         """
         with self._front_lock:
-            current = self._front_namespaces.get(self._front_pid or 0)
+            current = self._front_namespace_fd
             if current is not None and current != stale:
                 return current
             if current is not None:  # stale: the proxy started again, perhaps under the same pid
-                self._front_retired.append(self._front_namespaces.pop(self._front_pid or 0))
+                self._front_retired.append(current)
+                self._front_namespace_fd = None
             name = self._settings.egress_container
             with engine_errors(name):
                 data = self._api().inspect_container(name)
             pid = int((data.get("State") or {}).get("Pid") or 0)
             if pid <= 0:
                 raise SandboxError(name, "the egress proxy is not running")
-            if pid not in self._front_namespaces:
-                self._front_namespaces[pid] = box_namespace(pid, str(data["Id"]))
-            self._front_pid = pid
-            return self._front_namespaces[pid]
+            self._front_namespace_fd = box_namespace(pid, str(data["Id"]))
+            return self._front_namespace_fd
 
     async def admit(self, sandbox: str, container_id: str, policy: EgressPolicy) -> None:
         """Attribute denials of box `sandbox` (no interface, engine id `container_id`) to it."""
@@ -368,11 +365,10 @@ class DockerEgress:
         """Stop serving every box with no interface this process serves (its connections cut)."""
         await to_thread.run_sync(self._relay.close)
         with self._front_lock:
-            for namespace in [*self._front_namespaces.values(), *self._front_retired]:
+            current = [self._front_namespace_fd] if self._front_namespace_fd is not None else []
+            for namespace in [*current, *self._front_retired]:
                 os.close(namespace)
-            self._front_namespaces.clear()
-            self._front_retired.clear()
-            self._front, self._front_pid = None, None
+            self._front_namespace_fd, self._front_retired, self._front = None, [], None
 
     async def close_box(self, sandbox: str, container_id: str) -> None:
         """Stop serving box `sandbox`'s way out (its open connections cut): made before it goes."""
@@ -499,8 +495,11 @@ class DockerEgress:
                 labels = (data.get("Config") or {}).get("Labels") or {}
                 attached = set((data.get("NetworkSettings") or {}).get("Networks") or {})
                 stale = labels.get(CONFIG_LABEL) != digest
-                served = bool(api.containers(filters={"label": f"{EGRESS_LABEL}={BOX}"}))
-                if stale and attached <= {self._settings.egress_network} and not served:
+                if (
+                    stale
+                    and attached <= {self._settings.egress_network}
+                    and not api.containers(filters={"label": f"{EGRESS_LABEL}={BOX}"})  # none served
+                ):
                     log.info("egress.proxy.recreate", container=name)
                     api.remove_container(name, force=True)
                     data = None

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import functools
 import ipaddress
 import os
 import socket
@@ -52,7 +53,6 @@ SOCKETS = {PROXY_PORT: "cage-forward", GATEWAY_PORT: "cage-gateway"}
 loopback is served on."""
 _CLONE_NEWNET = 0x40000000
 _CHUNK = 65536
-_LIBC = ctypes.CDLL(None, use_errno=True)
 _SUN_PATH = 108
 """The size of `sockaddr_un.sun_path` on Linux."""
 
@@ -68,11 +68,17 @@ def box_address(container_id: str) -> ipaddress.IPv6Address:
 
 def namespaces_supported() -> bool:
     """Whether this process can enter other processes' network namespaces: root, with `setns`."""
-    return os.geteuid() == 0 and hasattr(_LIBC, "setns") and Path("/proc/thread-self/ns/net").exists()
+    return os.geteuid() == 0 and hasattr(_libc(), "setns") and Path("/proc/thread-self/ns/net").exists()
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library, loaded once, when a namespace is first entered (not at import)."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _setns(fd: int) -> None:
-    if _LIBC.setns(fd, _CLONE_NEWNET) != 0:
+    if _libc().setns(fd, _CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 
@@ -95,17 +101,22 @@ def box_namespace(pid: int, container_id: str) -> int:
             owner = os.read(cgroup, 65536)
         finally:
             os.close(cgroup)
-        if container_id.encode("ascii") not in owner:
+        if not _names(owner, container_id):
             raise OSError(errno.ESRCH, f"process {pid} is not box {container_id[:12]}'s")
         return os.open("ns/net", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
     finally:
         os.close(proc)
 
 
+def _names(cgroup: bytes, container_id: str) -> bool:
+    """Whether a process's `/proc/<pid>/cgroup` says it runs in box `container_id`."""
+    return container_id.encode("ascii") in cgroup
+
+
 def _is_box(pid: int, container_id: str) -> bool:
     """Whether process `pid` runs in box `container_id` (its cgroup names the container)."""
     try:
-        return container_id.encode("ascii") in Path(f"/proc/{pid}/cgroup").read_bytes()
+        return _names(Path(f"/proc/{pid}/cgroup").read_bytes(), container_id)
     except OSError:
         return False
 

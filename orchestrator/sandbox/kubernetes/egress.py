@@ -56,7 +56,8 @@ RENDERED_MARK = "# Rendered by Cage"
 START_SCRIPT = f"rm -f {PID_FILE}; [ -e {CONF} ] || cp {PLACEHOLDER} {CONF}; exec squid -N -f {CONF}"
 """A proxy pod's command: start on Cage's configuration if it was written first, else the placeholder.
 The pid file a squid killed before its shutdown left in the `emptyDir` (it outlives the container)
-goes first: squid is pid 1 again, so it would take the file for a live instance and never start."""
+goes first, as `cage-egress-front` does on Docker: squid refuses to start while it names a live
+process."""
 READY_SCRIPT = f"grep -q '^{RENDERED_MARK}' {CONF} && [ -s {PID_FILE} ]"
 WRITE_SCRIPT = f"""conf={CONF}; new="$conf.new.$$"
 cat > "$new" || exit 4
