@@ -38,6 +38,7 @@ from orchestrator.sandbox.backend import (
     VolumeMount,
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
+from orchestrator.sandbox.docker.clients import api_client
 from orchestrator.sandbox.docker.egress import (
     BOX,
     EGRESS_LABEL,
@@ -125,9 +126,7 @@ class DockerBackend:
         return cls(settings)
 
     def _default_factory(self) -> Any:
-        if self._settings.docker_host:
-            return docker.APIClient(base_url=self._settings.docker_host, version="auto")
-        return docker.APIClient(**docker.utils.kwargs_from_env(), version="auto")
+        return api_client(self._settings)
 
     def _api(self) -> Any:
         with self._client_lock:

@@ -30,6 +30,7 @@ from docker.models.images import Image
 
 from orchestrator.errors import EngineUnavailable, ImageBuildError
 from orchestrator.redaction import redact
+from orchestrator.sandbox.docker.clients import docker_client
 from orchestrator.sandbox.hashing import context_files
 from orchestrator.sandbox.images import (
     CLI_VERSION_LABEL,
@@ -148,13 +149,8 @@ class DockerImageBuilder:
 
     async def _client(self) -> docker.DockerClient:
         if self._docker is None:
-            host = self._settings.docker_host
-
-            def _connect() -> docker.DockerClient:
-                return docker.DockerClient(base_url=host) if host else docker.from_env()
-
             with _engine_errors("engine"):
-                self._docker = await to_thread.run_sync(_connect)
+                self._docker = await to_thread.run_sync(docker_client, self._settings)
         return self._docker
 
     # --- ImageBuilder ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from anyio import to_thread
 
 from orchestrator.errors import EngineUnavailable, SandboxError
 from orchestrator.sandbox.docker.builder import DockerImageBuilder, build_all
+from orchestrator.sandbox.docker.clients import api_client, docker_client
 from orchestrator.sandbox.images import (
     RUNNER_IMAGES,
     RUNNER_LABEL,
@@ -68,9 +69,7 @@ async def base_image(settings: Settings, ref: str) -> BaseImage:
     """
 
     def inspect() -> BaseImage:
-        client = (
-            docker.DockerClient(base_url=settings.docker_host) if settings.docker_host else docker.from_env()
-        )
+        client = docker_client(settings)
         try:
             found = client.images.get(ref)
             labels = (found.attrs.get("Config") or {}).get("Labels") or {}
@@ -153,13 +152,8 @@ async def push_images(
     if not registry:
         raise SandboxError("", "no registry: pass --registry or set CAGE_K8S_REGISTRY")
 
-    def connect() -> docker.APIClient:
-        if settings.docker_host:
-            return docker.APIClient(base_url=settings.docker_host, version="auto")
-        return docker.APIClient(**docker.utils.kwargs_from_env(), version="auto")
-
     try:
-        api = await to_thread.run_sync(connect)
+        api = await to_thread.run_sync(api_client, settings)
     except docker.errors.DockerException as exc:
         raise EngineUnavailable(str(exc)) from None
     pushed: dict[str, str] = {}
