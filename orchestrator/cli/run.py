@@ -22,9 +22,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated, Literal
@@ -38,7 +40,7 @@ from orchestrator.cli.hostfs import is_within, read_named_file
 from orchestrator.cli.outputs import ArtifactDir, refuse_inside
 from orchestrator.cli.overrides import apply_env, apply_sets
 from orchestrator.cli.render import GithubRenderer, JsonlRenderer, Renderer, TextRenderer, dumps
-from orchestrator.cli.snapshot import PrivateRepo
+from orchestrator.cli.snapshot import PrivateRepo, Snapshot
 from orchestrator.dsl import Assistant
 from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.dsl.units import parse_duration
@@ -217,16 +219,13 @@ async def run_job(settings: Settings, opts: RunOptions) -> int:
 async def _run_turn(settings: Settings, services: Services, opts: RunOptions, run_id: str) -> int:
     """`run_job` with the process's services open."""
     assistant = _prepare(services, opts)
-    if assistant.sandbox is not None:
-        await services.backend.ping()
-    await services.store.migrate()
-    outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
-    events_file = outputs.create("events.jsonl") if outputs is not None else None
-    renderer = _renderer(opts.output, opts.workspace)
-    sink = _Sink(renderer, events_file, opts.output == "jsonl")
     repo = PrivateRepo(settings.data_dir)
     try:
-        before = await anyio.to_thread.run_sync(repo.take, opts.workspace)
+        before = await _snapshot_while(repo, opts.workspace, _reachable(services, assistant))
+        outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
+        events_file = outputs.create("events.jsonl") if outputs is not None else None
+        renderer = _renderer(opts.output, opts.workspace)
+        sink = _Sink(renderer, events_file, opts.output == "jsonl")
         started = time.monotonic()
         interrupted: list[bool] = []
         try:
@@ -274,6 +273,32 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
     if result.status == "error" and result.error and opts.output == "jsonl":
         sys.stderr.write(f"cage: {result.error}\n")
     return code
+
+
+async def _reachable(services: Services, assistant: Assistant) -> None:
+    """The engine answers (a sandbox assistant's), the store's schema is current."""
+    if assistant.sandbox is not None:
+        await services.backend.ping()
+    await services.store.migrate()
+
+
+async def _snapshot_while(repo: PrivateRepo, workspace: Path, beside: Awaitable[None]) -> Snapshot:
+    """The workspace before the turn, taken by a thread while `beside` runs here (neither waits
+    for the other: 20–30 ms of a run); `beside`'s error first, then the snapshot's."""
+    taken: Future[Snapshot] = Future()
+
+    def take() -> None:
+        try:
+            taken.set_result(repo.take(workspace))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting side, which raises it
+            taken.set_exception(exc)
+
+    threading.Thread(target=take, name="cage-snapshot", daemon=True).start()
+    try:
+        await beside
+    finally:
+        await anyio.to_thread.run_sync(taken.exception)  # the repository is not closed under it
+    return taken.result()
 
 
 async def _remove_boxes(services: Services, run_id: str) -> None:
