@@ -16,5 +16,8 @@ EGRESS_VAR = "CAGE_EGRESS_CONTAINER"
 
 
 def subprocess_env(*, keep: Collection[str] = (), strip: tuple[str, ...] = ("CAGE_",)) -> dict[str, str]:
-    """`os.environ` without the variables starting with one of `strip`, except those in `keep`."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(strip) or k in keep}
+    """`os.environ` without the variables starting with one of `strip`, except those in `keep`, and
+    with `CAGE_FORKSERVER=off`: a fork server of whoever runs the tests never serves a test's
+    `cage run` (the fork server's own tests turn it on)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(strip) or k in keep}
+    return {**env, "CAGE_FORKSERVER": "off"}

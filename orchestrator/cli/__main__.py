@@ -1,5 +1,5 @@
 """`python -m orchestrator.cli` = `cage`."""
 
-from orchestrator.cli.app import entry
+from orchestrator.cli.launch import entry
 
 entry()

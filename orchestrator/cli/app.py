@@ -14,6 +14,7 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, NoReturn, TextIO, cast
 
@@ -55,6 +56,10 @@ class CageGroup(LazyGroup):
         "completion": LazyCommand(
             "orchestrator.cli.completion:completion",
             "Print the shell completion script for bash, zsh or fish.",
+        ),
+        "forkserver": LazyCommand(
+            "orchestrator.cli.forkcmd:app",
+            "Start, stop or show the fork server that starts `cage run` with Cage already imported.",
         ),
         "serve": LazyCommand(
             "orchestrator.cli.serve:serve",
@@ -223,14 +228,15 @@ def entry() -> NoReturn:
     end_process(0)
 
 
-def end_process(code: str | int | None) -> NoReturn:
+def end_process(code: str | int | None, report: Callable[[int], None] | None = None) -> NoReturn:
     """End the process as `sys.exit(code)` would, without the interpreter's teardown.
 
     By the time a command returns, everything it wrote is closed (store, artifacts, sandboxes); what
     is left is freeing every module and object one by one, which after a `cage run` (a thousand
     modules, the pydantic models) costs a second and more on a loaded machine. What a normal exit
     does that matters still happens: non-daemon threads are joined, `atexit` callbacks run (logging
-    flushes its handlers there), stdout and stderr are flushed.
+    flushes its handlers there), stdout and stderr are flushed. `report` then hears the exit code
+    (a fork server's child tells its client, `orchestrator/cli/forkserver.py`).
     """
     current = threading.current_thread()
     for thread in threading.enumerate():
@@ -246,4 +252,7 @@ def end_process(code: str | int | None) -> NoReturn:
         code = code or 120
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
+    if report is not None:
+        with contextlib.suppress(OSError):
+            report(code or 0)
     os._exit(code or 0)
