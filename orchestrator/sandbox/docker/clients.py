@@ -8,7 +8,8 @@ the client's set-up); the others reuse the answer for the same engine instead of
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import docker
 
@@ -17,33 +18,27 @@ from orchestrator.settings import Settings
 _versions: dict[str, str] = {}
 """The API version each engine (by base URL) answered in this process."""
 _lock = threading.Lock()
+_C = TypeVar("_C", docker.APIClient, docker.DockerClient)
 
 
-def _connection(settings: Settings) -> dict[str, Any]:
-    if settings.docker_host:
-        return {"base_url": settings.docker_host}
-    return dict(docker.utils.kwargs_from_env())
+def _connected(settings: Settings, make: Callable[..., _C], api: Callable[[_C], docker.APIClient]) -> _C:
+    kwargs: dict[str, Any] = (
+        {"base_url": settings.docker_host} if settings.docker_host else dict(docker.utils.kwargs_from_env())
+    )
+    key = str(kwargs.get("base_url"))
+    with _lock:
+        version = _versions.get(key, "auto")
+    client = make(**kwargs, version=version)
+    with _lock:
+        _versions[key] = api(client).api_version
+    return client
 
 
 def api_client(settings: Settings) -> docker.APIClient:
     """A low-level client of the engine."""
-    kwargs = _connection(settings)
-    key = str(kwargs.get("base_url"))
-    with _lock:
-        version = _versions.get(key, "auto")
-    client = docker.APIClient(**kwargs, version=version)
-    with _lock:
-        _versions[key] = client.api_version
-    return client
+    return _connected(settings, docker.APIClient, lambda client: client)
 
 
 def docker_client(settings: Settings) -> docker.DockerClient:
     """A high-level client of the engine (images, containers as objects)."""
-    kwargs = _connection(settings)
-    key = str(kwargs.get("base_url"))
-    with _lock:
-        version = _versions.get(key, "auto")
-    client = docker.DockerClient(**kwargs, version=version)
-    with _lock:
-        _versions[key] = client.api.api_version
-    return client
+    return _connected(settings, docker.DockerClient, lambda client: client.api)
