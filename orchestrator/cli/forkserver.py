@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import gc
 import importlib
+import logging
 import os
 import pkgutil
 import selectors
@@ -334,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     from orchestrator.logs import configure_logging
 
     configure_logging("INFO", stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugins announce themselves on import
     path = Path(forkwire.socket_path())
     if not forkwire.private_dir(str(path.parent)):
         log.error("forkserver.unsafe_dir", directory=str(path.parent))

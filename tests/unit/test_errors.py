@@ -57,6 +57,8 @@ ROOTLESS = {
     "LogMoved": "orchestrator/store/log_writer.py: the group commit writes the batch again, append by append",
     "_JobFailed": "orchestrator/store/events.py: the group commit writes the batch again, item by item",
     "Refused": "orchestrator/store/turn_writer.py: the turn's begin or end is written again by the ORM path",
+    "WireError": "orchestrator/cli/forkwire.py: the fork server's wire (standard library only): a client "
+    "that meets it runs in its own process, the server logs it and closes the connection",
 }
 """The exception classes outside the tree, and why: none of them reaches a client, a turn's events
 or the CLI's exit code as itself."""
