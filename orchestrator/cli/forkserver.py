@@ -195,6 +195,8 @@ class ForkServer:
         conn.close()
 
     def _fork(self, conn: socket.socket, run: _Run, fds: list[int]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()  # the server's own log lines, never a child's to write again
         try:
             pid = os.fork()
         except OSError as exc:

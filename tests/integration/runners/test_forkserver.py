@@ -99,6 +99,50 @@ def test_a_run_started_by_the_fork_server_is_the_run_itself(
     assert server.status()["runs"] == 2  # type: ignore[index]
 
 
+def test_two_runs_at_once_are_two_children(app: App, tmp_path: Path, server: Server) -> None:
+    """Each run is a child of its own: two at once, each with its own checkout, output and exit."""
+    workspaces = [tmp_path / "one", tmp_path / "two"]
+    for ws in workspaces:
+        ws.mkdir()
+        os.chown(ws, 1000, 1000)
+    assistant = app.assistant("claude")
+    argv = [*CAGE, "run", assistant, "--prompt", "hi", "--output", "jsonl", "--workspace"]
+    clients = [
+        subprocess.Popen(
+            [*argv, str(ws)], env=server.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for ws in workspaces
+    ]
+    results = [client.communicate(timeout=180) for client in clients]
+    assert [client.returncode for client in clients] == [0, 0], [err[-1000:] for _, err in results]
+    sessions = set()
+    for out, _ in results:
+        events = [json.loads(line) for line in out.splitlines()]
+        assert validate_stream(events) == []
+        sessions |= {e["session_id"] for e in events}
+    assert len(sessions) == 2
+    assert server.status()["runs"] == 2  # type: ignore[index]
+
+
+def test_bad_options_and_an_open_directory_are_refused_by_name(app: App, tmp_path: Path) -> None:
+    env = {**app.env(), "CAGE_FORKSERVER": "on"}
+    idle = subprocess.run(
+        [*CAGE, "forkserver", "start", "--idle", "soon"], env=env, capture_output=True, text=True
+    )
+    assert idle.returncode == 2 and "--idle" in idle.stderr and "Traceback" not in idle.stderr
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    opened = subprocess.run(
+        [*CAGE, "forkserver", "start"],
+        env={**env, "CAGE_FORKSERVER_DIR": str(shared)},
+        capture_output=True,
+        text=True,
+    )
+    assert opened.returncode == 2 and f"{shared}: the fork server's directory" in opened.stderr
+    assert list(shared.iterdir()) == []  # nothing started, nothing written there
+
+
 def test_usage_errors_and_their_exit_codes_come_through(app: App, workspace: Path, server: Server) -> None:
     result = cage_run(app, "e2e.nope", workspace, "hi", env=server.env)
     assert result.code == 2
