@@ -55,9 +55,12 @@ def handed_over(argv: Sequence[str]) -> int | None:
     if conn is None:
         return None
     with conn:
+        try:
+            cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:  # no directory to hand over (removed under us): this process says so
+            return None
         umask = os.umask(0o022)
         os.umask(umask)
-        cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             request = {"op": "run", "argv": list(argv), "env": dict(os.environ), "umask": umask}
             forkwire.send_request(conn, request, (0, 1, 2, cwd))
