@@ -164,9 +164,6 @@ class BoxSandbox:
     async def exec(self, spec: ExecSpec) -> ExecHandle:
         return await self.backend.exec(self.ref, spec.model_copy(update={"user": "sandbox"}))
 
-    async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None:
-        await self.backend.put_files(self.ref, dest_dir, files)
-
 
 async def whole_path(
     backend: DockerBackend, ref: SandboxRef, runner: str, path: str

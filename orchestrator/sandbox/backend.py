@@ -16,7 +16,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Literal, Protocol, Self, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.attribute_docs import describe_fields
 from orchestrator.errors import StreamLimitError
@@ -192,6 +192,18 @@ class CreateSpec(BaseModel):
         return env
 
 
+class FileEntry(BaseModel):
+    """One file for `put_files`, relative to the destination directory."""
+
+    model_config = _FROZEN
+    path: str = Field(min_length=1)
+    content: bytes
+    mode: int = Field(default=0o644, ge=0, le=0o7777)
+    uid: int = Field(default=1000, ge=0)
+    """Owner of the file, and the uid that writes it (the sandbox's user: see `put_files`)."""
+    gid: int = Field(default=1000, ge=0)
+
+
 class ExecSpec(BaseModel):
     """One process to run inside a sandbox."""
 
@@ -205,18 +217,19 @@ class ExecSpec(BaseModel):
     """None: `/dev/null`; bytes: written, then closed; "pipe": open until `close_stdin()`."""
     grace_seconds: float = Field(default=2.0, ge=0)
     """On `aclose()` of a process still running: time between SIGTERM and SIGKILL."""
+    files: tuple[FileEntry, ...] = ()
+    """Written below `files_dir` before `argv` starts, under `put_files`' rules (as the files' one
+    owner, never through a symlink); when they cannot be, the exec fails with `SandboxError`
+    before anything of `argv` ran. A backend may write them in the process that then becomes
+    `argv` (Docker does: one exec, not two)."""
+    files_dir: str = ""
+    """The absolute directory `files` are relative to."""
 
-
-class FileEntry(BaseModel):
-    """One file for `put_files`, relative to the destination directory."""
-
-    model_config = _FROZEN
-    path: str = Field(min_length=1)
-    content: bytes
-    mode: int = Field(default=0o644, ge=0, le=0o7777)
-    uid: int = Field(default=1000, ge=0)
-    """Owner of the file, and the uid that writes it (the sandbox's user: see `put_files`)."""
-    gid: int = Field(default=1000, ge=0)
+    @model_validator(mode="after")
+    def _files_dir(self) -> ExecSpec:
+        if self.files and not self.files_dir.startswith("/"):
+            raise ValueError("files need an absolute files_dir")
+        return self
 
 
 ExecItem = bytes | StreamLimitError

@@ -73,11 +73,10 @@ STOPPED = {
 
 
 class TurnSandbox(Protocol):
-    """The two sandbox operations a runner turn needs; `LeasedSandbox` binds them to a lease."""
+    """What a runner turn needs of its sandbox, one exec (the runner's files ride in it,
+    `ExecSpec.files`); `LeasedSandbox` binds it to a lease."""
 
     async def exec(self, spec: ExecSpec) -> ExecHandle: ...
-
-    async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None: ...
 
 
 def _safe_rel(path: str) -> str:
@@ -370,11 +369,11 @@ async def run_runner_turn(
     rexec = adapter.build_exec(turn)
     for name in rexec.secret_env:
         register_secret(rexec.env.get(name))
-    entries = file_entries(rexec)
-    if entries:
-        await sandbox.put_files(workspace_root, entries)
+    spec = exec_spec(rexec, adapter.cancel.grace_seconds)
+    if entries := file_entries(rexec):  # written by the exec itself before the CLI starts
+        spec = spec.model_copy(update={"files": tuple(entries), "files_dir": workspace_root})
     translator = adapter.translator(builder, turn)
-    handle = await sandbox.exec(exec_spec(rexec, adapter.cancel.grace_seconds))
+    handle = await sandbox.exec(spec)
     limits = limits or TurnLimits()
     cancel = cancel or anyio.Event()
     state = _Turn(adapter, translator, builder, handle, rexec, emit, limits, cancel, turn.resume, on_resume)

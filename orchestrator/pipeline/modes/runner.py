@@ -49,11 +49,15 @@ class LeasedSandbox:
     async def exec(self, spec: ExecSpec) -> ExecHandle:
         if spec.user == SANDBOX_USER:
             spec = spec.model_copy(update={"user": self.lease.user})
+        if spec.files:
+            spec = spec.model_copy(update={"files": tuple(self._owned(spec.files))})
         return await self.manager.exec(self.lease, spec)
 
     async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None:
-        owned = [f.model_copy(update={"uid": self.lease.uid, "gid": self.lease.gid}) for f in files]
-        await self.manager.backend.put_files(self.lease.ref, dest_dir, owned)
+        await self.manager.backend.put_files(self.lease.ref, dest_dir, self._owned(files))
+
+    def _owned(self, files: Sequence[FileEntry]) -> list[FileEntry]:
+        return [f.model_copy(update={"uid": self.lease.uid, "gid": self.lease.gid}) for f in files]
 
 
 def system_prompt(assistant: Assistant) -> str:

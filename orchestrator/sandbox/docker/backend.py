@@ -7,6 +7,7 @@ the rest of the process. Engine errors are translated here, once (`engine_errors
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import math
@@ -52,6 +53,16 @@ from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wr
 from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.timestamps import engine_time
 from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS
+from orchestrator.sandbox.putfiles import (
+    FILES_VAR,
+    INLINE_MAX_BYTES,
+    PUT_MARKER,
+    PUT_SCRIPT,
+    PUT_THEN_EXEC,
+    one_owner,
+    put_error,
+    user_ids,
+)
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -68,11 +79,6 @@ _STATES = {
     "dead": SandboxState.DEAD,
 }
 _INIT_MOUNT = "/cage-mount-init"
-PUT_SCRIPT = (
-    'd="$1"; mkdir -p -- "$d" 2>/dev/null; cd -P -- "$d" 2>/dev/null || exit 4; '
-    '[ "$(pwd -P)" = "$d" ] || exit 3; exec tar -x -p --no-same-owner -f -'
-)
-"""Runs as the files' owner: refuse a destination reached through a symlink, then extract."""
 PS_SCRIPT = (
     'for d in /proc/[0-9]*; do p=${d#/proc/}; s=$(cat "$d/stat" 2>/dev/null) || continue; '
     's=${s##*) }; set -- $s; e=$(readlink "$d/exe" 2>/dev/null | tr " " "?"); '
@@ -97,6 +103,16 @@ def _process(line: bytes) -> ProcessInfo | None:
         return None
     exe = words[4] if len(words) > 4 and words[4] != "-" else ""
     return ProcessInfo(pid=pid, ppid=ppid, pgid=pgid, start=start, exe=exe, argv=tuple(words[5:9]))
+
+
+async def _feed(handle: DockerExecHandle, stdin: bytes | str | None) -> None:
+    """Write an exec's stdin and close it (bytes), close it at once (None), or leave it open."""
+    if isinstance(stdin, bytes):
+        if stdin:
+            await handle.write_stdin(stdin)
+        await handle.close_stdin()
+    elif stdin is None:
+        await handle.close_stdin()
 
 
 def _without_interface(ref: SandboxRef) -> bool:
@@ -450,6 +466,43 @@ class DockerBackend:
         await self.egress.detach(name, left=force)  # its network, if it had one of its own
 
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
+        if spec.files:
+            return await self._exec_with_files(ref, spec)
+        handle = await self._open_exec(ref, spec)
+        await _feed(handle, spec.stdin)
+        return handle
+
+    async def _exec_with_files(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
+        """`spec.files` extracted by the process that then becomes `spec.argv` (`PUT_THEN_EXEC`),
+        when the exec's user is the files' owner and the tar fits a variable; else `put_files`
+        first, then the exec."""
+        sandbox, dest = ref.name or ref.id, posixpath.normpath(spec.files_dir)
+        owner = one_owner(sandbox, spec.files)
+        data = await self._call(files_tar, spec.files)
+        plain = spec.model_copy(update={"files": (), "files_dir": ""})
+        if len(data) > INLINE_MAX_BYTES or user_ids(spec.user) != owner:
+            await self.put_files(ref, dest, spec.files)
+            return await self.exec(ref, plain)
+        inline = plain.model_copy(
+            update={
+                "argv": ("sh", "-c", PUT_THEN_EXEC, "cage-put", dest, *spec.argv),
+                "env": {**spec.env, FILES_VAR: base64.b64encode(data).decode("ascii")},
+            }
+        )
+        handle = await self._open_exec(ref, inline)
+        try:
+            status = await handle.read_marked(PUT_MARKER)
+            if status != b"0":  # the command never started
+                raise put_error(sandbox, dest, await handle.wait(), handle.stderr)
+            await _feed(handle, spec.stdin)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await handle.aclose()
+            raise
+        return handle
+
+    async def _open_exec(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
+        """The exec started, its process group read; stdin not touched yet."""
         if _without_interface(ref) and not self.egress.serving(ref.id):
             await self.egress.serve(ref.id)  # a box adopted from another process: served first
         with engine_errors(ref.name or ref.id):
@@ -473,12 +526,6 @@ class DockerBackend:
             grace=spec.grace_seconds,
         )
         await handle.read_pgid()
-        if isinstance(spec.stdin, bytes):
-            if spec.stdin:
-                await handle.write_stdin(spec.stdin)
-            await handle.close_stdin()
-        elif spec.stdin is None:
-            await handle.close_stdin()
         return handle
 
     def _start_exec(self, container_id: str, spec: ExecSpec) -> tuple[str, Any]:
@@ -520,19 +567,14 @@ class DockerBackend:
         """
         if not files:
             return
-        owners = {(entry.uid, entry.gid) for entry in files}
-        if len(owners) != 1:
-            raise SandboxError(ref.name or ref.id, "put_files needs one owner for all files")
-        uid, gid = owners.pop()
+        uid, gid = one_owner(ref.name or ref.id, files)
         data = await self._call(files_tar, files)
         dest_dir = posixpath.normpath(dest_dir)
         spec = ExecSpec(argv=("sh", "-c", PUT_SCRIPT, "cage-put", dest_dir), user=f"{uid}:{gid}", stdin=data)
         async with await self.exec(ref, spec) as handle:
             code = await handle.wait()
-            stderr = handle.stderr.decode(errors="replace").strip()
         if code != 0:
-            reason = {3: "it is (or passes through) a symlink", 4: "it cannot be created"}.get(code, stderr)
-            raise SandboxError(ref.name or ref.id, f"cannot write files into {dest_dir}: {reason[-300:]}")
+            raise put_error(ref.name or ref.id, dest_dir, code, handle.stderr)
 
     async def get_file(self, ref: SandboxRef, path: str) -> bytes:
         limit = self._settings.max_line_bytes

@@ -123,6 +123,17 @@ class DockerExecHandle:
                 return
             self._pending.extend(items)
 
+    async def read_marked(self, marker: bytes) -> bytes | None:
+        """The rest of the next stdout line when it is `marker`, a space and a value (taken from
+        the stream: the caller's, never the iterator's); None, the line kept, when it is not."""
+        while not self._pending and not self._eof:
+            self._pending.extend(await self._read_items(raw=True))
+        first = self._pending[0] if self._pending else None
+        if isinstance(first, bytes) and first.startswith(marker + b" "):
+            del self._pending[0]
+            return first[len(marker) + 1 :]
+        return None
+
     async def _lines(self) -> AsyncIterator[ExecItem]:
         while not self._eof or self._pending:
             for item in await self._read_items():

@@ -43,7 +43,7 @@ from orchestrator.sandbox.backend import (
     VolumeInfo,
 )
 from orchestrator.sandbox.docker.archive import files_tar, read_single_file
-from orchestrator.sandbox.docker.backend import PS_SCRIPT, PUT_SCRIPT, _process
+from orchestrator.sandbox.docker.backend import PS_SCRIPT, _process
 from orchestrator.sandbox.kubernetes.egress import (
     EGRESS_CONTAINER,
     WRITE_SCRIPT,
@@ -71,6 +71,7 @@ from orchestrator.sandbox.kubernetes.manifests import (
 from orchestrator.sandbox.kubernetes.proxy_logs import ProxyLogFollower
 from orchestrator.sandbox.labels import MANAGED
 from orchestrator.sandbox.network import GATEWAY_PORT
+from orchestrator.sandbox.putfiles import PUT_SCRIPT, one_owner, put_error
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -451,6 +452,9 @@ class KubernetesBackend:
     async def exec(self, ref: SandboxRef, spec: ExecSpec) -> KubeExecHandle:
         if spec.user in ("root", "0") or spec.user.startswith("0:"):
             raise SandboxError(ref.name or ref.id, "pods run as non-root: an exec cannot be root")
+        if spec.files:  # an exec of their own first: a pod's exec costs what the stream costs
+            await self.put_files(ref, spec.files_dir, spec.files)
+            spec = spec.model_copy(update={"files": (), "files_dir": ""})
         ws = await self._open_exec(ref, wrap_argv(spec.argv, env=spec.env, workdir=spec.workdir))
         self._logs.start()  # a turn of this process may run in a box another replica admitted
         handle = KubeExecHandle(
@@ -509,18 +513,14 @@ class KubernetesBackend:
         """Extract a tar with GNU tar run inside the pod as its (non-root) user; see `PUT_SCRIPT`."""
         if not files:
             return
-        owners = {(entry.uid, entry.gid) for entry in files}
-        if len(owners) != 1:
-            raise SandboxError(ref.name or ref.id, "put_files needs one owner for all files")
+        one_owner(ref.name or ref.id, files)
         data = files_tar(files)
         dest_dir = posixpath.normpath(dest_dir)
         spec = ExecSpec(argv=("sh", "-c", PUT_SCRIPT, "cage-put", dest_dir), stdin=data)
         async with await self.exec(ref, spec) as handle:
             code = await handle.wait()
-            stderr = handle.stderr.decode(errors="replace").strip()
         if code != 0:
-            reason = {3: "it is (or passes through) a symlink", 4: "it cannot be created"}.get(code, stderr)
-            raise SandboxError(ref.name or ref.id, f"cannot write files into {dest_dir}: {reason[-300:]}")
+            raise put_error(ref.name or ref.id, dest_dir, code, handle.stderr)
 
     async def get_file(self, ref: SandboxRef, path: str) -> bytes:
         """`tar -c` of the one file, read inside the pod by its user (`-h` is not given: a symlink

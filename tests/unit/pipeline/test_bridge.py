@@ -13,7 +13,7 @@ import pytest
 from orchestrator.errors import StreamLimitError, WorkspaceError
 from orchestrator.pipeline.modes.bridge import run_runner_turn
 from orchestrator.pipeline.watchdog import StopReason, TurnLimits
-from orchestrator.sandbox.backend import ExecItem, ExecSpec, FileEntry
+from orchestrator.sandbox.backend import ExecItem, ExecSpec
 from orchestrator.store import StoreError
 from orchestrator.stream import CountingIds, Event, TurnBuilder, dump_event, validate_stream
 from runners.base import CancelPolicy, FileWrite, RunnerExec, Supports, TurnOutcome, TurnRequest
@@ -86,14 +86,10 @@ class FakeSandbox:
     def __init__(self, handle: FakeHandle) -> None:
         self.handle = handle
         self.specs: list[ExecSpec] = []
-        self.files: list[tuple[str, list[FileEntry]]] = []
 
     async def exec(self, spec: ExecSpec) -> FakeHandle:
         self.specs.append(spec)
         return self.handle
-
-    async def put_files(self, dest_dir: str, files: Sequence[FileEntry]) -> None:
-        self.files.append((dest_dir, list(files)))
 
 
 class LineTranslator:
@@ -278,11 +274,12 @@ async def test_failure_outcome_has_redacted_stderr() -> None:
     assert "sk-ant-secretsecretsecret" not in dumped and "exit 1" in dumped
 
 
-async def test_files_are_written_as_the_sandbox_user() -> None:
+async def test_files_are_written_as_the_sandbox_user_by_the_clis_own_exec() -> None:
     adapter = FakeAdapter(files=(FileWrite(path=".cage-state/runner/x.json", content="{}"),))
     _, sandbox, _, _ = await _run(FakeHandle([b"end"]), adapter)
-    dest, entries = sandbox.files[0]
-    assert dest == "/workspace" and entries[0].path == ".cage-state/runner/x.json" and entries[0].uid == 1000
+    (spec,) = sandbox.specs
+    assert spec.files_dir == "/workspace" and spec.files[0].path == ".cage-state/runner/x.json"
+    assert spec.files[0].uid == 1000 and spec.files[0].content == b"{}"
 
 
 @pytest.mark.parametrize("path", ["../etc/passwd", "/etc/passwd", "a/../../b"])
@@ -295,7 +292,7 @@ async def test_files_outside_the_workspace_are_refused(path: str) -> None:
 
     with pytest.raises(WorkspaceError):
         await run_runner_turn(adapter, TURN, sandbox, TurnBuilder(CountingIds()), emit)
-    assert sandbox.specs == [] and sandbox.files == []
+    assert sandbox.specs == []
 
 
 class SessionTranslator(LineTranslator):

@@ -201,6 +201,8 @@ class FakeBackend:
         box = self._box(ref)
         if box.ref.status is not SandboxState.RUNNING:
             raise SandboxError(ref.name, "not running")
+        if spec.files:
+            await self.put_files(ref, spec.files_dir, spec.files)
         self.execs.append((ref.name, spec.argv))
         return FakeExecHandle(self._script(ref, spec))
 

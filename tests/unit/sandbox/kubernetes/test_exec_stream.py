@@ -105,6 +105,26 @@ async def test_put_files_then_get_file_and_the_symlink_refusal(
         await backend.get_file(BOX, str(tmp_path / "absent"))
 
 
+async def test_an_execs_files_are_written_before_it_starts(
+    backend: KubernetesBackend, tmp_path: Path
+) -> None:
+    import os
+
+    me = os.getuid(), os.getgid()
+    files = (FileEntry(path="in/f.txt", content=b"first", uid=me[0], gid=me[1]),)
+    spec = ExecSpec(argv=("cat", str(tmp_path / "ws/in/f.txt")), files=files, files_dir=str(tmp_path / "ws"))
+    async with await backend.exec(BOX, spec) as handle:
+        assert [line async for line in handle] == [b"first"]
+        assert await handle.wait() == 0
+    (tmp_path / "link").symlink_to(tmp_path / "ws")
+    refused = spec.model_copy(
+        update={"argv": ("touch", str(tmp_path / "ran")), "files_dir": str(tmp_path / "link")}
+    )
+    with pytest.raises(SandboxError, match="symlink"):
+        await backend.exec(BOX, refused)
+    assert not (tmp_path / "ran").exists()
+
+
 async def test_root_execs_are_refused_before_any_stream(backend: KubernetesBackend) -> None:
     with pytest.raises(SandboxError, match="non-root"):
         await backend.exec(BOX, ExecSpec(argv=("id",), user="root"))
