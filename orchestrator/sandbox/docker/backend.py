@@ -226,7 +226,14 @@ class DockerBackend:
         if spec.egress is None:
             return await self._create_container(spec)
         policy = spec.egress
-        if not spec.ports and await self.egress.box_front():
+        fronted = False
+
+        async def front() -> None:
+            nonlocal fronted
+            fronted = not spec.ports and await self.egress.box_front()
+
+        await at_once(self._engine_info, front)  # the engine's cores (its slowest answer), meanwhile
+        if fronted:
             labels = {
                 **spec.labels,
                 EGRESS_LABEL: BOX,
@@ -240,12 +247,8 @@ class DockerBackend:
             await self.egress.admit(spec.name, ref.id, policy)
             return ref
         network = network_name(spec.name)
-
-        async def attach() -> None:
-            await self.egress.attach(spec.name, policy, gateway=spec.gateway_relay, labels=spec.labels)
-
         try:
-            await at_once(self._engine_info, attach)  # the engine's cores, asked meanwhile
+            await self.egress.attach(spec.name, policy, gateway=spec.gateway_relay, labels=spec.labels)
             # an internal network publishes nothing: the box's ports go through its relay
             box = spec.model_copy(update={"egress": None, "network": network, "ports": ()})
             ref = await self._create_container(box)
