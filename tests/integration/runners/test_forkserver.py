@@ -124,6 +124,22 @@ def test_two_runs_at_once_are_two_children(app: App, tmp_path: Path, server: Ser
     assert server.status()["runs"] == 2  # type: ignore[index]
 
 
+def test_an_idle_server_exits_by_itself_and_takes_its_socket(app: App, tmp_path: Path) -> None:
+    sockets = Path(tempfile.mkdtemp(prefix="cfs"))
+    env = {**app.env(), "CAGE_FORKSERVER": "on", "CAGE_FORKSERVER_DIR": str(sockets)}
+    try:
+        started = subprocess.run(
+            [*CAGE, "forkserver", "start", "--idle", "2s"], env=env, capture_output=True, text=True
+        )
+        assert started.returncode == 0, started.stderr
+        pid = int(started.stdout.split("pid ")[1].split(",")[0])
+        _eventually(lambda: not Path(f"/proc/{pid}").exists(), within=60, what="the idle server exits")
+        assert list(sockets.glob("*.sock")) == []
+        assert '"forkserver.exit"' in "".join(p.read_text() for p in sockets.glob("*.log"))
+    finally:
+        shutil.rmtree(sockets)
+
+
 def test_bad_options_and_an_open_directory_are_refused_by_name(app: App, tmp_path: Path) -> None:
     env = {**app.env(), "CAGE_FORKSERVER": "on"}
     idle = subprocess.run(
