@@ -22,11 +22,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
-from concurrent.futures import Future
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated, Literal
@@ -46,6 +44,7 @@ from orchestrator.dsl.sandbox import Lifecycle
 from orchestrator.dsl.units import parse_duration
 from orchestrator.error_table import ExitCode, turn_exit_code
 from orchestrator.errors import NotFound, UsageError, WorkspaceError
+from orchestrator.overlap import at_once
 from orchestrator.pipeline import (
     CallResult,
     InputMessage,
@@ -221,7 +220,7 @@ async def _run_turn(settings: Settings, services: Services, opts: RunOptions, ru
     assistant = _prepare(services, opts)
     repo = PrivateRepo(settings.data_dir)
     try:
-        before = await _snapshot_while(repo, opts.workspace, _reachable(services, assistant))
+        before = await _snapshot_while(repo, opts.workspace, lambda: _reachable(services, assistant))
         outputs = ArtifactDir(opts.output_dir) if opts.output_dir is not None else None
         events_file = outputs.create("events.jsonl") if outputs is not None else None
         renderer = _renderer(opts.output, opts.workspace)
@@ -282,23 +281,19 @@ async def _reachable(services: Services, assistant: Assistant) -> None:
     await services.store.migrate()
 
 
-async def _snapshot_while(repo: PrivateRepo, workspace: Path, beside: Awaitable[None]) -> Snapshot:
-    """The workspace before the turn, taken by a thread while `beside` runs here (neither waits
-    for the other: 20–30 ms of a run); `beside`'s error first, then the snapshot's."""
-    taken: Future[Snapshot] = Future()
+async def _snapshot_while(
+    repo: PrivateRepo, workspace: Path, beside: Callable[[], Awaitable[None]]
+) -> Snapshot:
+    """The workspace before the turn, taken in a worker thread while `beside` runs (neither waits
+    for the other: 20–30 ms of a run); `beside`'s error first, then the snapshot's. The thread is
+    waited for even when cancelled, so the repository is never closed under it."""
+    taken: list[Snapshot] = []
 
-    def take() -> None:
-        try:
-            taken.set_result(repo.take(workspace))
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting side, which raises it
-            taken.set_exception(exc)
+    async def take() -> None:
+        taken.append(await anyio.to_thread.run_sync(repo.take, workspace))
 
-    threading.Thread(target=take, name="cage-snapshot", daemon=True).start()
-    try:
-        await beside
-    finally:
-        await anyio.to_thread.run_sync(taken.exception)  # the repository is not closed under it
-    return taken.result()
+    await at_once(beside, take)
+    return taken[0]
 
 
 async def _remove_boxes(services: Services, run_id: str) -> None:

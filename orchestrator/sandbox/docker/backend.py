@@ -26,6 +26,7 @@ import structlog
 from anyio import to_thread
 
 from orchestrator.errors import SandboxError, SandboxNotFound
+from orchestrator.overlap import at_once
 from orchestrator.sandbox.backend import (
     CreateSpec,
     ExecSpec,
@@ -50,7 +51,6 @@ from orchestrator.sandbox.docker.egress import (
 )
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
-from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.timestamps import engine_time
 from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS
 from orchestrator.sandbox.putfiles import (

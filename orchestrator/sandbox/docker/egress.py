@@ -62,6 +62,7 @@ import structlog
 from anyio import to_thread
 
 from orchestrator.errors import SandboxError
+from orchestrator.overlap import at_once
 from orchestrator.sandbox.backend import PortBinding
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
@@ -72,7 +73,6 @@ from orchestrator.sandbox.docker.netns import (
     box_namespace,
     namespaces_supported,
 )
-from orchestrator.sandbox.docker.overlap import at_once
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
 from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
 from orchestrator.sandbox.egress.denials import EgressDenials
