@@ -120,22 +120,23 @@ def _fail(message: str, path: Path) -> NoReturn:
 def stop() -> None:
     """Stop every fork server of this user (also those of older code); runs in them finish first."""
     directory = Path(forkwire.socket_dir())
+    if not forkwire.private_dir(str(directory)):  # none of ours could be there
+        typer.echo("cage: no fork server was running")
+        return
     stopped = 0
-    if forkwire.private_dir(str(directory)):
-        for path in sorted(directory.glob("*.sock")):
-            answer = _ask(path, "stop")
-            if answer is not None:
-                stopped += 1
-                running = answer.get("running", 0)
-                if running:
-                    typer.echo(f"cage: fork server at {path} stopping; {running} run(s) in it finish first")
-                else:
-                    _wait_gone(int(answer.get("pid", 0)))
-                    typer.echo(f"cage: fork server at {path} stopped")
+    for path in sorted(directory.glob("*.sock")):
+        answer = _ask(path, "stop")
+        if answer is not None:
+            stopped += 1
+            running = answer.get("running", 0)
+            if running:
+                typer.echo(f"cage: fork server at {path} stopping; {running} run(s) in it finish first")
+            else:
+                _wait_gone(int(answer.get("pid", 0)))
+                typer.echo(f"cage: fork server at {path} stopped")
     if not stopped:
         typer.echo("cage: no fork server was running")
-    if forkwire.private_dir(str(directory)):
-        _prune(directory)
+    _prune(directory)
 
 
 def _wait_gone(pid: int, timeout: float = 10.0) -> None:

@@ -165,8 +165,8 @@ class ForkServer:
             return
         conn.settimeout(REQUEST_TIMEOUT)
         try:
-            if forkwire.peer_uid(conn) != os.getuid():
-                raise forkwire.WireError(f"a client of uid {forkwire.peer_uid(conn)}")
+            if (uid := forkwire.peer_uid(conn)) != os.getuid():
+                raise forkwire.WireError(f"a client of uid {uid}")
             request, fds = forkwire.receive_request(conn)
         except (OSError, forkwire.WireError) as exc:
             log.warning("forkserver.refused", reason=str(exc))
