@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import docker
+import docker.errors
 import pytest
 
 from orchestrator.sandbox.backend import CreateSpec, SandboxRef, VolumeMount
 from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.sandbox.limits import MAIN_COMMAND
 from orchestrator.sandbox.manager import SandboxManager
 from orchestrator.settings import Settings
+from tests.integration.sandbox.own_proxy import OwnProxy
 from tests.unit.sandbox.fakes import FakeImageBuilder
 
 
@@ -53,6 +57,16 @@ async def box(
     yield ref
     await backend.remove(ref, force=True)
     await backend.remove_volume(f"{name}-ws")
+
+
+@pytest.fixture
+def own_proxy(docker_engine: docker.DockerClient, tmp_path: Path) -> Iterator[OwnProxy]:
+    """An egress proxy of this test's own (made on first use), its container removed afterwards."""
+    name = f"cage-egress-{uuid.uuid4().hex[:8]}"
+    settings = Settings(data_dir=tmp_path / "cage", egress_container=name)
+    yield OwnProxy(name, settings, DockerEgress(lambda: docker_engine.api, settings))
+    with contextlib.suppress(docker.errors.NotFound):
+        docker_engine.api.remove_container(name, force=True)
 
 
 @pytest.fixture

@@ -5,28 +5,21 @@ the real proxy's log past a request made then, every earlier denial handed over.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import socket
 import threading
 import uuid
-from pathlib import Path
 
 import anyio
 import docker
-import docker.errors
 import pytest
 
-from orchestrator.sandbox.docker.egress import DockerEgress
 from orchestrator.sandbox.egress.denials import Denial
-from orchestrator.sandbox.network import PROXY_PORT, EgressPolicy
-from orchestrator.settings import Settings
+from orchestrator.sandbox.network import EgressPolicy
+from tests.integration.sandbox.own_proxy import OwnProxy, proxy_answer
 
 
-def test_the_follower_ends_when_the_proxy_is_gone(docker_engine: docker.DockerClient, tmp_path: Path) -> None:
-    proxy = f"cage-egress-gone-{uuid.uuid4().hex[:8]}"
-    settings = Settings(data_dir=tmp_path / "cage", egress_container=proxy)
-    egress = DockerEgress(lambda: docker_engine.api, settings)
+def test_the_follower_ends_when_the_proxy_is_gone(own_proxy: OwnProxy) -> None:
+    egress = own_proxy.egress  # its proxy never made: "gone" from the start
     egress.denials.track("cage-box-gone", "10.254.0.0/28", "allow")
     assert egress.denials.tracking()
     follower = threading.Thread(target=egress._follow, daemon=True)
@@ -35,32 +28,21 @@ def test_the_follower_ends_when_the_proxy_is_gone(docker_engine: docker.DockerCl
     assert not follower.is_alive(), "the follower still polls a proxy that does not exist"
 
 
-def _refused(proxy_ip: str, url: str) -> bytes:
-    """The proxy's answer to a request for `url` from this host (no policy names it: refused)."""
-    with socket.create_connection((proxy_ip, PROXY_PORT), timeout=10) as conn:
-        conn.sendall(f"GET {url} HTTP/1.0\r\n\r\n".encode())
-        return b"".join(iter(lambda: conn.recv(4096), b""))
-
-
 async def test_settle_returns_once_the_log_is_read_past_it(
-    docker_engine: docker.DockerClient, tmp_path: Path
+    docker_engine: docker.DockerClient, own_proxy: OwnProxy
 ) -> None:
-    proxy = f"cage-egress-settle-{uuid.uuid4().hex[:8]}"
-    settings = Settings(data_dir=tmp_path / "cage", egress_container=proxy)
-    egress = DockerEgress(lambda: docker_engine.api, settings)
+    egress, network = own_proxy.egress, own_proxy.settings.egress_network
     box = f"cage-settle-{uuid.uuid4().hex[:8]}"
     try:
         await egress.attach(box, EgressPolicy(mode="none"), gateway=None)  # the proxy, its follower
         await egress.join(box)
-        info = docker_engine.api.inspect_container(proxy)
-        proxy_ip = info["NetworkSettings"]["Networks"][settings.egress_network]["IPAddress"]
-        ipam = docker_engine.networks.get(settings.egress_network).attrs["IPAM"]["Config"][0]
+        proxy_ip = own_proxy.address(docker_engine.api.inspect_container(own_proxy.name))
+        ipam = docker_engine.networks.get(network).attrs["IPAM"]["Config"][0]
         host_ip = ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
         hub = egress.denials
         hub.track("host-box", f"{host_ip}/32", "none")  # this host's requests stand for a box's
         with hub.subscribe("host-box") as denials:
-            # an address, not a name: the proxy refuses it without a lookup (this host may have no DNS)
-            answer = await anyio.to_thread.run_sync(_refused, proxy_ip, "http://192.0.2.7:81/")
+            answer = await anyio.to_thread.run_sync(proxy_answer, proxy_ip)  # 192.0.2.7:81
             assert answer.startswith(b"HTTP/1.1 403")
             with anyio.fail_after(60):
                 await hub.settle(3600)  # returns on its own line in the log, not after an hour
@@ -69,5 +51,3 @@ async def test_settle_returns_once_the_log_is_read_past_it(
                 denials.receive_nowait()
     finally:
         await egress.detach(box)
-        with contextlib.suppress(docker.errors.NotFound):
-            docker_engine.api.remove_container(proxy, force=True)

@@ -9,48 +9,24 @@ within 30s"). And squid's "Accepting" line, which Cage waits for, must mean the 
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import uuid
-from pathlib import Path
-
 import anyio
 import docker
-import docker.errors
 
-from orchestrator.sandbox.docker.egress import DockerEgress
-from orchestrator.sandbox.network import PROXY_PORT
-from orchestrator.settings import Settings
-
-
-def _answer(ip: str) -> bytes:
-    """The first bytes of the proxy's answer to a request from this host (refused: no policy)."""
-    with socket.create_connection((ip, PROXY_PORT), timeout=10) as conn:
-        conn.sendall(b"GET http://192.0.2.7:81/ HTTP/1.0\r\n\r\n")
-        return conn.recv(12)
+from tests.integration.sandbox.own_proxy import OwnProxy, proxy_answer
 
 
 async def test_a_killed_proxy_starts_again_and_answers_once_it_says_it_listens(
-    docker_engine: docker.DockerClient, tmp_path: Path
+    docker_engine: docker.DockerClient, own_proxy: OwnProxy
 ) -> None:
-    proxy = f"cage-egress-revive-{uuid.uuid4().hex[:8]}"
-    settings = Settings(data_dir=tmp_path / "cage", egress_container=proxy)
-    egress = DockerEgress(lambda: docker_engine.api, settings)
-    api = docker_engine.api
-    try:
-        proxy_id = await egress._proxy_up()  # created, started, listening
-        ip = api.inspect_container(proxy_id)["NetworkSettings"]["Networks"][settings.egress_network][
-            "IPAddress"
-        ]
-        assert await anyio.to_thread.run_sync(_answer, ip) == b"HTTP/1.1 403"
-        for _ in range(2):
-            api.kill(proxy_id)  # SIGKILL: squid's pid file stays
-            api.start(proxy_id)
-            await anyio.to_thread.run_sync(egress._await_listening, proxy_id)  # raises after 30 s
-            info = api.inspect_container(proxy_id)
-            assert info["State"]["Running"] and info["RestartCount"] == 0  # no crash loop
-            ip = info["NetworkSettings"]["Networks"][settings.egress_network]["IPAddress"]
-            assert await anyio.to_thread.run_sync(_answer, ip) == b"HTTP/1.1 403"  # the front, then squid
-    finally:
-        with contextlib.suppress(docker.errors.NotFound):
-            api.remove_container(proxy, force=True)
+    api, egress = docker_engine.api, own_proxy.egress
+    proxy_id = await egress._proxy_up()  # created, started, listening
+    ip = own_proxy.address(api.inspect_container(proxy_id))
+    assert (await anyio.to_thread.run_sync(proxy_answer, ip))[:12] == b"HTTP/1.1 403"
+    for _ in range(2):
+        api.kill(proxy_id)  # SIGKILL: squid's pid file stays
+        api.start(proxy_id)
+        await anyio.to_thread.run_sync(egress._await_listening, proxy_id)  # raises after 30 s
+        info = api.inspect_container(proxy_id)
+        assert info["State"]["Running"] and info["RestartCount"] == 0  # no crash loop
+        answer = await anyio.to_thread.run_sync(proxy_answer, own_proxy.address(info))
+        assert answer[:12] == b"HTTP/1.1 403"  # the front, then squid
