@@ -272,6 +272,17 @@ class ExecHandle(Protocol):
     ) -> None: ...
 
 
+async def feed_stdin(handle: ExecHandle, stdin: bytes | Literal["pipe"] | None) -> None:
+    """What `ExecSpec.stdin` asks of a started exec: bytes written, then stdin closed; None,
+    closed at once; "pipe", left open for the caller."""
+    if isinstance(stdin, bytes):
+        if stdin:
+            await handle.write_stdin(stdin)
+        await handle.close_stdin()
+    elif stdin is None:
+        await handle.close_stdin()
+
+
 @runtime_checkable
 class BatchedExec(Protocol):
     """An `ExecHandle` that can also hand out its stdout as the batches it read (one engine read

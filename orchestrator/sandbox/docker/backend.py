@@ -38,6 +38,7 @@ from orchestrator.sandbox.backend import (
     SandboxState,
     VolumeInfo,
     VolumeMount,
+    feed_stdin,
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
 from orchestrator.sandbox.docker.clients import api_client
@@ -103,16 +104,6 @@ def _process(line: bytes) -> ProcessInfo | None:
         return None
     exe = words[4] if len(words) > 4 and words[4] != "-" else ""
     return ProcessInfo(pid=pid, ppid=ppid, pgid=pgid, start=start, exe=exe, argv=tuple(words[5:9]))
-
-
-async def _feed(handle: DockerExecHandle, stdin: bytes | str | None) -> None:
-    """Write an exec's stdin and close it (bytes), close it at once (None), or leave it open."""
-    if isinstance(stdin, bytes):
-        if stdin:
-            await handle.write_stdin(stdin)
-        await handle.close_stdin()
-    elif stdin is None:
-        await handle.close_stdin()
 
 
 def _without_interface(ref: SandboxRef) -> bool:
@@ -472,7 +463,7 @@ class DockerBackend:
         if spec.files:
             return await self._exec_with_files(ref, spec)
         handle = await self._open_exec(ref, spec)
-        await _feed(handle, spec.stdin)
+        await feed_stdin(handle, spec.stdin)
         return handle
 
     async def _exec_with_files(self, ref: SandboxRef, spec: ExecSpec) -> DockerExecHandle:
@@ -484,7 +475,7 @@ class DockerBackend:
         data = await self._call(files_tar, spec.files)
         plain = spec.model_copy(update={"files": (), "files_dir": ""})
         if len(data) > INLINE_MAX_BYTES or user_ids(spec.user) != owner:
-            await self.put_files(ref, dest, spec.files)
+            await self._put_tar(ref, dest, data, owner)
             return await self.exec(ref, plain)
         inline = plain.model_copy(
             update={
@@ -497,7 +488,7 @@ class DockerBackend:
             status = await handle.read_marked(PUT_MARKER)
             if status != b"0":  # the command never started
                 raise put_error(sandbox, dest, await handle.wait(), handle.stderr)
-            await _feed(handle, spec.stdin)
+            await feed_stdin(handle, spec.stdin)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await handle.aclose()
@@ -570,9 +561,12 @@ class DockerBackend:
         """
         if not files:
             return
-        uid, gid = one_owner(ref.name or ref.id, files)
-        data = await self._call(files_tar, files)
-        dest_dir = posixpath.normpath(dest_dir)
+        owner = one_owner(ref.name or ref.id, files)
+        await self._put_tar(ref, posixpath.normpath(dest_dir), await self._call(files_tar, files), owner)
+
+    async def _put_tar(self, ref: SandboxRef, dest_dir: str, data: bytes, owner: tuple[int, int]) -> None:
+        """Extract the tar `data` into `dest_dir` (normalised) as `owner` (`PUT_SCRIPT`)."""
+        uid, gid = owner
         spec = ExecSpec(argv=("sh", "-c", PUT_SCRIPT, "cage-put", dest_dir), user=f"{uid}:{gid}", stdin=data)
         async with await self.exec(ref, spec) as handle:
             code = await handle.wait()

@@ -41,6 +41,7 @@ from orchestrator.sandbox.backend import (
     SandboxRef,
     SandboxState,
     VolumeInfo,
+    feed_stdin,
 )
 from orchestrator.sandbox.docker.archive import files_tar, read_single_file
 from orchestrator.sandbox.docker.backend import PS_SCRIPT, _process
@@ -467,12 +468,7 @@ class KubernetesBackend:
         )
         try:
             await handle.read_pgid()
-            if isinstance(spec.stdin, bytes):
-                if spec.stdin:
-                    await handle.write_stdin(spec.stdin)
-                await handle.close_stdin()
-            elif spec.stdin is None:
-                await handle.close_stdin()
+            await feed_stdin(handle, spec.stdin)
         except BaseException:
             await handle.aclose()
             raise
