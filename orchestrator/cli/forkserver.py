@@ -38,7 +38,6 @@ from orchestrator.cli.launch import LOST
 
 log = structlog.get_logger("cage.forkserver")
 
-_HOST_PACKAGES = ("orchestrator", "runners")
 _SKIPPED = (".incontainer", ".__main__", "orchestrator.store.migrations", "orchestrator.cli.forkserver")
 """Modules not imported ahead: what runs inside a container, scripts (entry points, migrations)."""
 _AHEAD = (
@@ -74,7 +73,7 @@ def warm() -> int:
         for name in _AHEAD:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
-        for package in _HOST_PACKAGES:
+        for package in forkwire.PACKAGES:
             root = importlib.import_module(package)
             for info in pkgutil.walk_packages(root.__path__, f"{package}."):
                 if not any(part in info.name for part in _SKIPPED):

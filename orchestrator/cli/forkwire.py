@@ -39,7 +39,8 @@ MAX_REQUEST = 4 * 2**20
 FDS = 4
 """Descriptors sent with a run: stdin, stdout, stderr, the working directory."""
 _LENGTH = struct.Struct("!I")
-_PACKAGES = ("orchestrator", "runners")
+PACKAGES = ("orchestrator", "runners")
+"""Cage's packages: what the fingerprint covers, and what the server imports."""
 _MAX_UNIX_PATH = 107
 
 
@@ -47,12 +48,16 @@ class WireError(Exception):
     """The other end broke the conversation (wrong uid, too long, malformed, gone)."""
 
 
+def state_dir() -> str:
+    """Cage's own state directory for this user: `$XDG_STATE_HOME/cage` (or
+    `~/.local/state/cage`); `cage run`'s data dir unless `CAGE_DATA_DIR` says otherwise."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "cage")
+
+
 def socket_dir() -> str:
     """The directory the user's fork server sockets are in."""
-    if configured := os.environ.get(ENV_DIR):
-        return configured
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "cage", "forkserver")
+    return os.environ.get(ENV_DIR) or os.path.join(state_dir(), "forkserver")
 
 
 def private_dir(path: str) -> bool:
@@ -69,7 +74,7 @@ def fingerprint() -> str:
     sources, the packages installed beside it. 16 hex digits."""
     digest = hashlib.sha256(f"{sys.executable}\0{sys.version}\0{os.getuid()}".encode())
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-    for package in _PACKAGES:
+    for package in PACKAGES:
         for path, size, mtime in _sources(os.path.join(root, package)):
             digest.update(f"{path}\0{size}\0{mtime}\n".encode())
     for entry in sys.path:

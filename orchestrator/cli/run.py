@@ -34,6 +34,7 @@ import typer
 from rich.console import Console
 
 from orchestrator.cli.artifacts import PermissionDecision, TurnSummary
+from orchestrator.cli.forkwire import state_dir
 from orchestrator.cli.hostfs import is_within, read_named_file
 from orchestrator.cli.outputs import ArtifactDir, refuse_inside
 from orchestrator.cli.overrides import apply_env, apply_sets
@@ -316,10 +317,9 @@ def _read_prompt(path: Path, workspace: Path) -> str:
 
 
 def default_data_dir() -> Path:
-    """`cage run`'s data dir when `CAGE_DATA_DIR` is unset: `$XDG_STATE_HOME/cage` (or
-    `~/.local/state/cage`), never the current directory, which in CI is the checkout."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "cage"
+    """`cage run`'s data dir when `CAGE_DATA_DIR` is unset: Cage's state directory
+    (`$XDG_STATE_HOME/cage`), never the current directory, which in CI is the checkout."""
+    return Path(state_dir())
 
 
 def run(
