@@ -172,12 +172,17 @@ async def egress_manager(
     docker_engine: docker.DockerClient, egress_settings: Settings
 ) -> AsyncIterator[SandboxManager]:
     """A manager on the real engine with the real image builder; removes this test's boxes after."""
+    async with manager_on(egress_settings) as manager:
+        yield manager
+
+
+@contextlib.asynccontextmanager
+async def manager_on(settings: Settings) -> AsyncIterator[SandboxManager]:
+    """A manager of `settings` on the real engine, labelling its boxes with a label of its own, and
+    removing them at the end."""
     labels = {TEST_RUN_LABEL: TEST_RUN_ID, "cage.test-case": uuid.uuid4().hex[:12]}
-    backend = DockerBackend(egress_settings)
-    manager = SandboxManager(
-        backend, DockerImageBuilder(egress_settings), egress_settings, extra_labels=labels
-    )
-    yield manager
+    backend = DockerBackend(settings)
+    yield SandboxManager(backend, DockerImageBuilder(settings), settings, extra_labels=labels)
     for ref in await backend.find(labels):
         await backend.remove(ref, force=True)
 

@@ -23,7 +23,9 @@
 * The proxy's configuration is rendered from the engine's state, not from this process's memory:
   every sandbox network carries its policy and gateway in labels, so two Cage processes sharing one
   engine converge on the same config. Rendering, writing and `SIGHUP` (squid reconfigures) happen
-  under an `flock`, and the result is read back to check this process's network is in it.
+  under a lock the proxy's container holds (`proxylock`), so processes that share no directory
+  (another data dir, another user, a replica in a container) still rewrite it one at a time, and
+  the render is checked to name this process's network.
 * A box that publishes no ports gets no network at all where this process can serve it
   (`box_front`): it runs on `none`, its policy and gateway in its own labels (`cage.egress=box`),
   squid knows it by `netns.box_address` (rendered with the networks, `_clients`), and this process
@@ -38,21 +40,16 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
-import io
 import ipaddress
 import os
 import socket
-import tarfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -74,6 +71,7 @@ from orchestrator.sandbox.docker.netns import (
     namespaces_supported,
 )
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
+from orchestrator.sandbox.docker.proxylock import config_lock
 from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import EgressClient, render
@@ -130,16 +128,6 @@ def network_name(sandbox: str) -> str:
     return f"{sandbox}{NETWORK_SUFFIX}"
 
 
-def _conf_tar(text: str, name: str) -> bytes:
-    buf = io.BytesIO()
-    data = text.encode()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _stamped(log: bytes) -> list[tuple[datetime, bytes]]:
     """The lines of a log read with `timestamps=True`: (the engine's time, the text), oldest first."""
     lines = []
@@ -167,18 +155,6 @@ class _Join:
 
     proxy: str
     network: str
-
-
-@contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    """Blocking exclusive lock; call from a worker thread."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 class DockerEgress:
@@ -803,9 +779,10 @@ class DockerEgress:
     # --- configuration ---------------------------------------------------------------------------
 
     def _reconfigure(self, proxy: str, client: str) -> None:
-        """Render squid.conf from every isolated sandbox (`client`, a network or a box with no
-        interface, among them), write it, SIGHUP squid and wait until squid has taken it; under an
-        flock, so no other process's rewrite comes between.
+        """Render squid's configuration from every isolated sandbox (`client`, a network or a box
+        with no interface, among them), write it, SIGHUP squid and wait until squid has taken it;
+        all of it under the proxy's own lock (`proxylock`), so no other process's rewrite comes
+        between, whatever its data directory, user or host.
 
         squid re-reads its configuration after the signal, in its own time (~40 ms here, more on
         a loaded engine, its ports closed meanwhile, which the front bridges for the boxes already
@@ -816,18 +793,17 @@ class DockerEgress:
             SandboxError: `client` vanished, or squid did not take the configuration in time.
         """
         api = self._api()
-        lock = self._settings.data_dir / "locks" / "egress.lock"
-        with _flock(lock), engine_errors(self._settings.egress_container):
+        with engine_errors(self._settings.egress_container):
             labels = (api.inspect_container(proxy).get("Config") or {}).get("Labels") or {}
             front = labels.get(FRONT_LABEL) == "true"
-            text = render(self._clients(), never=(str(self._pool), str(BOX_PREFIX)), front=front)
-            if f"# {client}:" not in text:
-                raise SandboxError(client, "the sandbox vanished before the proxy was configured")
-            conf = Path(FRONT_CONF if front else SQUID_CONF)
-            api.put_archive(proxy, str(conf.parent), _conf_tar(text, conf.name))
-            last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
-            api.kill(proxy, signal="SIGHUP")
-            self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")
+            with config_lock(api, proxy, FRONT_CONF if front else SQUID_CONF) as held:
+                text = render(self._clients(), never=(str(self._pool), str(BOX_PREFIX)), front=front)
+                if f"# {client}:" not in text:
+                    raise SandboxError(client, "the sandbox vanished before the proxy was configured")
+                last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
+                held.write(text)
+                api.kill(proxy, signal="SIGHUP")
+                self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")
         log.debug("egress.reconfigured", client=client)
 
     # --- denials -----------------------------------------------------------------------------------
