@@ -23,7 +23,8 @@ import docker
 import docker.errors
 import pytest
 
-from orchestrator.sandbox.docker.egress import EGRESS_LABEL, SANDBOX_LABEL, SWEEP_MIN_AGE
+from orchestrator.sandbox.docker.egress import SANDBOX_LABEL, SWEEP_MIN_AGE
+from orchestrator.sandbox.docker.proxy import EGRESS_LABEL
 from orchestrator.sandbox.docker.timestamps import engine_age
 from tests.run_ids import of_this_run, per_worker, process_run_id
 

@@ -25,8 +25,8 @@ from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.sandbox.backend import ExecSpec
 from orchestrator.sandbox.docker import DockerBackend
 from orchestrator.sandbox.docker.builder import DockerImageBuilder
-from orchestrator.sandbox.docker.egress import BOX, EGRESS_LABEL
 from orchestrator.sandbox.docker.netns import box_address
+from orchestrator.sandbox.docker.proxy import BOX, EGRESS_LABEL
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings
 from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL, docker_engine

@@ -135,7 +135,7 @@ async def test_the_box_keeps_its_way_out_when_the_proxy_starts_again(
     proxy = egress_manager.settings.egress_container
     docker_engine.api.kill(proxy)
     docker_engine.api.start(proxy)
-    await anyio.to_thread.run_sync(egress._await_listening, proxy)
+    await anyio.to_thread.run_sync(egress.proxy.await_listening, proxy)
     after = await probe(egress_manager, lease, ["http", "a", f"http://{ALLOWED}:{port}/after"])
     assert after["a"] == [200, "hello /after"]
     await egress_manager.release(lease)

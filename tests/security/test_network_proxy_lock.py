@@ -22,7 +22,7 @@ import anyio
 import docker
 import pytest
 
-from orchestrator.sandbox.docker.egress import FRONT_CONF
+from orchestrator.sandbox.docker.proxy import FRONT_CONF
 from orchestrator.sandbox.docker.proxylock import lock_argv
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.settings import Settings

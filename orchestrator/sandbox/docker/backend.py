@@ -42,16 +42,10 @@ from orchestrator.sandbox.backend import (
 )
 from orchestrator.sandbox.docker.archive import dir_tar, files_tar, read_single_file
 from orchestrator.sandbox.docker.clients import api_client
-from orchestrator.sandbox.docker.egress import (
-    BOX,
-    EGRESS_LABEL,
-    GATEWAY_LABEL,
-    POLICY_LABEL,
-    DockerEgress,
-    network_name,
-)
+from orchestrator.sandbox.docker.egress import GATEWAY_LABEL, POLICY_LABEL, DockerEgress, network_name
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
+from orchestrator.sandbox.docker.proxy import BOX, EGRESS_LABEL
 from orchestrator.sandbox.docker.timestamps import engine_time
 from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS
 from orchestrator.sandbox.putfiles import (

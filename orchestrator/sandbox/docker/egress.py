@@ -6,7 +6,8 @@
   exhaust the engine's default address pools. Its only other member is the proxy. Inter-container
   traffic stays on inside it (the box must reach the proxy); it cannot reach another box, because
   no other box is on its network and the proxy does not route (and refuses every sandbox subnet).
-* The proxy is one long-lived container (`Settings.egress_container`, squid, `images/egress/`) on
+* The proxy is one long-lived container (`Settings.egress_container`, squid, `images/egress/`;
+  made, started and rewritten by `orchestrator.sandbox.docker.proxy.EgressProxy`) on
   `Settings.egress_network` (the outside, and the gateway's host). It joins each sandbox network
   with the aliases `cage-egress` and `cage-gateway`. Its image's front (HAProxy, `FRONT_LABEL`)
   holds the ports sandboxes connect to and hands each connection to squid on loopback with a PROXY
@@ -41,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import ipaddress
 import os
 import socket
@@ -49,7 +49,6 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import anyio
@@ -61,7 +60,6 @@ from anyio import to_thread
 from orchestrator.errors import SandboxError
 from orchestrator.overlap import at_once
 from orchestrator.sandbox.backend import PortBinding
-from orchestrator.sandbox.docker.builder import DockerImageBuilder
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.netns import (
     BOX_PREFIX,
@@ -71,49 +69,25 @@ from orchestrator.sandbox.docker.netns import (
     namespaces_supported,
 )
 from orchestrator.sandbox.docker.ports import create_relay, relay_name, remove_relay, start_relay
-from orchestrator.sandbox.docker.proxylock import config_lock
-from orchestrator.sandbox.docker.timestamps import engine_age, engine_time
+from orchestrator.sandbox.docker.proxy import BOX, EGRESS_LABEL, EgressProxy
+from orchestrator.sandbox.docker.timestamps import engine_age
 from orchestrator.sandbox.egress.denials import EgressDenials
 from orchestrator.sandbox.egress.squid import EgressClient, render
-from orchestrator.sandbox.images import EGRESS_IMAGE
 from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS, PROXY_PORT, EgressPolicy
 from orchestrator.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-EGRESS_LABEL = "cage.egress"
-"""On sandbox networks (`network`) and on the proxy container (`proxy`)."""
 POLICY_LABEL = "cage.egress.policy"
 GATEWAY_LABEL = "cage.egress.gateway"
 SANDBOX_LABEL = "cage.egress.sandbox"
-CONFIG_LABEL = "cage.egress.config"
-"""On the proxy container: a digest of what it was created with (image, outside network, hosts)."""
 NETWORK_SUFFIX = "-net"
 SUBNET_PREFIX = 28
-SQUID_CONF = "/etc/squid/squid.conf"
-"""Where squid reads its configuration in a proxy without the front."""
-FRONT_CONF = "/etc/squid/front.conf"
-"""Where squid reads it behind the front (`images/egress/cage-egress-front`)."""
-FRONT_LABEL = "cage.egress.front"
-"""On the proxy image (so on its container): `true` when HAProxy fronts squid."""
 BOXES_LABEL = "cage.egress.boxes"
 """On the proxy image: `abns` when its front takes boxes with no interface on abstract Unix
 sockets in its network namespace (`orchestrator.sandbox.docker.netns.SOCKETS`)."""
-BOX = "box"
-"""`EGRESS_LABEL` of a box with no interface (its policy and gateway in its own labels)."""
 _CREATE_TRIES = 8
-PROXY_START_SECONDS = 30.0
-"""How long a just-started proxy may take to listen (squid reads its configuration first)."""
-LISTENING = b"Accepting reverse-proxy HTTP Socket connections"
-"""What squid logs (to stderr) once its (re)configuration is in force: the last of its ports opened
-(the relay's), its signal handlers set before."""
-_RECONFIGURE_POLL = 0.01
-_TAIL = 200
-"""Log lines read back when waiting for squid: more than it logs in a few polls on a busy engine."""
-_SAID = 20
-"""Lines of squid's log put in the server's log when it does not answer in time."""
 _LOCK_POLL = 0.1
-_HOST_ALIAS = "host.docker.internal"
 POKE_SECONDS = 0.25
 """Time bound of `_poke`'s connection to the proxy (beyond it, `settle` waits its own time)."""
 
@@ -126,17 +100,6 @@ made just before its container, so a younger one may belong to a box being creat
 def network_name(sandbox: str) -> str:
     """The network of sandbox `sandbox` (container names are unique, so network names are)."""
     return f"{sandbox}{NETWORK_SUFFIX}"
-
-
-def _stamped(log: bytes) -> list[tuple[datetime, bytes]]:
-    """The lines of a log read with `timestamps=True`: (the engine's time, the text), oldest first."""
-    lines = []
-    for line in log.splitlines():
-        stamp, _, text = line.partition(b" ")
-        when = engine_time(stamp.decode(errors="replace"))
-        if when is not None:
-            lines.append((when, text))
-    return lines
 
 
 def _client(name: str, source: str, labels: Mapping[str, str]) -> EgressClient:
@@ -169,16 +132,11 @@ class DockerEgress:
     ) -> None:
         self._api = api
         self._settings = settings
-        self._ensure_image = ensure_image or self._build_image
-        self._image: str | None = None
-        """The proxy image's tag once ensured: content-addressed, so it is looked up once per process
-        (the lookup hashes its build context: ~4% of a cold acquire in bench/pool.py); forgotten
-        when the proxy cannot be ensured with it."""
+        self.proxy = EgressProxy(api, settings, ensure_image=ensure_image)
         self.denials = EgressDenials(resolve=self._network_of, poke=self._poke)
         self._proxy_ip: str | None = None
         """The proxy's address on `egress_network`, as `_poke` last reached it."""
         self._lock = anyio.Lock()
-        self._proxy_lock = anyio.Lock()
         self._joins: dict[str, _Join] = {}
         """Sandbox -> its network made by `attach` that the proxy has yet to take (`join`, `detach`)."""
         self._follower: threading.Thread | None = None
@@ -220,7 +178,7 @@ class DockerEgress:
         made: dict[str, str] = {}
 
         async def proxy_up() -> None:
-            made["proxy"] = await self._proxy_up()
+            made["proxy"] = await self.proxy.up()
 
         async def network() -> None:
             async with self._lock:  # this process's creators pick free subnets one at a time
@@ -256,7 +214,7 @@ class DockerEgress:
         host = self._settings.docker_host or os.environ.get("DOCKER_HOST", "")
         if host and not host.startswith("unix://"):
             return False
-        proxy = await self._proxy_up()
+        proxy = await self.proxy.up()
         if self._front is None or self._front[0] != proxy:
             self._front = (proxy, await to_thread.run_sync(self._takes_boxes, proxy))
         return self._front[1]
@@ -351,16 +309,6 @@ class DockerEgress:
         self.denials.forget(sandbox)
         await to_thread.run_sync(self._relay.remove, container_id)
 
-    async def _proxy_up(self) -> str:
-        """The proxy's container id, created or started as needed."""
-        image = await self._proxy_image()
-        async with self._proxy_lock:
-            try:
-                return await to_thread.run_sync(self._ensure_proxy, image)
-            except SandboxError:
-                self._image = None  # removed behind our back, say: look it up again next time
-                raise
-
     async def join(self, sandbox: str) -> None:
         """Put `sandbox`'s policy in the proxy's configuration, then connect the proxy to its network:
         from then on the box reaches what its policy allows (and nothing before).
@@ -385,7 +333,7 @@ class DockerEgress:
         Raises:
             SandboxError: the engine refused (a fixed `host_port` already taken).
         """
-        image = await self._proxy_image()
+        image = await self.proxy.image_tag()
         labels = {"cage.managed": "true", EGRESS_LABEL: "ports", SANDBOX_LABEL: sandbox}
         await to_thread.run_sync(
             functools.partial(
@@ -437,137 +385,6 @@ class DockerEgress:
         return await to_thread.run_sync(self._sweep)
 
     # --- proxy container -----------------------------------------------------------------------
-
-    async def _proxy_image(self) -> str:
-        if self._image is None:
-            self._image = await self._ensure_image()
-        return self._image
-
-    async def _build_image(self) -> str:
-        """The proxy image's tag, built by the runner image builder when missing (its engine
-        client closed after: this runs once a process)."""
-        builder = DockerImageBuilder(self._settings)
-        try:
-            return (await builder.ensure_image(EGRESS_IMAGE)).tag
-        finally:
-            await builder.aclose()
-
-    def _proxy_config(self, image: str) -> str:
-        s = self._settings
-        text = repr((image, s.egress_network, sorted(s.egress_hosts.items())))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-    def _ensure_proxy(self, image: str) -> str:
-        """The proxy's container id, created or started as needed."""
-        api = self._api()
-        name = self._settings.egress_container
-        digest = self._proxy_config(image)
-        with engine_errors(name):
-            try:
-                data = api.inspect_container(name)
-            except docker.errors.NotFound:
-                data = None
-            if data is not None:
-                labels = (data.get("Config") or {}).get("Labels") or {}
-                attached = set((data.get("NetworkSettings") or {}).get("Networks") or {})
-                stale = labels.get(CONFIG_LABEL) != digest
-                if (
-                    stale
-                    and attached <= {self._settings.egress_network}
-                    and not api.containers(filters={"label": f"{EGRESS_LABEL}={BOX}"})  # none served
-                ):
-                    log.info("egress.proxy.recreate", container=name)
-                    api.remove_container(name, force=True)
-                    data = None
-                elif stale:
-                    log.warning("egress.proxy.stale", container=name, reason="sandboxes behind it")
-            fresh = data is None  # made now, by this process or (a name conflict) by another
-            if data is None:
-                data = self._create_proxy(name, image, digest)
-            if not (data.get("State") or {}).get("Running"):
-                api.start(data["Id"])
-                fresh = True
-            if fresh:
-                self._await_listening(str(data["Id"]))
-        return str(data["Id"])
-
-    def _await_listening(self, proxy: str) -> None:
-        """Return once squid in the proxy, just started, listens: its SIGHUP handler is set by then.
-
-        Before, a reconfigure's SIGHUP ends squid (the default action) and the proxy with it, and
-        the first boxes behind it reach nothing.
-
-        Raises:
-            SandboxError: the proxy exited, or did not listen within `PROXY_START_SECONDS`.
-        """
-        state = self._api().inspect_container(proxy).get("State") or {}
-        self._await_listening_after(proxy, engine_time(state.get("StartedAt")), "listen")
-
-    def _await_listening_after(self, proxy: str, mark: datetime | None, what: str) -> None:
-        """Wait until squid logs that it listens, later than `mark` (None: at all).
-
-        The last lines of the log are read (cheap at any log size) and, only when they do not
-        reach back to `mark` (much logged meanwhile), the log since `mark` (which the engine reads
-        from the start of its file).
-
-        Raises:
-            SandboxError: the proxy stopped, or nothing of the kind within `PROXY_START_SECONDS`
-                (`what` says of what).
-        """
-        api = self._api()
-        deadline = time.monotonic() + PROXY_START_SECONDS
-        while True:
-            state = api.inspect_container(proxy).get("State") or {}
-            if not state.get("Running"):
-                status = f"{state.get('Status')}, exit code {state.get('ExitCode')}"
-                raise SandboxError(self._settings.egress_container, f"the egress proxy stopped ({status})")
-            lines = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=_TAIL, timestamps=True))
-            if any(LISTENING in text and (mark is None or when > mark) for when, text in lines):
-                return
-            if mark is not None and len(lines) >= _TAIL and lines[0][0] > mark:
-                since = api.logs(proxy, stdout=False, stderr=True, since=mark.timestamp(), timestamps=True)
-                if any(LISTENING in text and when > mark for when, text in _stamped(since)):
-                    return
-            if time.monotonic() > deadline:
-                # squid's own log (stderr; stdout is other boxes' requests) for the operator
-                said = api.logs(proxy, stdout=False, stderr=True, tail=_SAID, timestamps=True)
-                last = said.decode(errors="replace")
-                log.warning("egress.proxy.silent", container=proxy, status=state.get("Status"), last=last)
-                raise SandboxError(
-                    self._settings.egress_container,
-                    f"the egress proxy did not {what} within {PROXY_START_SECONDS:g}s",
-                )
-            time.sleep(_RECONFIGURE_POLL)
-
-    def _create_proxy(self, name: str, image: str, digest: str) -> dict[str, Any]:
-        api = self._api()
-        s = self._settings
-        hosts = {_HOST_ALIAS: "host-gateway", **s.egress_hosts}
-        host_config = api.create_host_config(
-            network_mode=s.egress_network,
-            extra_hosts=hosts,
-            restart_policy={"Name": "unless-stopped"},
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges:true"],
-            mem_limit=256 * 2**20,
-            pids_limit=256,
-            init=True,
-        )
-        try:
-            created = api.create_container(
-                image=image,
-                name=name,
-                labels={"cage.managed": "true", EGRESS_LABEL: "proxy", CONFIG_LABEL: digest},
-                host_config=host_config,
-            )
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409:  # another process created it meanwhile
-                data: dict[str, Any] = api.inspect_container(name)
-                return data
-            raise
-        log.info("egress.proxy.created", container=name, image=image, network=s.egress_network)
-        result: dict[str, Any] = api.inspect_container(created["Id"])
-        return result
 
     # --- networks ------------------------------------------------------------------------------
 
@@ -779,31 +596,21 @@ class DockerEgress:
     # --- configuration ---------------------------------------------------------------------------
 
     def _reconfigure(self, proxy: str, client: str) -> None:
-        """Render squid's configuration from every isolated sandbox (`client`, a network or a box
-        with no interface, among them), write it, SIGHUP squid and wait until squid has taken it;
-        all of it under the proxy's own lock (`proxylock`), so no other process's rewrite comes
-        between, whatever its data directory, user or host.
-
-        squid re-reads its configuration after the signal, in its own time (~40 ms here, more on
-        a loaded engine, its ports closed meanwhile, which the front bridges for the boxes already
-        there): the proxy joins a box's network only once the box's policy and relay are in force,
-        not merely written.
+        """Put every isolated sandbox's policy (`client`'s among them: a network, or a box with no
+        interface) in the proxy's configuration, rendered from the engine's state under the proxy's
+        lock, and return once squid has taken it (`EgressProxy.rewrite`).
 
         Raises:
             SandboxError: `client` vanished, or squid did not take the configuration in time.
         """
-        api = self._api()
-        with engine_errors(self._settings.egress_container):
-            labels = (api.inspect_container(proxy).get("Config") or {}).get("Labels") or {}
-            front = labels.get(FRONT_LABEL) == "true"
-            with config_lock(api, proxy, FRONT_CONF if front else SQUID_CONF) as held:
-                text = render(self._clients(), never=(str(self._pool), str(BOX_PREFIX)), front=front)
-                if f"# {client}:" not in text:
-                    raise SandboxError(client, "the sandbox vanished before the proxy was configured")
-                last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
-                held.write(text)
-                api.kill(proxy, signal="SIGHUP")
-                self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")
+
+        def render_all(front: bool) -> str:
+            text = render(self._clients(), never=(str(self._pool), str(BOX_PREFIX)), front=front)
+            if f"# {client}:" not in text:
+                raise SandboxError(client, "the sandbox vanished before the proxy was configured")
+            return text
+
+        self.proxy.rewrite(proxy, render_all)
         log.debug("egress.reconfigured", client=client)
 
     # --- denials -----------------------------------------------------------------------------------
@@ -815,7 +622,7 @@ class DockerEgress:
         if self._follower is None or not self._follower.is_alive():
             return False
         try:
-            ip = self._proxy_ip or self._outside_ip()
+            ip = self._proxy_ip or self.proxy.outside_ip()
             with socket.create_connection((ip, PROXY_PORT), timeout=POKE_SECONDS) as conn:
                 conn.sendall(f"GET http://{host}:{port}/ HTTP/1.0\r\n\r\n".encode())
                 while conn.recv(4096):  # squid logs the request as it ends it
@@ -826,16 +633,6 @@ class DockerEgress:
             return False
         self._proxy_ip = ip
         return True
-
-    def _outside_ip(self) -> str:
-        api = self._api()
-        with engine_errors(self._settings.egress_container):
-            data = api.inspect_container(self._settings.egress_container)
-        networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
-        ip = (networks.get(self._settings.egress_network) or {}).get("IPAddress")
-        if not ip:
-            raise SandboxError(self._settings.egress_container, "the proxy has no outside address")
-        return str(ip)
 
     def _start_follower(self) -> None:
         if self._follower is not None and self._follower.is_alive():

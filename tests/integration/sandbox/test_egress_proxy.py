@@ -19,13 +19,13 @@ async def test_a_killed_proxy_starts_again_and_answers_once_it_says_it_listens(
     docker_engine: docker.DockerClient, own_proxy: OwnProxy
 ) -> None:
     api, egress = docker_engine.api, own_proxy.egress
-    proxy_id = await egress._proxy_up()  # created, started, listening
+    proxy_id = await egress.proxy.up()  # created, started, listening
     ip = own_proxy.address(api.inspect_container(proxy_id))
     assert (await anyio.to_thread.run_sync(proxy_answer, ip))[:12] == b"HTTP/1.1 403"
     for _ in range(2):
         api.kill(proxy_id)  # SIGKILL: squid's pid file stays
         api.start(proxy_id)
-        await anyio.to_thread.run_sync(egress._await_listening, proxy_id)  # raises after 30 s
+        await anyio.to_thread.run_sync(egress.proxy.await_listening, proxy_id)  # raises after 30 s
         info = api.inspect_container(proxy_id)
         assert info["State"]["Running"] and info["RestartCount"] == 0  # no crash loop
         answer = await anyio.to_thread.run_sync(proxy_answer, own_proxy.address(info))

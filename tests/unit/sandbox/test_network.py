@@ -16,6 +16,7 @@ from orchestrator.dsl.sandbox import ComputerSpec, NetworkAllowlist, SandboxSpec
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.docker import egress as docker_egress
 from orchestrator.sandbox.docker import netns
+from orchestrator.sandbox.docker import proxy as docker_proxy
 from orchestrator.sandbox.egress.denials import Denial, EgressDenials, parse_line
 from orchestrator.sandbox.egress.squid import FRONT_PORTS, EgressClient, render
 from orchestrator.sandbox.images import default_images_dir
@@ -404,11 +405,11 @@ class _SilentProxy:
 def test_a_proxy_that_never_listens_fails_the_box_and_leaves_squids_own_words_in_the_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(docker_egress, "PROXY_START_SECONDS", 0.05)
+    monkeypatch.setattr(docker_proxy, "PROXY_START_SECONDS", 0.05)
     api = _SilentProxy()
-    egress = docker_egress.DockerEgress(lambda: api, Settings(data_dir=tmp_path))
+    proxy = docker_proxy.EgressProxy(lambda: api, Settings(data_dir=tmp_path))
     with capture_logs() as logs, pytest.raises(SandboxError, match="did not listen within"):
-        egress._await_listening("cage-egress")
+        proxy.await_listening("cage-egress")
     [silent] = [entry for entry in logs if entry["event"] == "egress.proxy.silent"]
     assert "FATAL: squid could not open a port" in silent["last"]
     assert "other.example" not in silent["last"]  # squid's stderr only, never boxes' requests
