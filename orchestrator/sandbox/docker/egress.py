@@ -47,7 +47,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,16 +123,10 @@ class _Join:
 class DockerEgress:
     """Creates and removes sandbox networks and keeps the shared proxy configured for them."""
 
-    def __init__(
-        self,
-        api: Callable[[], Any],
-        settings: Settings,
-        *,
-        ensure_image: Callable[[], Awaitable[str]] | None = None,
-    ) -> None:
+    def __init__(self, api: Callable[[], Any], settings: Settings) -> None:
         self._api = api
         self._settings = settings
-        self.proxy = EgressProxy(api, settings, ensure_image=ensure_image)
+        self.proxy = EgressProxy(api, settings)
         self.denials = EgressDenials(resolve=self._network_of, poke=self._poke)
         self._proxy_ip: str | None = None
         """The proxy's address on `egress_network`, as `_poke` last reached it."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -72,16 +72,9 @@ def _stamped(log: bytes) -> list[tuple[datetime, bytes]]:
 class EgressProxy:
     """The proxy container of `Settings.egress_container`, as one process sees it."""
 
-    def __init__(
-        self,
-        api: Callable[[], Any],
-        settings: Settings,
-        *,
-        ensure_image: Callable[[], Awaitable[str]] | None = None,
-    ) -> None:
+    def __init__(self, api: Callable[[], Any], settings: Settings) -> None:
         self._api = api
         self._settings = settings
-        self._ensure_image = ensure_image or self._build_image
         self._image: str | None = None
         """The proxy image's tag once ensured: content-addressed, so it is looked up once per process
         (the lookup hashes its build context: ~4% of a cold acquire in bench/pool.py); forgotten
@@ -101,7 +94,7 @@ class EgressProxy:
     async def image_tag(self) -> str:
         """The proxy image's tag (the port relays run it too), ensured once a process."""
         if self._image is None:
-            self._image = await self._ensure_image()
+            self._image = await self._build_image()
         return self._image
 
     async def _build_image(self) -> str:
