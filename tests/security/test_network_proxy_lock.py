@@ -177,3 +177,52 @@ async def test_boxes_two_processes_start_at_once_all_get_their_policies(
         assert await reaches(manager, lease, port, f"/{index}") == [200, f"hello /{index}"]
     for manager, lease in started:
         await manager.release(lease)
+
+
+def _await_flocks(engine: docker.DockerClient, proxy: str, count: int) -> None:
+    """Return once `count` `flock`s are in the proxy: the lock's holder and those waiting for it."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        processes = engine.api.top(proxy, ps_args="-eo pid,args").get("Processes") or []
+        if sum(1 for _, args in processes if args.startswith("flock ")) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {count} flocks in the proxy after 60 s")
+
+
+def _rewrites(engine: docker.DockerClient, proxy: str) -> int:
+    """How many times squid has reconfigured, by its own log."""
+    return engine.api.logs(proxy, stdout=False, stderr=True).count(b"Reconfiguring Squid Cache")
+
+
+async def test_boxes_that_wait_for_the_lock_together_share_one_rewrite(
+    egress_manager: SandboxManager,
+    egress_settings: Settings,
+    docker_engine: docker.DockerClient,
+    host_server: HostServer,
+    tmp_path: Path,
+) -> None:
+    """The first of them to get the lock renders every box that exists by then; the others find
+    that text in the proxy, taken by squid, and write nothing. Each box still reaches what its
+    policy allows."""
+    port, proxy = host_server.port, egress_settings.egress_container
+    allow = {"allow": [f"{ALLOWED}:{port}"]}
+    first = await acquire(egress_manager, tmp_path / "first", allow)
+    holder = await anyio.to_thread.run_sync(hold, proxy)
+    leases: list[SandboxLease] = []
+
+    async def start(name: str) -> None:
+        leases.append(await acquire(egress_manager, tmp_path / name, allow))
+
+    async with anyio.create_task_group() as tg:
+        for index in range(3):
+            tg.start_soon(start, f"box-{index}")
+        # each has made its box and waits in the proxy for the lock
+        await anyio.to_thread.run_sync(_await_flocks, docker_engine, proxy, 4)
+        before = await anyio.to_thread.run_sync(_rewrites, docker_engine, proxy)
+        holder.kill()
+        await anyio.to_thread.run_sync(holder.communicate)
+    assert await anyio.to_thread.run_sync(_rewrites, docker_engine, proxy) == before + 1
+    for index, lease in enumerate([first, *leases]):
+        assert await reaches(egress_manager, lease, port, f"/{index}") == [200, f"hello /{index}"]
+        await egress_manager.release(lease)

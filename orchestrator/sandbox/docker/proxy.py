@@ -230,7 +230,8 @@ class EgressProxy:
         squid and wait until squid has taken it; all of it under the proxy's own lock
         (`proxylock`), so no other process's rewrite comes between, whatever its data directory,
         user or host. `render` runs under the lock, so it reads the engine's state as it is when
-        this rewrite's turn comes.
+        this rewrite's turn comes; when it makes the configuration squid has already taken (another
+        holder's render named this caller's client too), nothing is written or signalled.
 
         squid re-reads its configuration after the signal, in its own time (~40 ms here, more on
         a loaded engine, its ports closed meanwhile, which the front bridges for the boxes already
@@ -246,10 +247,14 @@ class EgressProxy:
             front = labels.get(FRONT_LABEL) == "true"
             with config_lock(api, proxy, FRONT_CONF if front else SQUID_CONF) as held:
                 text = render(front)
+                if held.holds(text):
+                    log.debug("egress.rewrite.skipped", reason="squid has this configuration")
+                    return
                 last = _stamped(api.logs(proxy, stdout=True, stderr=True, tail=1, timestamps=True))
                 held.write(text)
                 api.kill(proxy, signal="SIGHUP")
                 self._await_listening_after(proxy, last[-1][0] if last else None, "take its configuration")
+                held.confirm()
 
     def outside_ip(self) -> str:
         """The proxy's address on `Settings.egress_network`."""

@@ -9,18 +9,25 @@ the processes that share it and no others, so the lock lives in the proxy's cont
 
 `ConfigLock` is one `exec` in the proxy, as root (its capabilities are dropped, as the
 container's are): `flock` on a file of the container's own, and under it a shell that says
-`locked`, reads the configuration's size and bytes from its stdin, writes them beside the file
-and renames them over it (a rewrite cut short leaves the file as it was), says `written`, and
-then waits for its stdin to close. The lock is released when the exec ends: when the caller is
-done (squid has taken the configuration), and when the caller's process dies, since the engine
-closes the exec's stdin with its connection. Everything the caller renders, writes and waits for
-happens between `locked` and that end. On this engine the exec costs what the `put_archive` it
-replaces did (about 30 ms).
+`locked` with the digests of the configuration it finds and of the last one squid was seen to
+take, reads the new configuration's size and bytes from its stdin, writes them beside the file
+and renames them over it (a rewrite cut short leaves the file as it was), says `written`, and,
+told `taken` once squid has taken it, records its digest. The lock is released when the exec
+ends: when the caller is done, and when the caller's process dies, since the engine closes the
+exec's stdin with its connection. Everything the caller renders, writes and waits for happens
+between `locked` and that end.
+
+Boxes that start together each ask for a rewrite; the render of the first to get the lock already
+names those whose networks existed by then, so a later holder whose render is the same text, which
+squid took, writes nothing and sends no signal (`holds`): a burst costs a few rewrites, not one
+per box. The exec costs what the `put_archive` it replaced did (about 30 ms here), and it starts
+while another holder still has the lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import socket
 import time
 from collections.abc import Iterator
@@ -40,22 +47,27 @@ WRITE_SECONDS = 30.0
 _MAX_SAID = 4096
 """More than the shell ever says (two words); a proxy saying more is refused, not buffered."""
 SCRIPT = r"""
-printf 'locked\n'
-IFS= read -r size || exit 3
+digest() { sha256sum < "$1" 2>/dev/null | cut -c1-64; }
+printf 'locked %s %s\n' "$(digest "$1")" "$(cat "$2" 2>/dev/null)"
+IFS= read -r size || exit 0
 case $size in ''|*[!0-9]*) exit 4;; esac
 new="$1.cage-new"
 head -c "$size" > "$new" || exit 5
 [ "$(wc -c < "$new")" -eq "$size" ] || { rm -f "$new"; exit 6; }
 mv -f "$new" "$1" || exit 7
 printf 'written\n'
-exec cat > /dev/null
+IFS= read -r word || exit 0
+[ "$word" = taken ] || exit 0
+digest "$1" > "$2.new" && mv -f "$2.new" "$2"
 """
-"""Run by `sh -c` under `flock`, with the configuration's path as `$1`."""
+"""Run by `sh -c` under `flock`, with the configuration's path as `$1` and `TAKEN_FILE` as `$2`."""
+TAKEN_FILE = "/tmp/cage-egress.taken"
+"""The digest of the last configuration squid was seen to take (`ConfigLock.confirm`)."""
 
 
 def lock_argv(conf: str) -> list[str]:
     """The exec that takes the proxy's lock and writes `conf` under it."""
-    return ["flock", "-w", str(LOCK_SECONDS), LOCK_FILE, "sh", "-c", SCRIPT, "sh", conf]
+    return ["flock", "-w", str(LOCK_SECONDS), LOCK_FILE, "sh", "-c", SCRIPT, "sh", conf, TAKEN_FILE]
 
 
 class ConfigLock:
@@ -65,6 +77,8 @@ class ConfigLock:
         self._api, self._proxy, self._exec_id, self._sock = api, proxy, exec_id, sock
         self._frames = FrameDecoder()
         self._said = b""
+        self._found: tuple[str, str] = ("", "")
+        """The digests of the configuration found in the proxy and of the last one squid took."""
 
     def write(self, text: str) -> None:
         """Write `text` as the configuration, whole or not at all.
@@ -82,10 +96,26 @@ class ConfigLock:
         Raises:
             SandboxError: not within `LOCK_SECONDS` (and a margin), or the exec ended first.
         """
-        self._expect(b"locked\n", time.monotonic() + LOCK_SECONDS + 5, "grant its configuration's lock")
+        line = self._expect(b"\n", time.monotonic() + LOCK_SECONDS + 5, "grant its configuration's lock")
+        word, _, rest = line.decode(errors="replace").partition(" ")
+        if word != "locked":
+            raise SandboxError(self._proxy, "the egress proxy's lock said something else than `locked`")
+        found, _, taken = rest.partition(" ")
+        self._found = (found, taken)
 
-    def _expect(self, word: bytes, deadline: float, what: str) -> None:
-        """Read the exec's stdout until it says `word` (a line of its own)."""
+    def holds(self, text: str) -> bool:
+        """Whether the proxy's configuration is `text` already, and squid was seen to take it
+        (`confirm`): a rewrite of the same would change nothing."""
+        found, taken = self._found
+        return bool(found) and found == taken == hashlib.sha256(text.encode()).hexdigest()
+
+    def confirm(self) -> None:
+        """Record that squid has taken the configuration written here, so that a rewrite of the
+        same text by the next holder is skipped (`holds`)."""
+        self._sock.sendall(b"taken\n")
+
+    def _expect(self, word: bytes, deadline: float, what: str) -> bytes:
+        """Read the exec's stdout until it says `word`; what it said before, and `word` consumed."""
         while word not in self._said:
             left = deadline - time.monotonic()
             chunk = b""
@@ -100,7 +130,8 @@ class ConfigLock:
                     self._said += payload
             if len(self._said) > _MAX_SAID:
                 raise SandboxError(self._proxy, f"the egress proxy said too much while it should {what}")
-        self._said = self._said.split(word, 1)[1]
+        before, self._said = self._said.split(word, 1)
+        return before
 
     def _ended(self) -> str:
         """How the exec ended, for an error message ("" while it still runs)."""
