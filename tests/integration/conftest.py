@@ -16,11 +16,13 @@ import contextlib
 import hashlib
 import io
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import docker.errors
+import docker.models.volumes
 import pytest
 
 from orchestrator.sandbox.docker.egress import SANDBOX_LABEL, SWEEP_MIN_AGE
@@ -72,10 +74,7 @@ def docker_engine() -> Iterator[docker.DockerClient]:
         with contextlib.suppress(docker.errors.NotFound):  # its own `cage run` removed it meanwhile
             container.remove(force=True)
     for volume in client.volumes.list(filters=selector):
-        # a volume named from a fixed identity (owner, assistant) may be mounted by another session's
-        # box on this engine: "in use" (409) is theirs to clean; the rest of the cleanup goes on
-        with contextlib.suppress(docker.errors.APIError):
-            volume.remove(force=True)
+        _remove_when_free(client, volume)
     for container in client.containers.list(
         all=True, filters={"name": EGRESS_CONTAINER}, ignore_removed=True
     ):
@@ -84,6 +83,27 @@ def docker_engine() -> Iterator[docker.DockerClient]:
                 container.remove(force=True)
     _remove_orphan_networks(client, removed)
     client.close()
+
+
+def _remove_when_free(
+    client: docker.DockerClient, volume: docker.models.volumes.Volume, *, wait: float = 10.0
+) -> None:
+    """Remove this session's `volume`. While a box of this session still holds it (the app's own
+    removal of the box still under way), wait for it, up to `wait` seconds. A volume named from a
+    fixed identity (owner, assistant) may be mounted by another session's box on this engine: in
+    use by that one, it is theirs to clean, and the rest of the cleanup goes on."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            volume.remove(force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError:
+            users = client.containers.list(all=True, filters={"volume": volume.name}, ignore_removed=True)
+            if time.monotonic() > deadline or any(c.labels.get(TEST_RUN_LABEL) != TEST_RUN_ID for c in users):
+                return
+            time.sleep(0.2)
 
 
 def _remove_orphan_networks(client: docker.DockerClient, removed: set[str]) -> None:
