@@ -133,7 +133,8 @@ async def main(boxes: int, rounds: int, networks: bool) -> None:
             f"  {name:<22} last box {whole * 1000:7.0f} ms  ({whole / floor:4.2f}x)"
             f"   each: median {statistics.median(per_box) * 1000:6.0f} ms, max {max(per_box) * 1000:6.0f} ms"
         )
-    print(f"  squid reconfigured {statistics.median(rewrites):g} times a round (for {boxes} boxes; each round: {rewrites})")
+    median = statistics.median(rewrites)
+    print(f"  squid reconfigured {median:g} times a round for {boxes} boxes (rounds: {rewrites})")
     print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
