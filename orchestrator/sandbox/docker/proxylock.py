@@ -45,7 +45,7 @@ LOCK_SECONDS = 90
 WRITE_SECONDS = 30.0
 """How long the proxy may take to say `written` once it has the configuration."""
 _MAX_SAID = 4096
-"""More than the shell ever says (two words); a proxy saying more is refused, not buffered."""
+"""More than the shell ever says (a line with two digests, a word); a proxy saying more is refused."""
 SCRIPT = r"""
 digest() { sha256sum < "$1" 2>/dev/null | cut -c1-64; }
 printf 'locked %s %s\n' "$(digest "$1")" "$(cat "$2" 2>/dev/null)"
@@ -142,7 +142,7 @@ class ConfigLock:
         return " in time"
 
     def release(self) -> None:
-        """End the exec (its stdin closes, `cat` returns, `flock` lets go) and close the connection."""
+        """End the exec (its stdin closes, its shell returns, `flock` lets go) and close the connection."""
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_WR)
             self._sock.settimeout(WRITE_SECONDS)
