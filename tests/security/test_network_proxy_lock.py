@@ -22,6 +22,7 @@ import anyio
 import docker
 import pytest
 
+from orchestrator.sandbox.docker.frames import ExecStream, hijacked
 from orchestrator.sandbox.docker.proxy import FRONT_CONF
 from orchestrator.sandbox.docker.proxylock import lock_argv
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
@@ -43,20 +44,20 @@ async def other_manager(egress_settings: Settings, tmp_path: Path) -> AsyncItera
         yield manager
 
 
-def _until(sock: socket.socket, word: bytes) -> None:
-    """Read the exec's (framed) output until `word` is in it."""
+def _until(stream: ExecStream, word: bytes) -> None:
+    """Read the exec's (framed) output until `word` is in it (through the reader: its first bytes
+    may have come with the engine's answer)."""
     said = b""
-    sock.settimeout(30)
+    stream.sock.settimeout(30)
     while word not in said:
-        chunk = sock.recv(4096)
+        chunk = stream.reader.read1(4096)
         assert chunk, f"the exec ended before it said {word!r}: {said!r}"
         said += chunk
 
 
-def _exec(engine: docker.DockerClient, proxy: str, argv: list[str]) -> tuple[str, socket.socket]:
+def _exec(engine: docker.DockerClient, proxy: str, argv: list[str]) -> tuple[str, ExecStream]:
     created = engine.api.exec_create(proxy, argv, stdin=True, stdout=True, stderr=True, user="root")
-    started = engine.api.exec_start(created["Id"], socket=True)
-    return created["Id"], getattr(started, "_sock", started)
+    return created["Id"], hijacked(engine.api.exec_start(created["Id"], socket=True), proxy)
 
 
 HOLDER = """
@@ -139,10 +140,10 @@ async def test_a_rewrite_cut_short_leaves_the_configuration_as_it_was(
     before = await anyio.to_thread.run_sync(configuration, docker_engine, proxy)
 
     def cut_short() -> int:
-        exec_id, sock = _exec(docker_engine, proxy, lock_argv(FRONT_CONF))
-        _until(sock, b"locked")
-        sock.sendall(b"100000\nhttp_port 1\n")  # a writer that dies 14 bytes into 100,000
-        sock.shutdown(socket.SHUT_RDWR)  # what its death does to the connection
+        exec_id, stream = _exec(docker_engine, proxy, lock_argv(FRONT_CONF))
+        _until(stream, b"locked")
+        stream.sock.sendall(b"100000\nhttp_port 1\n")  # a writer that dies 14 bytes into 100,000
+        stream.sock.shutdown(socket.SHUT_RDWR)  # what its death does to the connection
         for _ in range(300):
             info = docker_engine.api.exec_inspect(exec_id)
             if not info["Running"]:

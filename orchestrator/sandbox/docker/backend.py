@@ -45,6 +45,7 @@ from orchestrator.sandbox.docker.clients import api_client
 from orchestrator.sandbox.docker.egress import GATEWAY_LABEL, POLICY_LABEL, DockerEgress, network_name
 from orchestrator.sandbox.docker.errors import engine_errors
 from orchestrator.sandbox.docker.exec import DockerExecHandle, signal_script, wrap_argv
+from orchestrator.sandbox.docker.frames import hijacked
 from orchestrator.sandbox.docker.proxy import BOX, EGRESS_LABEL
 from orchestrator.sandbox.docker.timestamps import engine_time
 from orchestrator.sandbox.network import GATEWAY_ALIAS, PROXY_ALIAS
@@ -495,17 +496,13 @@ class DockerBackend:
             await self.egress.serve(ref.id)  # a box adopted from another process: served first
         with engine_errors(ref.name or ref.id):
             exec_id, sock = await self._call(self._start_exec, ref.id, spec)
-        try:
-            reader = sock._response.raw._fp.fp
-            raw = getattr(sock, "_sock", sock)
-            raw.settimeout(None)
-        except AttributeError as exc:
-            raise SandboxError(ref.name, "this Docker transport does not support exec streams") from exc
+        stream = hijacked(sock, ref.name or ref.id)
+        stream.sock.settimeout(None)
         handle = DockerExecHandle(
             sandbox_id=ref.name or ref.id,
-            raw_sock=raw,
-            reader=reader,
-            keepalive=sock._response,
+            raw_sock=stream.sock,
+            reader=stream.reader,
+            keepalive=stream.response,
             inspect=functools.partial(self._exec_inspect, ref, exec_id),
             send_signal=functools.partial(self._signal, ref, spec.user),
             limiter=self.stream_limiter,

@@ -1,12 +1,43 @@
-"""Demultiplex Docker's attach/exec stream (non-TTY): 8-byte headers `[stream,0,0,0,len BE32]`."""
+"""Docker's attach/exec stream (non-TTY): where to read it (`hijacked`), and its frames, 8-byte
+headers `[stream,0,0,0,len BE32]` (`FrameDecoder`)."""
 
 from __future__ import annotations
 
+import socket
 import struct
+from io import BufferedReader
+from typing import Any, NamedTuple
+
+from orchestrator.errors import SandboxError
 
 STDOUT = 1
 STDERR = 2
 _HEADER = struct.Struct(">BxxxL")
+
+
+class ExecStream(NamedTuple):
+    """A started exec's hijacked connection (what `exec_start(socket=True)` returned)."""
+
+    sock: socket.socket
+    """The raw socket: stdin is written and shut down on it, timeouts set on it."""
+    reader: BufferedReader
+    """Where the stream is read: the engine's HTTP answer was read through this buffer, and the
+    stream's first bytes may be in it already (a process that printed at once), never again on
+    the socket."""
+    response: Any
+    """The HTTP response, kept as long as the stream: dropping it may close the socket."""
+
+
+def hijacked(started: Any, name: str) -> ExecStream:
+    """The stream of an exec that `exec_start(socket=True)` started.
+
+    Raises:
+        SandboxError: the Docker transport hands out no such stream (`name` says whose).
+    """
+    try:
+        return ExecStream(getattr(started, "_sock", started), started._response.raw._fp.fp, started._response)
+    except AttributeError as exc:
+        raise SandboxError(name, "this Docker transport does not support exec streams") from exc
 
 
 class FrameDecoder:

@@ -36,7 +36,7 @@ from typing import Any
 import docker
 
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox.docker.frames import STDOUT, FrameDecoder
+from orchestrator.sandbox.docker.frames import STDOUT, ExecStream, FrameDecoder, hijacked
 
 LOCK_FILE = "/tmp/cage-egress.lock"
 """The lock's file in the proxy's container (its own `/tmp`, which no one else writes)."""
@@ -73,8 +73,9 @@ def lock_argv(conf: str) -> list[str]:
 class ConfigLock:
     """The proxy's lock, held: `write` one configuration under it. Made by `config_lock`."""
 
-    def __init__(self, api: docker.APIClient, proxy: str, exec_id: str, sock: socket.socket) -> None:
-        self._api, self._proxy, self._exec_id, self._sock = api, proxy, exec_id, sock
+    def __init__(self, api: docker.APIClient, proxy: str, exec_id: str, stream: ExecStream) -> None:
+        self._api, self._proxy, self._exec_id, self._stream = api, proxy, exec_id, stream
+        self._sock = stream.sock
         self._frames = FrameDecoder()
         self._said = b""
         self._found: tuple[str, str] = ("", "")
@@ -122,7 +123,7 @@ class ConfigLock:
             if left > 0:
                 self._sock.settimeout(left)
                 with contextlib.suppress(TimeoutError):
-                    chunk = self._sock.recv(4096)
+                    chunk = self._stream.reader.read1(4096)
             if not chunk:
                 raise SandboxError(self._proxy, f"the egress proxy did not {what}{self._ended()}")
             for stream, payload in self._frames.feed(chunk):
@@ -143,10 +144,10 @@ class ConfigLock:
 
     def release(self) -> None:
         """End the exec (its stdin closes, its shell returns, `flock` lets go) and close the connection."""
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # a read that timed out leaves the reader unusable: fine
             self._sock.shutdown(socket.SHUT_WR)
             self._sock.settimeout(WRITE_SECONDS)
-            while self._sock.recv(4096):  # the exec's end: the lock is free from here
+            while self._stream.reader.read1(4096):  # the exec's end: the lock is free from here
                 pass
         self._sock.close()
 
@@ -161,9 +162,8 @@ def config_lock(api: docker.APIClient, proxy: str, conf: str) -> Iterator[Config
         docker.errors.DockerException: the engine refused the exec.
     """
     created = api.exec_create(proxy, lock_argv(conf), stdin=True, stdout=True, stderr=True, user="root")
-    started = api.exec_start(created["Id"], socket=True)
-    sock: socket.socket = getattr(started, "_sock", started)
-    held = ConfigLock(api, proxy, str(created["Id"]), sock)
+    stream = hijacked(api.exec_start(created["Id"], socket=True), proxy)
+    held = ConfigLock(api, proxy, str(created["Id"]), stream)
     try:
         held.await_grant()
         yield held

@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.errors import SandboxError
 from orchestrator.sandbox.docker import proxylock
+from orchestrator.sandbox.docker.frames import ExecStream
 from orchestrator.sandbox.docker.proxylock import ConfigLock
 
 TEXT = "http_port 127.0.0.1:13128 require-proxy-header\n"
@@ -36,7 +37,9 @@ def frame(data: bytes, stream: int = 1) -> bytes:
 @pytest.fixture
 def pair() -> Iterator[tuple[ConfigLock, socket.socket]]:
     ours, shell = socket.socketpair()
-    yield ConfigLock(_Exec(), "cage-egress", "exec-1", ours), shell  # type: ignore[arg-type]
+    reader = ours.makefile("rb")
+    yield ConfigLock(_Exec(), "cage-egress", "exec-1", ExecStream(ours, reader, None)), shell  # type: ignore[arg-type]
+    reader.close()
     ours.close()
     shell.close()
 
@@ -100,3 +103,23 @@ def test_a_proxy_that_says_something_else_or_too_much_is_refused(
     shell.sendall(frame(b"x" * 64))
     with pytest.raises(SandboxError, match="said too much"):
         held.await_grant()
+
+
+def test_the_first_line_read_along_with_the_engines_answer_is_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine answers an exec's start with HTTP headers, then the stream. A lock granted at once
+    says `locked` so soon that the HTTP client, reading the headers through its buffer, takes that
+    frame in too: it is in the reader's buffer, never again on the socket (seen once in CI, where
+    reading the socket itself waited 95 s for a line already read)."""
+    monkeypatch.setattr(proxylock, "LOCK_SECONDS", -4)  # a second to find it
+    ours, shell = socket.socketpair()
+    reader = ours.makefile("rb")
+    shell.sendall(b"HTTP/1.1 101 UPGRADED\r\n\r\n" + frame(f"locked {DIGEST} {DIGEST}\n".encode()))
+    assert reader.readline() == b"HTTP/1.1 101 UPGRADED\r\n" and reader.readline() == b"\r\n"
+    held = ConfigLock(_Exec(), "cage-egress", "exec-1", ExecStream(ours, reader, None))  # type: ignore[arg-type]
+    held.await_grant()
+    assert held.holds(TEXT)
+    reader.close()
+    ours.close()
+    shell.close()
