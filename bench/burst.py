@@ -8,7 +8,7 @@ first output line of `echo` in its box, against `--boxes` `docker run --rm` of t
 printing the same line, all started at once (the engine's floor for that many boxes on this
 machine). Prints the medians over `--rounds` of the time until the last box answered, the per-box
 median and maximum, the ratio, and how many times squid reconfigured per round (its log's
-"Reconfiguring Squid Cache" lines).
+"Reconfiguring Squid Cache" lines, `proxy.RECONFIGURING`).
 
 Usage: `.venv/bin/python bench/burst.py [--boxes 8] [--rounds 5] [--networks]` (`--networks`:
 boxes on networks of their own, `CAGE_NAMESPACE_EGRESS=false`, as a Cage process that cannot enter
@@ -41,6 +41,7 @@ from sandbox import (
 from orchestrator.dsl.sandbox import SandboxSpec
 from orchestrator.logs import configure_logging
 from orchestrator.sandbox.docker import DockerBackend
+from orchestrator.sandbox.docker.proxy import RECONFIGURING
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager, SandboxRequest
 from orchestrator.settings import Settings
 
@@ -84,7 +85,7 @@ async def cold_round(manager: SandboxManager, requests: list[SandboxRequest]) ->
 
 def reconfigures(client: docker.DockerClient, proxy: str) -> int:
     said: bytes = client.api.logs(proxy, stdout=False, stderr=True)
-    return said.count(b"Reconfiguring Squid Cache")
+    return said.count(RECONFIGURING)
 
 
 async def main(boxes: int, rounds: int, networks: bool) -> None:

@@ -23,7 +23,7 @@ import docker
 import pytest
 
 from orchestrator.sandbox.docker.frames import ExecStream, hijacked
-from orchestrator.sandbox.docker.proxy import FRONT_CONF
+from orchestrator.sandbox.docker.proxy import FRONT_CONF, RECONFIGURING
 from orchestrator.sandbox.docker.proxylock import lock_argv
 from orchestrator.sandbox.manager import SandboxLease, SandboxManager
 from orchestrator.settings import Settings
@@ -193,7 +193,7 @@ def _await_flocks(engine: docker.DockerClient, proxy: str, count: int) -> None:
 
 def _rewrites(engine: docker.DockerClient, proxy: str) -> int:
     """How many times squid has reconfigured, by its own log."""
-    return engine.api.logs(proxy, stdout=False, stderr=True).count(b"Reconfiguring Squid Cache")
+    return engine.api.logs(proxy, stdout=False, stderr=True).count(RECONFIGURING)
 
 
 async def test_boxes_that_wait_for_the_lock_together_share_one_rewrite(

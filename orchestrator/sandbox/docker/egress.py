@@ -87,7 +87,6 @@ BOXES_LABEL = "cage.egress.boxes"
 """On the proxy image: `abns` when its front takes boxes with no interface on abstract Unix
 sockets in its network namespace (`orchestrator.sandbox.docker.netns.SOCKETS`)."""
 _CREATE_TRIES = 8
-_LOCK_POLL = 0.1
 POKE_SECONDS = 0.25
 """Time bound of `_poke`'s connection to the proxy (beyond it, `settle` waits its own time)."""
 
@@ -377,8 +376,6 @@ class DockerEgress:
         """Remove sandbox networks and port relays whose sandbox container is gone (removed behind
         Cage's back)."""
         return await to_thread.run_sync(self._sweep)
-
-    # --- proxy container -----------------------------------------------------------------------
 
     # --- networks ------------------------------------------------------------------------------
 

@@ -50,6 +50,9 @@ PROXY_START_SECONDS = 30.0
 LISTENING = b"Accepting reverse-proxy HTTP Socket connections"
 """What squid logs (to stderr) once its (re)configuration is in force: the last of its ports opened
 (the relay's), its signal handlers set before."""
+RECONFIGURING = b"Reconfiguring Squid Cache"
+"""What squid logs (to stderr) as it starts a reconfigure, one line each: how benches and tests
+count the rewrites that reached it."""
 _RECONFIGURE_POLL = 0.01
 _TAIL = 200
 """Log lines read back when waiting for squid: more than it logs in a few polls on a busy engine."""

@@ -75,7 +75,6 @@ class ConfigLock:
 
     def __init__(self, api: docker.APIClient, proxy: str, exec_id: str, stream: ExecStream) -> None:
         self._api, self._proxy, self._exec_id, self._stream = api, proxy, exec_id, stream
-        self._sock = stream.sock
         self._frames = FrameDecoder()
         self._said = b""
         self._found: tuple[str, str] = ("", "")
@@ -88,7 +87,7 @@ class ConfigLock:
             SandboxError: the proxy did not write it (its shell's exit code says why).
         """
         data = text.encode()
-        self._sock.sendall(b"%d\n" % len(data) + data)
+        self._stream.sock.sendall(b"%d\n" % len(data) + data)
         self._expect(b"written\n", time.monotonic() + WRITE_SECONDS, "write its configuration")
 
     def await_grant(self) -> None:
@@ -113,7 +112,7 @@ class ConfigLock:
     def confirm(self) -> None:
         """Record that squid has taken the configuration written here, so that a rewrite of the
         same text by the next holder is skipped (`holds`)."""
-        self._sock.sendall(b"taken\n")
+        self._stream.sock.sendall(b"taken\n")
 
     def _expect(self, word: bytes, deadline: float, what: str) -> bytes:
         """Read the exec's stdout until it says `word`; what it said before, and `word` consumed."""
@@ -121,7 +120,7 @@ class ConfigLock:
             left = deadline - time.monotonic()
             chunk = b""
             if left > 0:
-                self._sock.settimeout(left)
+                self._stream.sock.settimeout(left)
                 with contextlib.suppress(TimeoutError):
                     chunk = self._stream.reader.read1(4096)
             if not chunk:
@@ -145,11 +144,11 @@ class ConfigLock:
     def release(self) -> None:
         """End the exec (its stdin closes, its shell returns, `flock` lets go) and close the connection."""
         with contextlib.suppress(OSError):  # a read that timed out leaves the reader unusable: fine
-            self._sock.shutdown(socket.SHUT_WR)
-            self._sock.settimeout(WRITE_SECONDS)
+            self._stream.sock.shutdown(socket.SHUT_WR)
+            self._stream.sock.settimeout(WRITE_SECONDS)
             while self._stream.reader.read1(4096):  # the exec's end: the lock is free from here
                 pass
-        self._sock.close()
+        self._stream.sock.close()
 
 
 @contextlib.contextmanager
