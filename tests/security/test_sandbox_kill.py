@@ -34,8 +34,17 @@ WRITERS = (
 LIFECYCLES = ["session", "longrunning", "persistent"]
 
 
+STRAYS = (
+    "ps -eo pid=,ppid=,args= | awk '/[l]ate-/ { parent[$1] = $2; line[$1] = $0 } "
+    "END { for (p in parent) if (!(parent[p] in parent)) print line[p] }'"
+)
+"""The writers still running, one line each: a process whose parent is a writer is that writer
+forking `date` or `sleep`, caught before its exec (it shows the writer's command line for an
+instant), not a writer of its own."""
+
+
 async def _strays(manager: Any, lease: Any) -> list[bytes]:
-    lines, _, _ = await sh(manager, lease, "ps -eo pid,args | grep '[l]ate-' || true")
+    lines, _, _ = await sh(manager, lease, STRAYS)
     return lines
 
 
