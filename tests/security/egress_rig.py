@@ -68,11 +68,13 @@ def raw(label, host, port, data):
             s.sendall(data.encode()); out[label] = s.recv(200).decode(errors="replace").split("\r\n")[0]
     except Exception as e:
         out[label] = type(e).__name__
-def hammer(label, seconds):
-    # a new connection to the proxy every 10 ms for `seconds`: how each attempt ended
+def hammer(label, stop, seconds):
+    # a new connection to the proxy every 10 ms until the file `stop` exists (at most `seconds`):
+    # how each attempt ended
+    import os
     counts = {}
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and not os.path.exists(stop):
         try:
             with socket.create_connection(("cage-egress", 3128), timeout=5) as s:
                 s.sendall(b"GET http://169.254.169.254/ HTTP/1.0\r\n\r\n")
