@@ -236,11 +236,9 @@ class BoxSandbox:
 
 
 async def whole_path(
-    backend: DockerBackend, ref: SandboxRef, runner: str, path: str, *, floor: bool | None = None
+    backend: DockerBackend, ref: SandboxRef, adapter: ReplayAdapter
 ) -> tuple[float, float, int]:
-    """Wall seconds of the whole turn, CPU seconds this process spent on it, and JSONL bytes out.
-
-    With `floor` set, the lines go to a `FloorTranslator` instead (parsed when `floor` is True)."""
+    """Wall seconds of `adapter`'s turn, CPU seconds this process spent on it, and JSONL bytes out."""
     encoder = JSONLEncoder()
     sent = 0
 
@@ -254,11 +252,11 @@ async def whole_path(
     async def save_resume(state: dict[str, str]) -> None:
         saved.append(state)  # the pipeline writes it to the store; the bridge's per-line check is the same
 
+    runner = adapter.name
     builder = TurnBuilder(CountingIds(), runner=runner)
     turn = turn_for(runner, "session" if runner == "opencode" else "oneshot")
     started, cpu = time.perf_counter(), time.process_time()
     await emit(builder.stream_start("bench.a"))
-    adapter = ReplayAdapter(runner, path) if floor is None else FloorAdapter(runner, path, parse=floor)
     result = await run_runner_turn(
         adapter, turn, BoxSandbox(backend, ref), builder, emit, on_resume=save_resume
     )
@@ -329,7 +327,7 @@ async def main(min_lines: int, runs: int) -> None:
             base = statistics.median(
                 [await anyio.to_thread.run_sync(raw_cat, ref.id, path) for _ in range(runs)]
             )
-            ours = [await whole_path(backend, ref, runner, path) for _ in range(runs)]
+            ours = [await whole_path(backend, ref, ReplayAdapter(runner, path)) for _ in range(runs)]
             cage = statistics.median(t for t, _, _ in ours)
             cpu = statistics.median(c for _, c, _ in ours)
             ratio = cage / base
@@ -338,12 +336,13 @@ async def main(min_lines: int, runs: int) -> None:
                 f"cage {cage * 1000:8.0f} ms   ratio {ratio:5.2f}  {_verdict(ratio <= TARGET_RATIO)}  "
                 f"(cpu {cpu * 1000:.0f} ms, {len(lines) / cage:,.0f} lines/s, {ours[0][2] / 2**20:.1f} MiB)"
             )
-            read = statistics.median(
-                [(await whole_path(backend, ref, runner, path, floor=False))[0] for _ in range(runs)]
-            )
-            parsed = statistics.median(
-                [(await whole_path(backend, ref, runner, path, floor=True))[0] for _ in range(runs)]
-            )
+            floors: list[float] = []
+            for parse in (False, True):
+                adapter = FloorAdapter(runner, path, parse=parse)
+                floors.append(
+                    statistics.median([(await whole_path(backend, ref, adapter))[0] for _ in range(runs)])
+                )
+            read, parsed = floors
             left = (TARGET_RATIO * base - parsed) / events[runner] * 1e6
             print(
                 f"  {'':9s} floor: read and framed {read * 1000:6.0f} ms ({read / base:4.2f}x), and parsed"

@@ -34,7 +34,7 @@ from tests.integration.conftest import TEST_RUN_ID, TEST_RUN_LABEL, docker_engin
 ALLOWED = "allowed.cage.test"
 DENIED = "denied.cage.test"
 PROBE = r"""
-import json, socket, sys, time, urllib.request
+import json, os, socket, sys, time, urllib.request
 out = {}
 def http(label, url, proxy=True):
     handler = urllib.request.ProxyHandler({"http": "http://cage-egress:3128"} if proxy else {})
@@ -71,7 +71,6 @@ def raw(label, host, port, data):
 def hammer(label, stop, seconds):
     # a new connection to the proxy every 10 ms until the file `stop` exists (at most `seconds`):
     # how each attempt ended
-    import os
     counts = {}
     end = time.monotonic() + seconds
     while time.monotonic() < end and not os.path.exists(stop):
