@@ -210,13 +210,16 @@ async def test_a_sandbox_that_starts_never_cuts_another_off(
     proxy's front keeps accepting and retries, so a box already running is never refused, whoever
     starts boxes beside it. (Without the front, four starts refused a box probing like this 33 times
     at one connection every 2 ms, 5 to 7 times at one every 10 ms, as here.) A connection squid had
-    queued as it closed its port is reset, which the front cannot retry: one in thousands.
+    queued as it closed its port is reset, which the front cannot retry: one in thousands. The
+    probe has one connection open at a time, so a start can reset at most the one in flight: the
+    bound is per start, not a share of the attempts (a loaded CI machine's 95 attempts met one
+    reset, which a 1% share refused).
 
     The box probes from a second before the first start until the last box is gone, however long
     the starts take on the machine at hand (a loaded CI machine made about 40 attempts a second,
     a quiet one 80)."""
     a = await acquire(egress_manager, tmp_path / "a", "bridge")
-    stop = "/tmp/stop-hammer"
+    stop, starts = "/tmp/stop-hammer", 4
     result: dict[str, dict[str, int]] = {}
 
     async def hammer() -> None:
@@ -225,7 +228,7 @@ async def test_a_sandbox_that_starts_never_cuts_another_off(
     async with anyio.create_task_group() as tg:
         tg.start_soon(hammer)
         await anyio.sleep(1.0)
-        for index in range(4):
+        for index in range(starts):
             other = await acquire(egress_manager, tmp_path / f"other-{index}", "none")
             await egress_manager.release(other)
         async with await egress_manager.exec(a, ExecSpec(argv=("touch", stop))) as handle:
@@ -233,8 +236,8 @@ async def test_a_sandbox_that_starts_never_cuts_another_off(
     counts = result["a"]
     attempts = sum(counts.values())
     assert counts.get("answered", 0) >= 50, counts  # it probed through the starts, not once
-    assert "ConnectionRefusedError" not in counts, counts
-    assert attempts - counts["answered"] <= attempts // 100, counts
+    assert set(counts) <= {"answered", "closed", "ConnectionResetError"}, counts  # none refused
+    assert attempts - counts["answered"] <= starts, counts  # a reset: the one queued, per start
     await egress_manager.release(a)
 
 
