@@ -23,6 +23,15 @@ _GC_YOUNG = 10_000
 would look at them, so the default ran one every few events."""
 
 
+def settle_memory() -> None:
+    """Freeze what is in memory now (a server's start-up) out of the garbage collector's reach, and
+    collect the youngest generation every `_GC_YOUNG` new objects: the server's collector, which
+    `bench/bridge.py` runs under too."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(_GC_YOUNG, *gc.get_threshold()[1:])
+
+
 class CageServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
         super().__init__(config)
@@ -34,9 +43,7 @@ class CageServer(uvicorn.Server):
         full collection traversed all of them, pausing the event loop for 100-350 ms on a busy
         server (every event in flight waited). Collections now look only at what came after."""
         await super().startup(sockets)
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(_GC_YOUNG, *gc.get_threshold()[1:])
+        settle_memory()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for server in self.servers:

@@ -44,7 +44,7 @@ _HEAD = re.compile(r'\{"id":"[^"\\]*","type":"([a-z.]+)",')
 """The start of a line as opencode prints it: `id`, then the top-level `type` (no escapes)."""
 
 
-def _makes_nothing(line: str) -> bool:
+def makes_nothing(line: str) -> bool:
     """True for a line that certainly makes no event and changes no state, known without parsing it.
 
     Most of a serve stream is bookkeeping (`session.updated`, `session.diff`, an assistant's
@@ -97,7 +97,7 @@ class ServeTranslator(LedgerTranslator, ControlQueue):
         """call id -> the last input reported for it."""
 
     def feed(self, line: str) -> list[Event]:
-        if _makes_nothing(line):
+        if makes_nothing(line):
             self._ledger.seen_output = True
             return []
         message = json_object(line, runner="opencode")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.opencode.serve_translator import IGNORED, _makes_nothing
+from runners.opencode.serve_translator import IGNORED, makes_nothing
 
 SERVE = sorted(Path(__file__).resolve().parents[2].glob("golden/opencode/*/serve_*.in.jsonl"))
 
@@ -29,7 +29,7 @@ def _ignored_by_full_parse(message: dict[str, object]) -> bool:
 @pytest.mark.parametrize("case", SERVE, ids=lambda p: p.name)
 def test_skipped_lines_are_lines_a_full_parse_ignores(case: Path) -> None:
     lines = [line for line in case.read_text().splitlines() if line.strip()]
-    skipped = [line for line in lines if _makes_nothing(line)]
+    skipped = [line for line in lines if makes_nothing(line)]
     for line in skipped:
         assert _ignored_by_full_parse(json.loads(line)), line[:200]
     assert skipped, "the recorded stream's bookkeeping lines take the fast path"
@@ -38,7 +38,7 @@ def test_skipped_lines_are_lines_a_full_parse_ignores(case: Path) -> None:
 def test_serve_hello_skips_most_bookkeeping() -> None:
     case = next(p for p in SERVE if p.name == "serve_hello.in.jsonl")
     lines = [line for line in case.read_text().splitlines() if line.strip()]
-    assert sum(map(_makes_nothing, lines)) / len(lines) > 0.4
+    assert sum(map(makes_nothing, lines)) / len(lines) > 0.4
 
 
 @pytest.mark.parametrize(
@@ -56,7 +56,7 @@ def test_serve_hello_skips_most_bookkeeping() -> None:
     ],
 )
 def test_lines_that_might_matter_are_parsed(line: str) -> None:
-    assert not _makes_nothing(line)
+    assert not makes_nothing(line)
 
 
 @pytest.mark.parametrize(
@@ -68,4 +68,4 @@ def test_lines_that_might_matter_are_parsed(line: str) -> None:
     ],
 )
 def test_bookkeeping_is_skipped(line: str) -> None:
-    assert _makes_nothing(line)
+    assert makes_nothing(line)
