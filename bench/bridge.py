@@ -10,12 +10,13 @@
    ratio of wall-clock medians (target ≤ 3), with the CPU time the orchestrator spent beside it: on a
    loaded machine the wall clock of the Python side grows with the load, `cat`'s much less.
 3. **Floor**: the same exec with a translator that makes no event: each line read and framed only,
-   then also parsed by `runners.lines.json_object` (what every translator does first), as ratios
-   to the same `cat`, and what the 3x budget leaves for each event once those are paid, beside what
-   the cheapest event CPython can make costs here (`cheapest_event`: a two-field msgspec struct,
-   made and encoded, with no translating). It is the part of the whole path no translator or event
-   model can remove, on the machine at hand: the ratios are CPython's per-line work against the
-   engine's native copy, and move with the hardware.
+   then also parsed as the runner's translator parses it first (`runners.lines.json_object`, after
+   the skip of lines known to make nothing that opencode's translator does), as ratios to the
+   same `cat`; what the 3x budget leaves each event once those are paid, beside what the cheapest
+   event CPython can make costs here (`cheapest_event`). And for codex, the cheapest bridge
+   CPython can run (`bench/struct_path.py`: typed lines decoded in one call per 128, struct
+   events, the same JSONL as Cage's translator), over the same exec: the floor of a rewrite of the
+   event path around msgspec structs, on the machine at hand.
 
 Usage: `.venv/bin/python bench/bridge.py [--lines 100000] [--runs 3]`. Everything it creates is
 labelled `cage.bench=<uuid>` and removed at the end.
@@ -38,7 +39,9 @@ from pathlib import Path
 import anyio
 import msgspec
 from pydantic import SecretStr
+from struct_path import StructCodex
 
+from orchestrator.api.server import settle_memory
 from orchestrator.dsl import ConnectorSpec, ConnectorType
 from orchestrator.logs import configure_logging
 from orchestrator.pipeline.modes.bridge import run_runner_turn
@@ -59,6 +62,7 @@ from runners.base import (
 )
 from runners.lines import json_object
 from runners.loop_adapter import LoopAdapter
+from runners.opencode.serve_translator import makes_nothing
 from runners.registry import adapter_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,16 +202,18 @@ class ReplayAdapter:
 
 
 class FloorTranslator(OutcomeOnClose):
-    """Makes no event: reads each line as JSON (`parse`) or not at all, for the floor rows."""
+    """Makes no event: parses each line as the runner's translator does first (`parse`: opencode's
+    skips the lines it knows make nothing, unparsed) or not at all, for the floor rows."""
 
     finished = False
 
     def __init__(self, runner: str, parse: bool) -> None:
         self._runner, self._parse = runner, parse
+        self._skip = makes_nothing if runner == "opencode" else None
         self.resume_state: dict[str, str] = {}
 
     def feed(self, line: str) -> list[Event]:
-        if self._parse:
+        if self._parse and (self._skip is None or not self._skip(line)):
             json_object(line, runner=self._runner)
         return []
 
@@ -264,6 +270,31 @@ async def whole_path(
     return time.perf_counter() - started, time.process_time() - cpu, sent
 
 
+async def struct_path(backend: DockerBackend, ref: SandboxRef, path: str) -> tuple[float, int]:
+    """Wall seconds of `cat <path>` read as Cage's bridge reads it (the same exec handle and its
+    line framing) and turned into JSONL by `StructCodex`, and the JSONL bytes made."""
+    codex = StructCodex()
+    made = 0
+    started = time.perf_counter()
+    async with await backend.exec(ref, ExecSpec(argv=("cat", path), user="sandbox")) as handle:
+        async for items in handle.batches():
+            made += codex.take([item for item in items if isinstance(item, bytes)])
+        await handle.wait()
+    return time.perf_counter() - started, made
+
+
+def same_as_cage(lines: Sequence[str]) -> bool:
+    """Whether `StructCodex` makes the JSONL Cage's codex translator makes for `lines` (`duration_ms`,
+    a clock's reading, aside): its floor counts only if it makes what Cage's translator makes."""
+    builder = TurnBuilder(CountingIds(), runner="codex")
+    translator = cli_adapter("codex").translator(builder, turn_for("codex"))
+    encoder = JSONLEncoder()
+    cage = "".join(encoder.encode(event) for line in lines for event in translator.feed(line))
+    ours = b"".join(StructCodex().jsonl([line.encode() for line in lines]))
+    clock = re.compile(r'"duration_ms":\d+')
+    return clock.sub("", cage) == clock.sub("", ours.decode())
+
+
 def _verdict(met: bool) -> str:
     return "met" if met else "NOT MET"
 
@@ -279,6 +310,7 @@ def raw_cat(container_id: str, path: str) -> float:
 async def main(min_lines: int, runs: int) -> None:
     configure_logging("WARNING")
     transcripts = {runner: transcript(runner, min_lines) for runner in GOLDEN}
+    settle_memory()  # the server's collector: what is in memory now frozen, young collections rarer
     print("load average at start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(
         f"translators ({min_lines:,}+ lines each, best of {runs}, CPU time;"
@@ -349,6 +381,16 @@ async def main(min_lines: int, runs: int) -> None:
                 f" {parsed * 1000:6.0f} ms ({parsed / base:4.2f}x); the {TARGET_RATIO:g}x budget leaves"
                 f" {left:5.2f} us an event to translate and encode (the cheapest event: {cheapest:.2f} us)"
             )
+            if runner == "codex":
+                if not same_as_cage(lines):
+                    raise SystemExit("bench/struct_path.py no longer makes Cage's codex JSONL: fix it first")
+                structs = sorted([(await struct_path(backend, ref, path))[0] for _ in range(runs)])
+                print(
+                    f"  {'':9s} floor: the cheapest CPython bridge (struct_path.py, the same JSONL): best"
+                    f" {structs[0] * 1000:.0f} ms ({structs[0] / base:4.2f}x), median"
+                    f" {statistics.median(structs) * 1000:.0f} ms ({statistics.median(structs) / base:4.2f}x)"
+                    f"  {_verdict(structs[0] <= TARGET_RATIO * base)}"
+                )
     finally:
         await backend.remove(ref, force=True)
     print("load average at end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
