@@ -117,7 +117,9 @@ def cli_adapter(runner: str) -> RunnerAdapter:
     return adapter
 
 
-def turn_for(runner: str, lifecycle: str = "oneshot") -> TurnRequest:
+def turn_for(runner: str) -> TurnRequest:
+    """The bench's turn of `runner`: a session for opencode (its serve driver, whose golden the
+    transcript repeats), one shot for the others."""
     connector = ConnectorSpec(
         id="bench",
         label="bench",
@@ -133,8 +135,14 @@ def turn_for(runner: str, lifecycle: str = "oneshot") -> TurnRequest:
         turn_id="t",
         prompt="hi",
         connector=connector,
-        lifecycle=lifecycle,
+        lifecycle="session" if runner == "opencode" else "oneshot",
     )
+
+
+def translator_for(runner: str) -> tuple[TurnBuilder, Translator]:
+    """A fresh turn's builder and `runner`'s real translator for it."""
+    builder = TurnBuilder(CountingIds(), runner=runner)
+    return builder, cli_adapter(runner).translator(builder, turn_for(runner))
 
 
 def translate(runner: str, lines: Sequence[str], *, encode: bool = False) -> tuple[float, int]:
@@ -144,9 +152,7 @@ def translate(runner: str, lines: Sequence[str], *, encode: bool = False) -> tup
     CPU time of this process, not wall time: the target is per core, and on a machine shared with
     other work the wall clock also counts the time other processes had the core.
     """
-    turn = turn_for(runner, "session" if runner == "opencode" else "oneshot")
-    builder = TurnBuilder(CountingIds(), runner=runner)
-    translator = cli_adapter(runner).translator(builder, turn)
+    builder, translator = translator_for(runner)
     encoder = JSONLEncoder()
     started = time.process_time()
     count = len(builder.stream_start("bench.a"))
@@ -260,7 +266,7 @@ async def whole_path(
 
     runner = adapter.name
     builder = TurnBuilder(CountingIds(), runner=runner)
-    turn = turn_for(runner, "session" if runner == "opencode" else "oneshot")
+    turn = turn_for(runner)
     started, cpu = time.perf_counter(), time.process_time()
     await emit(builder.stream_start("bench.a"))
     result = await run_runner_turn(
@@ -286,8 +292,7 @@ async def struct_path(backend: DockerBackend, ref: SandboxRef, path: str) -> tup
 def same_as_cage(lines: Sequence[str]) -> bool:
     """Whether `StructCodex` makes the JSONL Cage's codex translator makes for `lines` (`duration_ms`,
     a clock's reading, aside): its floor counts only if it makes what Cage's translator makes."""
-    builder = TurnBuilder(CountingIds(), runner="codex")
-    translator = cli_adapter("codex").translator(builder, turn_for("codex"))
+    _, translator = translator_for("codex")
     encoder = JSONLEncoder()
     cage = "".join(encoder.encode(event) for line in lines for event in translator.feed(line))
     ours = b"".join(StructCodex().jsonl([line.encode() for line in lines]))
